@@ -1,0 +1,151 @@
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+# ramcache-bpf: `make` builds everything into build/, `make test` runs the
+# suite (as root), `make demo` runs the demo, `make deps` installs what the
+# build needs on Debian. V=1 shows the full commands.
+
+OUTPUT ?= build
+CLANG ?= clang
+BPFTOOL ?= bpftool
+CC ?= cc
+PYTHON ?= /usr/bin/python3
+ARCH_DIR := $(shell uname -m)
+ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/' \
+	  -e 's/ppc64le/powerpc/' -e 's/s390x/s390/' -e 's/riscv64/riscv/')
+VMLINUX_DIR := vmlinux/$(ARCH_DIR)
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+
+WARN := -Wall -Wextra -Werror -Wno-unused-parameter
+CFLAGS ?= -g -O2
+ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE \
+	      -DRAMCACHE_VERSION='"$(VERSION)"' \
+	      -I$(OUTPUT) -Ibpf -Iinclude -Iuser
+BPF_CFLAGS := -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) \
+	      -I$(VMLINUX_DIR) -Ibpf -I$(OUTPUT)
+AGENT_LIBS := -lbpf -lelf -lz $(shell pkg-config --libs libmicrohttpd 2>/dev/null) -lm
+
+# Debian packages the build and the tests need.
+DEPS_PKGS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
+	     make gcc python3 libmicrohttpd-dev systemtap-sdt-dev \
+	     libclang-rt-14-dev clang-format cppcheck procps util-linux
+
+BPF_SRCS := $(wildcard bpf/*.bpf.c)
+BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))
+SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
+
+USER_SRCS := $(wildcard user/*.c)
+USER_OBJS := $(patsubst user/%.c,$(OUTPUT)/obj/user/%.o,$(USER_SRCS))
+USER_LIB_OBJS := $(filter-out $(OUTPUT)/obj/user/main.o,$(USER_OBJS))
+
+LIB_SRCS := $(wildcard lib/*.c)
+LIB_OBJS := $(patsubst lib/%.c,$(OUTPUT)/obj/lib/%.o,$(LIB_SRCS))
+
+DEMO_SRCS := $(wildcard demo/*.c)
+DEMO_OBJS := $(patsubst demo/%.c,$(OUTPUT)/obj/demo/%.o,$(DEMO_SRCS))
+
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,$(OUTPUT)/tests/%,$(UNIT_SRCS))
+HELPER_SRCS := $(wildcard tests/helpers/*.c)
+HELPER_BINS := $(patsubst tests/helpers/%.c,$(OUTPUT)/tests/%,$(HELPER_SRCS))
+
+AGENT := $(OUTPUT)/ramcache-bpf
+DEMO := $(OUTPUT)/ramcache-demo
+LIBSO := $(OUTPUT)/libramcache.so
+LIBA := $(OUTPUT)/libramcache.a
+
+ifeq ($(V),1)
+Q =
+msg =
+else
+Q = @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+.DELETE_ON_ERROR:
+.PHONY: all deps test demo bench fuzz soak clean vmlinux format check-format lint
+
+all: deps $(AGENT) $(LIBSO) $(LIBA) $(if $(DEMO_SRCS),$(DEMO)) $(UNIT_BINS) $(HELPER_BINS)
+
+# Quick when everything is there: one dpkg query, no network.
+deps:
+	$(Q)missing=$$(for p in $(DEPS_PKGS); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
+		grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "ramcache-bpf: missing packages:" $$missing "(run 'sudo make deps')"; exit 1; \
+		fi; \
+		echo "  DEPS     installing" $$missing; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(OUTPUT) $(OUTPUT)/obj/user $(OUTPUT)/obj/lib $(OUTPUT)/obj/lib-pic \
+$(OUTPUT)/obj/demo $(OUTPUT)/tests:
+	$(Q)mkdir -p $@
+
+$(OUTPUT)/%.bpf.o: bpf/%.bpf.c bpf/*.h $(VMLINUX_DIR)/vmlinux.h | $(OUTPUT) deps
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o | deps
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< > $@
+
+$(OUTPUT)/obj/user/%.o: user/%.c user/*.h bpf/pressure.h include/ramcache/*.h $(SKELS) | $(OUTPUT)/obj/user
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(AGENT): $(USER_OBJS) | deps
+	$(call msg,BINARY,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $^ $(AGENT_LIBS) -o $@
+
+$(OUTPUT)/obj/lib/%.o: lib/%.c include/ramcache/*.h $(wildcard lib/*.h) | $(OUTPUT)/obj/lib
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(LIBSO): $(LIB_OBJS)
+	$(call msg,LIB,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,libramcache.so.1 $^ -o $@
+
+$(LIBA): $(LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(OUTPUT)/obj/demo/%.o: demo/%.c $(wildcard demo/*.h) include/ramcache/*.h | $(OUTPUT)/obj/demo
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -Idemo -c $< -o $@
+
+$(DEMO): $(DEMO_OBJS) $(LIBA)
+	$(call msg,BINARY,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $^ -lm -o $@
+
+# Unit tests link the agent's objects (less main) and the executor library.
+$(OUTPUT)/tests/test_%: tests/unit/test_%.c tests/unit/test.h $(USER_LIB_OBJS) $(LIBA) | $(OUTPUT)/tests
+	$(call msg,TEST,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit $< $(USER_LIB_OBJS) $(LIBA) $(AGENT_LIBS) -lpthread -o $@
+
+$(OUTPUT)/tests/%: tests/helpers/%.c $(LIBA) | $(OUTPUT)/tests
+	$(call msg,HELPER,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $< $(LIBA) -lpthread -lm -o $@
+
+test: all
+	$(Q)OUTPUT=$(OUTPUT) PYTHON=$(PYTHON) $(PYTHON) tests/run.py
+
+demo: all
+	$(Q)OUTPUT=$(OUTPUT) demo/run-demo.sh
+
+# Regenerate the committed vmlinux.h from the running kernel's BTF.
+vmlinux: | deps
+	$(Q)mkdir -p $(VMLINUX_DIR)
+	$(call msg,GEN,$(VMLINUX_DIR)/vmlinux.h)
+	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $(VMLINUX_DIR)/vmlinux.h
+
+format:
+	$(Q)clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^vmlinux/')
+
+check-format:
+	$(Q)clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h' | grep -v '^vmlinux/')
+
+clean:
+	$(call msg,CLEAN,$(OUTPUT))
+	$(Q)rm -rf $(OUTPUT)

@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The shared control page: the ABI between an executor (the process that
+ * owns a cache, e.g. ComfyUI) and the ramcache-bpf agent.
+ *
+ * The executor creates the file (mode 0600, its own uid) at
+ * /dev/shm/ramcache-<pid>, or at $RAMCACHE_CONTROL, sized
+ * ramcache_ctl_size(max_entries, ring_size). The agent (root) opens it with
+ * O_NOFOLLOW, checks owner, size, magic and version, and treats every byte
+ * as untrusted. docs/control-page.md describes each field.
+ *
+ * Every field has exactly one writer:
+ *   [E] the executor, [A] the agent.
+ * All integers are little-endian host order, fixed width, naturally aligned.
+ * Times are CLOCK_MONOTONIC nanoseconds.
+ *
+ * Layout: struct ramcache_ctl, then max_entries x struct ramcache_ctl_entry,
+ * then ring_size x struct ramcache_ctl_cmd, then ring_size x
+ * struct ramcache_ctl_ack. Offsets are in the header so a reader never
+ * computes them from its own idea of the sizes.
+ */
+#ifndef RAMCACHE_CONTROL_H
+#define RAMCACHE_CONTROL_H
+
+#include <stdint.h>
+
+#define RAMCACHE_CTL_MAGIC	 0x314c544343524152ULL /* "RARCCTL1" */
+#define RAMCACHE_CTL_VERSION	 1
+#define RAMCACHE_CTL_PATH_FMT	 "/dev/shm/ramcache-%d"
+#define RAMCACHE_CTL_ENV	 "RAMCACHE_CONTROL"
+
+#define RAMCACHE_LABEL_LEN	 48
+#define RAMCACHE_DEFAULT_ENTRIES 4096
+#define RAMCACHE_MAX_ENTRIES	 65536
+#define RAMCACHE_DEFAULT_RING	 64 /* power of two */
+#define RAMCACHE_MAX_RING	 4096
+
+/* Each side declares the other dead after this long without a heartbeat. */
+#define RAMCACHE_HEARTBEAT_TIMEOUT_NS 2000000000ULL
+/* How often each side should beat. */
+#define RAMCACHE_HEARTBEAT_PERIOD_NS 250000000ULL
+
+/* entry flags */
+#define RAMCACHE_F_ACTIVE (1u << 0) /* used by the prompt running now */
+#define RAMCACHE_F_PINNED (1u << 1) /* never evict */
+#define RAMCACHE_F_MODEL  (1u << 2) /* model weights (evicted first) */
+
+/* pressure levels written by the agent */
+enum ramcache_level {
+	RAMCACHE_LEVEL_OK = 0,
+	RAMCACHE_LEVEL_WARN = 1,
+	RAMCACHE_LEVEL_HIGH = 2,
+	RAMCACHE_LEVEL_CRITICAL = 3,
+};
+
+/* why a command was issued */
+enum ramcache_reason {
+	RAMCACHE_REASON_HEADROOM = 1, /* headroom below --headroom */
+	RAMCACHE_REASON_INACTIVE = 2, /* headroom below --inactive */
+	RAMCACHE_REASON_FORECAST = 3, /* forecast to cross a threshold soon */
+	RAMCACHE_REASON_RECLAIM = 4,  /* the kernel is already reclaiming */
+};
+
+/* ack status written by the executor */
+enum ramcache_status {
+	RAMCACHE_ACK_EVICTED = 1,
+	RAMCACHE_ACK_NOT_FOUND = 2,
+	RAMCACHE_ACK_BUSY = 3, /* in use by the running node, try later */
+	RAMCACHE_ACK_PINNED = 4,
+};
+
+struct ramcache_ctl_entry {
+	uint64_t id;		  /* [E] stable, non-zero; 0 = free slot */
+	uint64_t bytes;		  /* [E] memory freed if evicted */
+	uint64_t last_use_ns;	  /* [E] */
+	uint64_t used_generation; /* [E] generation of the last prompt using it */
+	uint64_t cost_ns;	  /* [E] time to recompute, 0 if unknown */
+	uint32_t flags;		  /* [E] RAMCACHE_F_* */
+	uint32_t reserved;
+	char label[RAMCACHE_LABEL_LEN]; /* [E] not NUL-terminated if full */
+};
+
+struct ramcache_ctl_cmd {
+	uint64_t seq; /* [A] 1, 2, 3 ...; written last, slot = (seq-1) % ring */
+	uint64_t entry_id; /* [A] */
+	uint64_t issue_ns; /* [A] */
+	uint32_t reason;   /* [A] enum ramcache_reason */
+	uint32_t reserved;
+};
+
+struct ramcache_ctl_ack {
+	uint64_t seq;	      /* [E] seq of the command; written last */
+	uint64_t entry_id;    /* [E] */
+	uint64_t bytes_freed; /* [E] */
+	uint64_t recv_ns;     /* [E] when the executor saw the command */
+	uint64_t ack_ns;      /* [E] when the eviction was done */
+	uint32_t status;      /* [E] enum ramcache_status */
+	uint32_t reserved;
+};
+
+struct ramcache_ctl {
+	/* written once by the executor at creation */
+	uint64_t magic;	       /* [E] RAMCACHE_CTL_MAGIC */
+	uint32_t version;      /* [E] RAMCACHE_CTL_VERSION */
+	uint32_t header_size;  /* [E] sizeof(struct ramcache_ctl) */
+	uint64_t total_size;   /* [E] file size */
+	uint32_t max_entries;  /* [E] */
+	uint32_t ring_size;    /* [E] power of two */
+	uint32_t entry_size;   /* [E] sizeof(struct ramcache_ctl_entry) */
+	uint32_t cmd_size;     /* [E] sizeof(struct ramcache_ctl_cmd) */
+	uint32_t ack_size;     /* [E] sizeof(struct ramcache_ctl_ack) */
+	uint32_t executor_pid; /* [E] */
+	uint32_t executor_uid; /* [E] */
+	uint32_t reserved0;
+	uint64_t entries_off; /* [E] byte offset of the entry table */
+	uint64_t cmds_off;    /* [E] byte offset of the command ring */
+	uint64_t acks_off;    /* [E] byte offset of the ack ring */
+	uint8_t pad0[48];
+
+	/* executor side, 64-byte aligned */
+	uint64_t exec_heartbeat_ns; /* [E] */
+	uint32_t entries_seq; /* [E] seqcount: odd while the table changes */
+	uint32_t nr_entries;  /* [E] slots in use are [0, nr_entries) */
+	uint64_t generation;  /* [E] current prompt generation */
+	uint64_t cmd_done;    /* [E] seq of the last command consumed */
+	uint64_t ack_head;    /* [E] seq of the newest ack written */
+	uint8_t pad1[24];
+
+	/* agent side, 64-byte aligned */
+	uint64_t agent_heartbeat_ns; /* [A] 0 = no agent */
+	uint32_t agent_pid;	     /* [A] */
+	uint32_t level;		     /* [A] enum ramcache_level */
+	uint64_t headroom_bytes;     /* [A] as the agent last measured it */
+	uint64_t target_bytes;	     /* [A] bytes the agent wants freed now */
+	uint64_t cmd_head;	     /* [A] seq of the newest command posted */
+	uint32_t cmd_futex;	     /* [A] bumped and woken on every post */
+	uint32_t reserved1;
+	uint8_t pad2[16];
+};
+
+static inline uint64_t ramcache_ctl_size(uint32_t max_entries, uint32_t ring)
+{
+	return sizeof(struct ramcache_ctl) +
+	       (uint64_t)max_entries * sizeof(struct ramcache_ctl_entry) +
+	       (uint64_t)ring * sizeof(struct ramcache_ctl_cmd) +
+	       (uint64_t)ring * sizeof(struct ramcache_ctl_ack);
+}
+
+#endif /* RAMCACHE_CONTROL_H */

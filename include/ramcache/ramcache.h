@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * libramcache: the executor side of the control page.
+ *
+ * An executor (a process that caches things in RAM) creates a control page,
+ * publishes its cache entries in it, and obeys eviction commands from the
+ * ramcache-bpf agent. The library needs no privileges.
+ *
+ * Threads: one thread may publish (ramcache_publish/remove/set_generation/
+ * heartbeat) while one other thread waits for commands (ramcache_wait/poll)
+ * and acks them. Every function returns 0 or a positive count on success and
+ * -errno on failure, unless said otherwise.
+ */
+#ifndef RAMCACHE_RAMCACHE_H
+#define RAMCACHE_RAMCACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "control.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ramcache;
+
+struct ramcache_entry_info {
+	uint64_t id; /* non-zero, stable for the life of the entry */
+	uint64_t bytes;
+	uint64_t last_use_ns; /* 0 = now */
+	uint64_t used_generation;
+	uint64_t cost_ns;  /* 0 = unknown */
+	uint32_t flags;	   /* RAMCACHE_F_* */
+	const char *label; /* may be NULL; truncated to RAMCACHE_LABEL_LEN */
+};
+
+struct ramcache_command {
+	uint64_t seq;
+	uint64_t entry_id;
+	uint64_t issue_ns; /* agent's post time */
+	uint64_t recv_ns;  /* when this executor took it */
+	uint32_t reason;   /* enum ramcache_reason */
+};
+
+/*
+ * Create the control page for this process at @path, or at
+ * $RAMCACHE_CONTROL, or at /dev/shm/ramcache-<pid> when @path is NULL.
+ * An existing file of ours is replaced. @max_entries and @ring_size of 0
+ * pick the defaults.
+ */
+int ramcache_create(struct ramcache **out, const char *path,
+		    uint32_t max_entries, uint32_t ring_size);
+
+/* Unmap; remove the file too if @unlink_file. NULL is a no-op. */
+void ramcache_destroy(struct ramcache *rc, bool unlink_file);
+
+/* The path of the control page (valid until ramcache_destroy). */
+const char *ramcache_path(const struct ramcache *rc);
+
+/* Insert or update the entry with info->id. -ENOSPC when the table is full. */
+int ramcache_publish(struct ramcache *rc,
+		     const struct ramcache_entry_info *info);
+
+/* Remove the entry with @id; -ENOENT if there is none. */
+int ramcache_remove(struct ramcache *rc, uint64_t id);
+
+/* Remove every entry. */
+int ramcache_clear(struct ramcache *rc);
+
+/* Set the executor's current generation (one per prompt). */
+int ramcache_set_generation(struct ramcache *rc, uint64_t generation);
+
+/* Stamp the executor heartbeat. */
+int ramcache_heartbeat(struct ramcache *rc);
+
+/*
+ * Take the next command without blocking: 1 and *cmd filled, 0 when there
+ * is none. A command taken is never returned again, even across a restart
+ * of the agent; each must be answered with ramcache_ack.
+ */
+int ramcache_poll(struct ramcache *rc, struct ramcache_command *cmd);
+
+/*
+ * Block up to @timeout_ms (-1 = forever) for the next command: 1 and *cmd
+ * filled, 0 on timeout. Wakes the moment the agent posts (futex).
+ */
+int ramcache_wait(struct ramcache *rc, struct ramcache_command *cmd,
+		  int timeout_ms);
+
+/* Answer command @cmd with @status (enum ramcache_status). */
+int ramcache_ack(struct ramcache *rc, const struct ramcache_command *cmd,
+		 uint32_t status, uint64_t bytes_freed);
+
+/* True when the agent's heartbeat is younger than the timeout. */
+bool ramcache_agent_alive(const struct ramcache *rc);
+
+/* The agent's view: level (enum ramcache_level), headroom and target. */
+uint32_t ramcache_level(const struct ramcache *rc);
+uint64_t ramcache_headroom(const struct ramcache *rc);
+uint64_t ramcache_target(const struct ramcache *rc);
+
+/* CLOCK_MONOTONIC in ns, the clock of every stamp on the page. */
+uint64_t ramcache_now_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RAMCACHE_RAMCACHE_H */

@@ -1,0 +1,301 @@
+"""Shared helpers for the Python test suites: TAP output, scratch memory
+cgroups (v1 or v2) that are always removed, and a wrapper around the agent's
+JSON stream.
+
+A suite is a script:
+
+    from rctest import test, main
+    @test
+    def something(): assert ...
+    main()
+
+Each @test prints "ok N - name", "not ok N - name" or "ok N - name # SKIP why"
+(raise Skip("why")). main() exits 1 if any case failed.
+"""
+import contextlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+ROOT = os.environ.get("RAMCACHE_ROOT") or os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OUTPUT = os.environ.get("OUTPUT") or os.path.join(ROOT, "build")
+AGENT = os.path.join(OUTPUT, "ramcache-bpf")
+DEMO = os.path.join(OUTPUT, "ramcache-demo")
+HELPERS = os.path.join(OUTPUT, "tests")
+MiB = 1 << 20
+
+_cases = []
+
+
+class Skip(Exception):
+    pass
+
+
+def test(fn):
+    _cases.append(fn)
+    return fn
+
+
+def require_root():
+    if os.geteuid() != 0:
+        raise Skip("needs root")
+
+
+def main():
+    only = sys.argv[1] if len(sys.argv) > 1 else ""
+    n = failed = 0
+    for fn in _cases:
+        if only and only not in fn.__name__:
+            continue
+        n += 1
+        try:
+            fn()
+            print(f"ok {n} - {fn.__name__}", flush=True)
+        except Skip as e:
+            print(f"ok {n} - {fn.__name__} # SKIP {e}", flush=True)
+        except Exception:  # report every failure, keep going
+            failed += 1
+            for line in traceback.format_exc().splitlines():
+                print(f"# {line}")
+            print(f"not ok {n} - {fn.__name__}", flush=True)
+    print(f"1..{n}")
+    sys.exit(1 if failed else 0)
+
+
+# ---------------------------------------------------------------- cgroups
+
+def memcg_version():
+    """2 when the memory controller is on the unified hierarchy, else 1."""
+    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        with open("/sys/fs/cgroup/cgroup.controllers") as f:
+            if "memory" in f.read().split():
+                return 2
+    if os.path.isdir("/sys/fs/cgroup/memory"):
+        return 1
+    return 0
+
+
+class Memcg:
+    """A scratch memory cgroup named ramcache-test-*, removed on exit."""
+
+    def __init__(self, limit, swap_limit=None, name=None):
+        self.version = memcg_version()
+        if self.version == 0:
+            raise Skip("no memory cgroup controller")
+        base = "/sys/fs/cgroup" if self.version == 2 else "/sys/fs/cgroup/memory"
+        name = name or f"ramcache-test-{os.getpid()}-{int(time.monotonic() * 1000)}"
+        self.path = os.path.join(base, name)
+        os.mkdir(self.path)
+        try:
+            if self.version == 2:
+                self._w("memory.max", str(limit))
+                if swap_limit is not None:
+                    self._w("memory.swap.max", str(swap_limit))
+            else:
+                self._w("memory.limit_in_bytes", str(limit))
+                if swap_limit is not None:
+                    with contextlib.suppress(OSError):
+                        self._w("memory.memsw.limit_in_bytes",
+                                str(limit + swap_limit))
+                with contextlib.suppress(OSError):
+                    self._w("memory.swappiness", "60")
+        except BaseException:
+            self.remove()
+            raise
+
+    def _w(self, f, v):
+        with open(os.path.join(self.path, f), "w") as fh:
+            fh.write(v)
+
+    def read(self, f):
+        with open(os.path.join(self.path, f)) as fh:
+            return fh.read()
+
+    def add(self, pid):
+        self._w("cgroup.procs", str(pid))
+
+    def preexec(self):
+        """For subprocess preexec_fn: move the child in before exec."""
+        path = os.path.join(self.path, "cgroup.procs")
+
+        def f():
+            with open(path, "w") as fh:
+                fh.write("0")
+        return f
+
+    def oom_kills(self):
+        if self.version == 2:
+            for line in self.read("memory.events").splitlines():
+                k, v = line.split()
+                if k == "oom_kill":
+                    return int(v)
+            return 0
+        for line in self.read("memory.oom_control").splitlines():
+            k, v = line.split()
+            if k == "oom_kill":
+                return int(v)
+        return 0
+
+    def remove(self):
+        if not os.path.isdir(self.path):
+            return
+        for _ in range(100):
+            try:
+                pids = [int(p) for p in self.read("cgroup.procs").split()]
+            except OSError:
+                pids = []
+            for p in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p, signal.SIGKILL)
+            try:
+                os.rmdir(self.path)
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"could not remove {self.path}")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.remove()
+
+
+# ---------------------------------------------------------------- zram swap
+
+class ZramSwap:
+    """zram0 as swap for the duration; swapoff and reset afterwards."""
+
+    def __init__(self, size=1 << 30):
+        if not os.path.exists("/sys/block/zram0"):
+            raise Skip("no zram0 device")
+        with open("/proc/swaps") as f:
+            if "zram0" in f.read():
+                raise Skip("zram0 is already in use as swap")
+        self.size = size
+
+    def __enter__(self):
+        subprocess.run(["swapoff", "/dev/zram0"], stderr=subprocess.DEVNULL)
+        with open("/sys/block/zram0/reset", "w") as f:
+            f.write("1")
+        with open("/sys/block/zram0/disksize", "w") as f:
+            f.write(str(self.size))
+        try:
+            subprocess.run(["mkswap", "/dev/zram0"], check=True,
+                           stdout=subprocess.DEVNULL)
+            subprocess.run(["swapon", "/dev/zram0"], check=True)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *a):
+        subprocess.run(["swapoff", "/dev/zram0"], stderr=subprocess.DEVNULL)
+        with contextlib.suppress(OSError):
+            with open("/sys/block/zram0/reset", "w") as f:
+                f.write("1")
+
+
+# ---------------------------------------------------------------- the agent
+
+class Agent:
+    """ramcache-bpf with --json, its events collected by a reader thread."""
+
+    def __init__(self, *args, stderr_to=None):
+        if not os.access(AGENT, os.X_OK):
+            raise RuntimeError(f"{AGENT} is not built")
+        self.argv = [AGENT, "--json", *map(str, args)]
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.events = []
+        self.q = queue.Queue()
+        self.stderr = []
+        self._t = threading.Thread(target=self._read, daemon=True)
+        self._t.start()
+        self._e = threading.Thread(target=self._read_err, daemon=True)
+        self._e.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                ev = {"type": "unparsable", "line": line}
+            self.events.append(ev)
+            self.q.put(ev)
+        self.q.put(None)
+
+    def _read_err(self):
+        for line in self.proc.stderr:
+            self.stderr.append(line.rstrip("\n"))
+
+    def wait_for(self, pred, timeout=10.0):
+        """First event (seen before or after) for which pred(ev) is true."""
+        for ev in list(self.events):
+            if pred(ev):
+                return ev
+        end = time.monotonic() + timeout
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                ev = self.q.get(timeout=left)
+            except queue.Empty:
+                return None
+            if ev is None:
+                return None
+            if pred(ev):
+                return ev
+
+    def wait_type(self, typ, timeout=10.0):
+        return self.wait_for(lambda e: e.get("type") == typ, timeout)
+
+    def of_type(self, typ):
+        return [e for e in self.events if e.get("type") == typ]
+
+    def stop(self, timeout=10.0):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        self._t.join(timeout=5)
+        self._e.join(timeout=5)
+        return rc
+
+    def wait(self, timeout=30.0):
+        rc = self.proc.wait(timeout=timeout)
+        self._t.join(timeout=5)
+        self._e.join(timeout=5)
+        return rc
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.stop()
+
+
+def spawn(argv, **kw):
+    return subprocess.Popen(list(map(str, argv)), **kw)
+
+
+def read_stat_faults(pid):
+    """minflt + majflt of a process from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        s = f.read()
+    fields = s[s.rindex(")") + 2:].split()
+    return int(fields[7]) + int(fields[9])
