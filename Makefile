@@ -61,6 +61,7 @@ msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
 .DELETE_ON_ERROR:
+.SECONDARY: $(BPF_OBJS)
 .PHONY: all deps test demo bench fuzz soak clean vmlinux format check-format lint
 
 all: deps $(AGENT) $(LIBSO) $(LIBA) $(if $(DEMO_SRCS),$(DEMO)) $(UNIT_BINS) $(HELPER_BINS)

@@ -1,0 +1,434 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Memory-pressure events of the tracked processes (or of the whole system):
+ * page faults, direct and memcg reclaim stalls, kswapd, OOM kills and RSS.
+ *
+ * Each tracepoint has a tp_btf and a raw_tp program sharing one handler; the
+ * agent keeps the one the kernel supports and disables the other. Handlers
+ * read kernel memory with BPF_CORE_READ so they work under both.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "compat.bpf.h"
+#include "pressure.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Set by the agent before load. */
+const volatile bool filter_tgid = false; /* false: whole system (key 0) */
+const volatile __u64 burst_window_ns = 100000000; /* 100 ms */
+const volatile __u64 burst_faults = 2048; /* per window and CPU */
+const volatile __u64 rss_step = 4 << 20; /* bytes */
+const volatile __u64 page_size = 4096;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, RC_MAX_TRACKED);
+	__type(key, __u32);
+	__type(value, struct rc_track);
+} tracked SEC(".maps");
+
+/* tgid -> RSS as last emitted; shared between CPUs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RC_MAX_TRACKED);
+	__type(key, __u32);
+	__type(value, __u64);
+} last_rss SEC(".maps");
+
+/* Memory cgroups (by directory inode) whose reclaim is reported. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RC_MAX_MEMCGS);
+	__type(key, __u64);
+	__type(value, __u8);
+} memcgs SEC(".maps");
+
+struct reclaim_start {
+	__u64 ts;
+	__u32 kind;
+	__u32 order;
+};
+
+/* thread id -> start of its reclaim stall */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 10240);
+	__type(key, __u32);
+	__type(value, struct reclaim_start);
+} starts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RC_HIST_KINDS * RC_HIST_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} hists SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RC_STAT_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} events SEC(".maps");
+
+static __always_inline void stat_inc(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
+
+	if (v)
+		(*v)++;
+}
+
+/* Reserve an event; a full ring buffer counts a drop instead of blocking. */
+static __always_inline void *event_reserve(__u64 size, __u32 type)
+{
+	struct rc_event_hdr *h = bpf_ringbuf_reserve(&events, size, 0);
+	__u64 id;
+
+	if (!h) {
+		stat_inc(RC_STAT_DROPS);
+		return NULL;
+	}
+	id = bpf_get_current_pid_tgid();
+	h->type = type;
+	h->pid = (__u32)id;
+	h->tgid = id >> 32;
+	h->cpu = bpf_get_smp_processor_id();
+	h->ts_ns = bpf_ktime_get_ns();
+	return h;
+}
+
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 r = 0;
+
+	/* bounded loop the verifier can see through */
+	for (int i = 0; i < 64 && v > 1; i++) {
+		v >>= 1;
+		r++;
+	}
+	return r;
+}
+
+static __always_inline struct rc_track *track_lookup(__u32 tgid)
+{
+	__u32 key = filter_tgid ? tgid : 0;
+
+	return bpf_map_lookup_elem(&tracked, &key);
+}
+
+/* ---- page faults: one map lookup, nothing more unless a burst begins ---- */
+
+static __always_inline int handle_fault(void)
+{
+	struct rc_fault_burst *e;
+	struct rc_track *t;
+	__u64 now;
+
+	t = track_lookup(bpf_get_current_pid_tgid() >> 32);
+	if (!t)
+		return 0;
+	t->faults++;
+	now = bpf_ktime_get_ns();
+	if (now - t->window_start_ns > burst_window_ns) {
+		t->window_start_ns = now;
+		t->window_faults = 0;
+	}
+	if (++t->window_faults != burst_faults)
+		return 0;
+	e = event_reserve(sizeof(*e), RC_EV_FAULT_BURST);
+	if (!e)
+		return 0;
+	e->window_ns = now - t->window_start_ns;
+	e->faults = t->window_faults;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("tp_btf/page_fault_user")
+int BPF_PROG(fault_btf, unsigned long address, struct pt_regs *regs,
+	     unsigned long error_code)
+{
+	return handle_fault();
+}
+
+SEC("raw_tp/page_fault_user")
+int BPF_PROG(fault_raw, unsigned long address, struct pt_regs *regs,
+	     unsigned long error_code)
+{
+	return handle_fault();
+}
+
+/* ---- direct and memcg reclaim: begin/end pairs per thread ---- */
+
+static __always_inline bool reclaim_wanted(__u32 kind)
+{
+	struct task_struct *task;
+	__u64 ino;
+
+	if (track_lookup(bpf_get_current_pid_tgid() >> 32))
+		return true;
+	if (kind != RC_RECLAIM_MEMCG)
+		return false;
+	task = (struct task_struct *)bpf_get_current_task();
+	ino = task_memcg_ino(task);
+	return ino && bpf_map_lookup_elem(&memcgs, &ino);
+}
+
+static __always_inline int handle_reclaim_begin(__u32 kind, int order)
+{
+	struct reclaim_start s = {};
+	__u32 pid = (__u32)bpf_get_current_pid_tgid();
+
+	if (!reclaim_wanted(kind))
+		return 0;
+	s.ts = bpf_ktime_get_ns();
+	s.kind = kind;
+	s.order = order;
+	bpf_map_update_elem(&starts, &pid, &s, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int handle_reclaim_end(__u32 kind,
+					      unsigned long nr_reclaimed)
+{
+	__u32 pid = (__u32)bpf_get_current_pid_tgid();
+	struct reclaim_start *s;
+	struct task_struct *task;
+	struct rc_reclaim *e;
+	struct rc_track *t;
+	__u64 lat, *slot;
+	__u32 idx;
+
+	s = bpf_map_lookup_elem(&starts, &pid);
+	if (!s)
+		return 0;
+	lat = bpf_ktime_get_ns() - s->ts;
+	if (s->kind != kind) {
+		bpf_map_delete_elem(&starts, &pid);
+		return 0;
+	}
+
+	idx = log2_u64(lat / 1000);
+	if (idx >= RC_HIST_SLOTS)
+		idx = RC_HIST_SLOTS - 1;
+	idx += kind * RC_HIST_SLOTS;
+	slot = bpf_map_lookup_elem(&hists, &idx);
+	if (slot)
+		(*slot)++;
+	stat_inc(kind == RC_RECLAIM_DIRECT ? RC_STAT_DIRECT_RECLAIMS :
+					     RC_STAT_MEMCG_RECLAIMS);
+
+	t = track_lookup(bpf_get_current_pid_tgid() >> 32);
+	if (t && kind < RC_RECLAIM_KINDS) {
+		t->reclaim_count[kind]++;
+		t->reclaim_ns[kind] += lat;
+		t->reclaim_pages[kind] += nr_reclaimed;
+	}
+
+	e = event_reserve(sizeof(*e), RC_EV_RECLAIM);
+	if (e) {
+		task = (struct task_struct *)bpf_get_current_task();
+		e->kind = kind;
+		e->order = s->order;
+		e->latency_ns = lat;
+		e->nr_reclaimed = nr_reclaimed;
+		e->memcg_id = task_memcg_ino(task);
+		bpf_get_current_comm(e->comm, sizeof(e->comm));
+		bpf_ringbuf_submit(e, 0);
+	}
+	bpf_map_delete_elem(&starts, &pid);
+	return 0;
+}
+
+SEC("tp_btf/mm_vmscan_direct_reclaim_begin")
+int BPF_PROG(direct_begin_btf, int order, gfp_t gfp)
+{
+	return handle_reclaim_begin(RC_RECLAIM_DIRECT, order);
+}
+
+SEC("raw_tp/mm_vmscan_direct_reclaim_begin")
+int BPF_PROG(direct_begin_raw, int order, gfp_t gfp)
+{
+	return handle_reclaim_begin(RC_RECLAIM_DIRECT, order);
+}
+
+SEC("tp_btf/mm_vmscan_direct_reclaim_end")
+int BPF_PROG(direct_end_btf, unsigned long nr_reclaimed)
+{
+	return handle_reclaim_end(RC_RECLAIM_DIRECT, nr_reclaimed);
+}
+
+SEC("raw_tp/mm_vmscan_direct_reclaim_end")
+int BPF_PROG(direct_end_raw, unsigned long nr_reclaimed)
+{
+	return handle_reclaim_end(RC_RECLAIM_DIRECT, nr_reclaimed);
+}
+
+SEC("tp_btf/mm_vmscan_memcg_reclaim_begin")
+int BPF_PROG(memcg_begin_btf, int order, gfp_t gfp)
+{
+	return handle_reclaim_begin(RC_RECLAIM_MEMCG, order);
+}
+
+SEC("raw_tp/mm_vmscan_memcg_reclaim_begin")
+int BPF_PROG(memcg_begin_raw, int order, gfp_t gfp)
+{
+	return handle_reclaim_begin(RC_RECLAIM_MEMCG, order);
+}
+
+SEC("tp_btf/mm_vmscan_memcg_reclaim_end")
+int BPF_PROG(memcg_end_btf, unsigned long nr_reclaimed)
+{
+	return handle_reclaim_end(RC_RECLAIM_MEMCG, nr_reclaimed);
+}
+
+SEC("raw_tp/mm_vmscan_memcg_reclaim_end")
+int BPF_PROG(memcg_end_raw, unsigned long nr_reclaimed)
+{
+	return handle_reclaim_end(RC_RECLAIM_MEMCG, nr_reclaimed);
+}
+
+/* ---- kswapd: system-wide, the first sign of kernel reclaim ---- */
+
+static __always_inline int handle_kswapd(int nid, int zid, int order,
+					 bool awake)
+{
+	struct rc_kswapd *e;
+
+	if (awake)
+		stat_inc(RC_STAT_KSWAPD_WAKES);
+	e = event_reserve(sizeof(*e), RC_EV_KSWAPD);
+	if (!e)
+		return 0;
+	e->nid = nid;
+	e->zid = zid;
+	e->order = order;
+	e->awake = awake;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("tp_btf/mm_vmscan_kswapd_wake")
+int BPF_PROG(kswapd_wake_btf, int nid, int zid, int order)
+{
+	return handle_kswapd(nid, zid, order, true);
+}
+
+SEC("raw_tp/mm_vmscan_kswapd_wake")
+int BPF_PROG(kswapd_wake_raw, int nid, int zid, int order)
+{
+	return handle_kswapd(nid, zid, order, true);
+}
+
+SEC("tp_btf/mm_vmscan_kswapd_sleep")
+int BPF_PROG(kswapd_sleep_btf, int nid)
+{
+	return handle_kswapd(nid, 0, 0, false);
+}
+
+SEC("raw_tp/mm_vmscan_kswapd_sleep")
+int BPF_PROG(kswapd_sleep_raw, int nid)
+{
+	return handle_kswapd(nid, 0, 0, false);
+}
+
+/* ---- OOM kills, of anything: an OOM elsewhere is a warning too ---- */
+
+static __always_inline int handle_victim(struct task_struct *task, __u32 uid)
+{
+	struct rc_oom_kill *e;
+	struct mm_struct *mm;
+
+	stat_inc(RC_STAT_OOM_KILLS);
+	e = event_reserve(sizeof(*e), RC_EV_OOM_KILL);
+	if (!e)
+		return 0;
+	e->victim_pid = BPF_CORE_READ(task, tgid);
+	e->victim_uid = uid;
+	BPF_CORE_READ_STR_INTO(&e->comm, task, comm);
+	mm = BPF_CORE_READ(task, mm);
+	if (mm) {
+		e->file_rss = mm_counter(mm, 0) * page_size;
+		e->anon_rss = mm_counter(mm, 1) * page_size;
+		e->shmem_rss = mm_counter(mm, 3) * page_size;
+		e->total_vm = BPF_CORE_READ(mm, total_vm) * page_size;
+	} else {
+		e->file_rss = e->anon_rss = e->shmem_rss = e->total_vm = 0;
+	}
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("tp_btf/mark_victim")
+int BPF_PROG(oom_btf, struct task_struct *task, __u32 uid)
+{
+	return handle_victim(task, uid);
+}
+
+SEC("raw_tp/mark_victim")
+int BPF_PROG(oom_raw, struct task_struct *task, __u32 uid)
+{
+	return handle_victim(task, uid);
+}
+
+/* ---- RSS of the tracked processes, as the kernel accounts it ---- */
+
+static __always_inline int handle_rss(struct mm_struct *mm)
+{
+	struct task_struct *task;
+	__u64 total, diff, *last;
+	__u32 tgid;
+	__u64 file, anon, shmem;
+	struct rc_rss *e;
+
+	/* Whole-system mode reports no per-process RSS. */
+	if (!filter_tgid)
+		return 0;
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	last = bpf_map_lookup_elem(&last_rss, &tgid);
+	if (!last)
+		return 0;
+	task = (struct task_struct *)bpf_get_current_task();
+	if (BPF_CORE_READ(task, mm) != mm)
+		return 0;
+
+	file = mm_counter(mm, 0) * page_size;
+	anon = mm_counter(mm, 1) * page_size;
+	shmem = mm_counter(mm, 3) * page_size;
+	total = file + anon + shmem;
+	diff = total > *last ? total - *last : *last - total;
+	if (diff < rss_step)
+		return 0;
+	*last = total;
+
+	e = event_reserve(sizeof(*e), RC_EV_RSS);
+	if (!e)
+		return 0;
+	e->anon = anon;
+	e->file = file;
+	e->shmem = shmem;
+	e->total = total;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("tp_btf/rss_stat")
+int BPF_PROG(rss_btf, struct mm_struct *mm, int member)
+{
+	return handle_rss(mm);
+}
+
+SEC("raw_tp/rss_stat")
+int BPF_PROG(rss_raw, struct mm_struct *mm, int member)
+{
+	return handle_rss(mm);
+}

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Command-line options of ramcache-bpf: parsing only, no side effects. */
+#ifndef RAMCACHE_ARGS_H
+#define RAMCACHE_ARGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define MAX_ON_LEVEL 8
+
+enum probe_mode {
+	PROBE_AUTO = 0, /* tp_btf where the kernel has it, else raw_tp */
+	PROBE_TP_BTF,
+	PROBE_RAW_TP,
+};
+
+enum score_policy {
+	SCORE_RAM = 0, /* ComfyUI's RAM-pressure score */
+	SCORE_COST, /* bytes per second of recompute time */
+};
+
+struct on_level {
+	int level; /* enum ramcache_level */
+	const char *cmd;
+};
+
+struct opts {
+	pid_t pid; /* 0: whole system */
+	const char *match; /* follow the process whose cmdline matches */
+	const char *control; /* control page path, NULL = default */
+	bool json;
+	bool hist;
+	bool verbose;
+	bool dry_run;
+	bool evict; /* false with --no-evict */
+	bool mlock;
+	uint64_t interval_ns;
+	uint64_t duration_ns; /* 0 = until the target exits or Ctrl-C */
+	uint64_t headroom; /* bytes, 0 = default */
+	uint64_t inactive; /* bytes, 0 = default */
+	bool headroom_set, inactive_set;
+	uint64_t horizon_ns; /* forecast horizon */
+	uint64_t ack_timeout_ns;
+	uint64_t burst_faults;
+	uint64_t burst_window_ns;
+	uint64_t rss_step;
+	enum probe_mode probe_mode;
+	enum score_policy policy;
+	const char *metrics; /* ADDR:PORT or NULL */
+	struct on_level on_level[MAX_ON_LEVEL];
+	int nr_on_level;
+};
+
+/* What parse_args wants main to do. */
+enum args_result {
+	ARGS_RUN = 0,
+	ARGS_HELP, /* --help: print usage, exit 0 */
+	ARGS_VERSION, /* --version: exit 0 */
+	ARGS_ERROR, /* message in err, exit 2 */
+};
+
+/*
+ * Fill @o from argv. On ARGS_ERROR a one-line reason is in @err (without the
+ * program prefix).
+ */
+enum args_result parse_args(int argc, char **argv, struct opts *o, char *err,
+			    size_t errlen);
+
+void print_usage(FILE *f);
+
+/* "512M", "2G", "1.5GiB", "4096" -> bytes. -EINVAL on garbage, -ERANGE. */
+int parse_size(const char *s, uint64_t *out);
+/* "500ms", "2s", "1.5", "1m" -> ns (plain numbers are seconds). */
+int parse_duration(const char *s, uint64_t *out);
+
+#endif /* RAMCACHE_ARGS_H */

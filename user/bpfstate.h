@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The BPF side of the agent: open, configure, load and attach the programs,
+ * track and untrack processes and memory cgroups, and read the per-CPU
+ * counters and histograms back.
+ */
+#ifndef RAMCACHE_BPFSTATE_H
+#define RAMCACHE_BPFSTATE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "args.h"
+#include "hist.h"
+#include "pressure.h"
+#include "probes.h"
+
+struct pressure_bpf;
+
+struct bpfstate {
+	struct pressure_bpf *skel;
+	struct probes probes;
+	int ncpus;
+	int nr_attached;
+};
+
+/* Counters of one tracked tgid (or of the system), summed over CPUs. */
+struct track_totals {
+	uint64_t faults;
+	uint64_t reclaim_count[RC_RECLAIM_KINDS];
+	uint64_t reclaim_ns[RC_RECLAIM_KINDS];
+	uint64_t reclaim_pages[RC_RECLAIM_KINDS];
+};
+
+/*
+ * Open, set the read-only settings from @o, pick the probes and load.
+ * Returns 0 or -errno (-EPERM: privileges, -ENOENT/-ESRCH: no BTF).
+ */
+int bpfstate_load(struct bpfstate *b, const struct opts *o);
+/* Attach; returns the number of probes attached or -errno. */
+int bpfstate_attach(struct bpfstate *b);
+void bpfstate_destroy(struct bpfstate *b);
+
+/* Follow @tgid (0: the whole system). */
+int bpfstate_track(struct bpfstate *b, pid_t tgid);
+int bpfstate_untrack(struct bpfstate *b, pid_t tgid);
+/* Report memcg reclaim of tasks in the memory cgroup with inode @ino. */
+int bpfstate_watch_memcg(struct bpfstate *b, uint64_t ino);
+int bpfstate_unwatch_memcg(struct bpfstate *b, uint64_t ino);
+
+int bpfstate_totals(struct bpfstate *b, pid_t tgid, struct track_totals *t);
+/* Global counter (enum rc_stat) summed over CPUs. */
+uint64_t bpfstate_stat(struct bpfstate *b, enum rc_stat idx);
+/* Reclaim stall histogram of @kind, in microseconds. */
+int bpfstate_hist(struct bpfstate *b, enum rc_hist_kind kind, struct hist *h);
+/* fd of the ring buffer map. */
+int bpfstate_events_fd(struct bpfstate *b);
+
+#endif /* RAMCACHE_BPFSTATE_H */

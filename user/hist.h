@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* log2 histograms: slot i counts values v with floor(log2(v)) == i (0 and 1 in slot 0). */
+#ifndef RAMCACHE_HIST_H
+#define RAMCACHE_HIST_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define HIST_SLOTS 32
+
+struct hist {
+	uint64_t slots[HIST_SLOTS];
+};
+
+/* The slot a value falls into (capped at the last slot). */
+unsigned int hist_slot(uint64_t v);
+void hist_add(struct hist *h, uint64_t v);
+uint64_t hist_total(const struct hist *h);
+
+/* Print as an ASCII table with bars, @unit names the values ("usecs"). */
+void hist_print(FILE *f, const struct hist *h, const char *unit);
+
+/* Print as a JSON array of {"lo":..,"hi":..,"count":..} for non-empty slots. */
+struct jw;
+void hist_json(struct jw *w, const char *key, const struct hist *h);
+
+#endif /* RAMCACHE_HIST_H */

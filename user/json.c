@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "json.h"
+
+void jw_quote(FILE *f, const char *s, size_t len)
+{
+	fputc('"', f);
+	for (size_t i = 0; i < len && s[i]; i++) {
+		unsigned char c = s[i];
+
+		switch (c) {
+		case '"':
+			fputs("\\\"", f);
+			break;
+		case '\\':
+			fputs("\\\\", f);
+			break;
+		case '\n':
+			fputs("\\n", f);
+			break;
+		case '\t':
+			fputs("\\t", f);
+			break;
+		default:
+			/* control bytes and non-ASCII from the kernel or an
+			 * untrusted page are escaped, never passed raw */
+			if (c < 0x20 || c >= 0x7f)
+				fprintf(f, "\\u%04x", c);
+			else
+				fputc(c, f);
+		}
+	}
+	fputc('"', f);
+}
+
+static void key(struct jw *w, const char *k)
+{
+	int d = w->depth < 8 ? w->depth : 7;
+
+	if (!w->first[d])
+		fputc(',', w->f);
+	w->first[d] = false;
+	if (k) {
+		jw_quote(w->f, k, strlen(k));
+		fputc(':', w->f);
+	}
+}
+
+void jw_begin(struct jw *w, FILE *f)
+{
+	memset(w, 0, sizeof(*w));
+	w->f = f;
+	w->first[0] = true;
+	fputc('{', f);
+}
+
+void jw_end(struct jw *w)
+{
+	fputs("}\n", w->f);
+	fflush(w->f);
+}
+
+void jw_str(struct jw *w, const char *k, const char *val)
+{
+	key(w, k);
+	jw_quote(w->f, val ? val : "", val ? strlen(val) : 0);
+}
+
+void jw_strn(struct jw *w, const char *k, const char *val, size_t len)
+{
+	key(w, k);
+	jw_quote(w->f, val, strnlen(val, len));
+}
+
+void jw_u64(struct jw *w, const char *k, uint64_t val)
+{
+	key(w, k);
+	fprintf(w->f, "%" PRIu64, val);
+}
+
+void jw_i64(struct jw *w, const char *k, int64_t val)
+{
+	key(w, k);
+	fprintf(w->f, "%" PRId64, val);
+}
+
+void jw_double(struct jw *w, const char *k, double val)
+{
+	key(w, k);
+	if (isfinite(val))
+		fprintf(w->f, "%.6g", val);
+	else
+		fputs("null", w->f);
+}
+
+void jw_bool(struct jw *w, const char *k, bool val)
+{
+	key(w, k);
+	fputs(val ? "true" : "false", w->f);
+}
+
+static void open_nested(struct jw *w, const char *k, char c)
+{
+	key(w, k);
+	fputc(c, w->f);
+	if (w->depth < 7)
+		w->depth++;
+	w->first[w->depth] = true;
+}
+
+void jw_array_begin(struct jw *w, const char *k)
+{
+	open_nested(w, k, '[');
+}
+
+void jw_array_end(struct jw *w)
+{
+	fputc(']', w->f);
+	if (w->depth > 0)
+		w->depth--;
+}
+
+void jw_object_begin(struct jw *w, const char *k)
+{
+	open_nested(w, k, '{');
+}
+
+void jw_object_end(struct jw *w)
+{
+	fputc('}', w->f);
+	if (w->depth > 0)
+		w->depth--;
+}

@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <inttypes.h>
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+
+#include "json.h"
+#include "output.h"
+#include "probes.h"
+
+#define MiB (1024.0 * 1024.0)
+
+static const char *reclaim_kind_name(uint32_t kind)
+{
+	return kind == RC_RECLAIM_MEMCG ? "memcg" : "direct";
+}
+
+void out_clock(char *buf, size_t len)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+
+	localtime_r(&t, &tm);
+	strftime(buf, len, "%H:%M:%S", &tm);
+}
+
+static void hdr_json(struct jw *w, FILE *f, const char *type,
+		     const struct rc_event_hdr *h)
+{
+	jw_begin(w, f);
+	jw_str(w, "type", type);
+	jw_u64(w, "ts_ns", h->ts_ns);
+	jw_u64(w, "pid", h->tgid);
+	jw_u64(w, "tid", h->pid);
+	jw_u64(w, "cpu", h->cpu);
+}
+
+void out_start(struct out *o, const struct start_info *s)
+{
+	char clk[16];
+
+	if (o->json) {
+		struct jw w;
+
+		jw_begin(&w, o->f);
+		jw_str(&w, "type", "start");
+		jw_u64(&w, "pid", s->pid);
+		if (s->comm)
+			jw_str(&w, "comm", s->comm);
+		if (s->memcg) {
+			jw_str(&w, "memcg", s->memcg);
+			jw_u64(&w, "cgroup_version", s->memcg_version);
+		}
+		if (s->control)
+			jw_str(&w, "control", s->control);
+		jw_u64(&w, "headroom", s->headroom);
+		jw_u64(&w, "inactive", s->inactive);
+		jw_object_begin(&w, "probes");
+		for (int i = 0; i < NR_PROBES; i++)
+			jw_str(&w, s->probes->p[i].tp,
+			       probe_state_name(s->probes->p[i].state));
+		jw_object_end(&w);
+		jw_end(&w);
+		return;
+	}
+	out_clock(clk, sizeof(clk));
+	if (s->pid)
+		fprintf(o->f, "%s  tracking pid %d (%s)", clk, s->pid,
+			s->comm ? s->comm : "?");
+	else
+		fprintf(o->f, "%s  watching the whole system", clk);
+	if (s->memcg)
+		fprintf(o->f, ", memory cgroup %s (v%d)", s->memcg,
+			s->memcg_version);
+	fprintf(o->f, "\n%s  probes:", clk);
+	for (int i = 0; i < NR_PROBES; i++)
+		fprintf(o->f, " %s=%s", s->probes->p[i].tp,
+			probe_state_name(s->probes->p[i].state));
+	fprintf(o->f, "\n");
+	if (s->pid)
+		fprintf(o->f,
+			"%s  eviction below %.0f MiB headroom (inactive entries below %.0f MiB)\n",
+			clk, s->headroom / MiB, s->inactive / MiB);
+	fflush(o->f);
+}
+
+static void event_json(struct out *o, const struct rc_event_hdr *h)
+{
+	struct jw w;
+
+	switch (h->type) {
+	case RC_EV_FAULT_BURST: {
+		const struct rc_fault_burst *e = (const void *)h;
+
+		hdr_json(&w, o->f, "fault_burst", h);
+		jw_u64(&w, "faults", e->faults);
+		jw_u64(&w, "window_ns", e->window_ns);
+		break;
+	}
+	case RC_EV_RECLAIM: {
+		const struct rc_reclaim *e = (const void *)h;
+
+		hdr_json(&w, o->f, "reclaim", h);
+		jw_str(&w, "kind", reclaim_kind_name(e->kind));
+		jw_strn(&w, "comm", e->comm, sizeof(e->comm));
+		jw_u64(&w, "latency_ns", e->latency_ns);
+		jw_u64(&w, "nr_reclaimed", e->nr_reclaimed);
+		jw_u64(&w, "order", e->order);
+		jw_u64(&w, "memcg_id", e->memcg_id);
+		break;
+	}
+	case RC_EV_KSWAPD: {
+		const struct rc_kswapd *e = (const void *)h;
+
+		hdr_json(&w, o->f, "kswapd", h);
+		jw_str(&w, "state", e->awake ? "wake" : "sleep");
+		jw_u64(&w, "nid", e->nid);
+		if (e->awake)
+			jw_u64(&w, "order", e->order);
+		break;
+	}
+	case RC_EV_OOM_KILL: {
+		const struct rc_oom_kill *e = (const void *)h;
+
+		hdr_json(&w, o->f, "oom_kill", h);
+		jw_u64(&w, "victim_pid", e->victim_pid);
+		jw_strn(&w, "comm", e->comm, sizeof(e->comm));
+		jw_u64(&w, "uid", e->victim_uid);
+		jw_u64(&w, "anon_rss", e->anon_rss);
+		jw_u64(&w, "file_rss", e->file_rss);
+		jw_u64(&w, "shmem_rss", e->shmem_rss);
+		jw_u64(&w, "total_vm", e->total_vm);
+		break;
+	}
+	case RC_EV_RSS: {
+		const struct rc_rss *e = (const void *)h;
+
+		hdr_json(&w, o->f, "rss", h);
+		jw_u64(&w, "rss", e->total);
+		jw_u64(&w, "anon", e->anon);
+		jw_u64(&w, "file", e->file);
+		jw_u64(&w, "shmem", e->shmem);
+		break;
+	}
+	default:
+		return;
+	}
+	jw_end(&w);
+}
+
+void out_event(struct out *o, const void *data, size_t len)
+{
+	const struct rc_event_hdr *h = data;
+	char clk[16];
+
+	if (len < sizeof(*h))
+		return;
+	if (o->json) {
+		event_json(o, h);
+		return;
+	}
+	out_clock(clk, sizeof(clk));
+	switch (h->type) {
+	case RC_EV_FAULT_BURST: {
+		const struct rc_fault_burst *e = data;
+
+		fprintf(o->f, "%s  fault_burst pid %u: %" PRIu64
+			      " faults in %.1f ms on cpu %u\n",
+			clk, h->tgid, (uint64_t)e->faults, e->window_ns / 1e6,
+			h->cpu);
+		break;
+	}
+	case RC_EV_RECLAIM: {
+		const struct rc_reclaim *e = data;
+
+		fprintf(o->f, "%s  reclaim %-6s pid %u (%.16s): %.3f ms, %" PRIu64
+			      " pages reclaimed\n",
+			clk, reclaim_kind_name(e->kind), h->tgid, e->comm,
+			e->latency_ns / 1e6, (uint64_t)e->nr_reclaimed);
+		break;
+	}
+	case RC_EV_KSWAPD: {
+		const struct rc_kswapd *e = data;
+
+		fprintf(o->f, "%s  kswapd%u %s\n", clk, e->nid,
+			e->awake ? "woke up" : "went to sleep");
+		break;
+	}
+	case RC_EV_OOM_KILL: {
+		const struct rc_oom_kill *e = data;
+
+		fprintf(o->f, "%s  OOM kill of pid %u (%.16s): anon %.1f MiB, file %.1f MiB, shmem %.1f MiB\n",
+			clk, e->victim_pid, e->comm, e->anon_rss / MiB,
+			e->file_rss / MiB, e->shmem_rss / MiB);
+		break;
+	}
+	case RC_EV_RSS: {
+		const struct rc_rss *e = data;
+
+		if (!o->verbose)
+			return;
+		fprintf(o->f, "%s  rss pid %u: %.1f MiB (anon %.1f, file %.1f)\n",
+			clk, h->tgid, e->total / MiB, e->anon / MiB,
+			e->file / MiB);
+		break;
+	}
+	default:
+		return;
+	}
+	fflush(o->f);
+}
+
+void out_summary(struct out *o, const struct summary *s)
+{
+	char clk[16];
+
+	if (o->json) {
+		struct jw w;
+
+		jw_begin(&w, o->f);
+		jw_str(&w, "type", "summary");
+		jw_u64(&w, "pid", s->pid);
+		jw_double(&w, "interval_s", s->interval_s);
+		if (s->rss)
+			jw_u64(&w, "rss", s->rss);
+		jw_u64(&w, "faults", s->faults);
+		jw_double(&w, "faults_per_s", s->faults_per_s);
+		jw_u64(&w, "direct_stalls", s->stalls[RC_RECLAIM_DIRECT]);
+		jw_u64(&w, "direct_stall_ns", s->stall_ns[RC_RECLAIM_DIRECT]);
+		jw_u64(&w, "memcg_stalls", s->stalls[RC_RECLAIM_MEMCG]);
+		jw_u64(&w, "memcg_stall_ns", s->stall_ns[RC_RECLAIM_MEMCG]);
+		jw_u64(&w, "mem_available", s->mem_available);
+		if (s->has_memcg) {
+			jw_u64(&w, "memcg_limit", s->memcg_limit);
+			jw_u64(&w, "memcg_usage", s->memcg_usage);
+		}
+		jw_u64(&w, "headroom", s->headroom);
+		jw_u64(&w, "kswapd_wakes", s->kswapd_wakes);
+		jw_u64(&w, "oom_kills", s->oom_kills);
+		jw_u64(&w, "drops", s->drops);
+		if (s->level)
+			jw_str(&w, "level", s->level);
+		jw_u64(&w, "evict_sent", s->evict_sent);
+		jw_u64(&w, "evict_acked", s->evict_acked);
+		jw_u64(&w, "evict_timeouts", s->evict_timeouts);
+		jw_u64(&w, "bytes_evicted", s->bytes_evicted);
+		jw_end(&w);
+		return;
+	}
+	out_clock(clk, sizeof(clk));
+	fprintf(o->f, "%s  summary", clk);
+	if (s->pid)
+		fprintf(o->f, " pid %d: rss %.1f MiB, %.0f faults/s,", s->pid,
+			s->rss / MiB, s->faults_per_s);
+	else
+		fprintf(o->f, " system: %.0f faults/s,", s->faults_per_s);
+	fprintf(o->f,
+		" stalls direct %" PRIu64 " (%.1f ms) memcg %" PRIu64
+		" (%.1f ms), available %.0f MiB",
+		s->stalls[0], s->stall_ns[0] / 1e6, s->stalls[1],
+		s->stall_ns[1] / 1e6, s->mem_available / MiB);
+	if (s->has_memcg)
+		fprintf(o->f, ", cgroup %.0f/%.0f MiB", s->memcg_usage / MiB,
+			s->memcg_limit / MiB);
+	fprintf(o->f, ", headroom %.0f MiB", s->headroom / MiB);
+	if (s->level)
+		fprintf(o->f, ", level %s", s->level);
+	if (s->evict_sent)
+		fprintf(o->f, ", evictions %" PRIu64 "/%" PRIu64 " acked",
+			s->evict_acked, s->evict_sent);
+	if (s->drops)
+		fprintf(o->f, ", %" PRIu64 " events dropped", s->drops);
+	fprintf(o->f, "\n");
+	fflush(o->f);
+}
+
+void out_exit(struct out *o, const char *reason, int code)
+{
+	char clk[16];
+
+	if (o->json) {
+		struct jw w;
+
+		jw_begin(&w, o->f);
+		jw_str(&w, "type", "exit");
+		jw_str(&w, "reason", reason);
+		jw_i64(&w, "code", code);
+		jw_end(&w);
+		return;
+	}
+	out_clock(clk, sizeof(clk));
+	fprintf(o->f, "%s  exiting: %s\n", clk, reason);
+	fflush(o->f);
+}
+
+void out_warn(struct out *o, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "ramcache-bpf: warning: %s\n", msg);
+	if (o->json) {
+		struct jw w;
+
+		jw_begin(&w, o->f);
+		jw_str(&w, "type", "warning");
+		jw_str(&w, "message", msg);
+		jw_end(&w);
+	}
+}

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Everything the agent prints on stdout: human-readable lines, or JSON
+ * Lines (one object per event, a "type" field) with --json.
+ */
+#ifndef RAMCACHE_OUTPUT_H
+#define RAMCACHE_OUTPUT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <linux/types.h>
+
+#include "pressure.h"
+
+struct probes;
+
+struct out {
+	FILE *f;
+	bool json;
+	bool verbose;
+};
+
+struct start_info {
+	pid_t pid; /* 0: whole system */
+	const char *comm;
+	const char *memcg; /* path of the target's memory cgroup, or NULL */
+	int memcg_version;
+	const char *control; /* control page path, or NULL */
+	const struct probes *probes;
+	uint64_t headroom, inactive; /* thresholds in use */
+};
+
+struct summary {
+	pid_t pid;
+	double interval_s;
+	uint64_t rss; /* bytes, 0 when unknown */
+	uint64_t faults; /* since start */
+	double faults_per_s;
+	uint64_t stalls[RC_RECLAIM_KINDS]; /* in the interval */
+	uint64_t stall_ns[RC_RECLAIM_KINDS];
+	uint64_t mem_available;
+	bool has_memcg;
+	uint64_t memcg_limit, memcg_usage;
+	uint64_t headroom; /* the tighter of system and cgroup */
+	uint64_t drops; /* ring buffer, since start */
+	uint64_t kswapd_wakes; /* since start */
+	uint64_t oom_kills; /* since start */
+	const char *level; /* pressure level name, or NULL */
+	uint64_t evict_sent, evict_acked, evict_timeouts; /* since start */
+	uint64_t bytes_evicted;
+};
+
+void out_start(struct out *o, const struct start_info *s);
+/* One event from the ring buffer; @len as the ring buffer gave it. */
+void out_event(struct out *o, const void *data, size_t len);
+void out_summary(struct out *o, const struct summary *s);
+void out_exit(struct out *o, const char *reason, int code);
+/* A one-line warning on stderr, and as {"type":"warning"} with --json. */
+void out_warn(struct out *o, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Local wall clock as HH:MM:SS, the prefix of text lines. */
+void out_clock(char *buf, size_t len);
+
+#endif /* RAMCACHE_OUTPUT_H */
