@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""The monitor on real kernel events: faults, memcg reclaim, OOM kills,
+target exit, and the one-line errors of bad input."""
+import json
+import os
+import subprocess
+
+from rctest import (AGENT, HELPERS, MiB, Agent, Memcg, Skip, main,
+                    require_root, test)
+
+MEMHOG = os.path.join(HELPERS, "memhog")
+
+
+def hog(*args, preexec=None):
+    return subprocess.Popen([MEMHOG, "--wait", *map(str, args)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, preexec_fn=preexec)
+
+
+def ready(p):
+    ev = json.loads(p.stdout.readline())
+    assert ev["type"] == "ready", ev
+    return ev["pid"]
+
+
+def go(p):
+    p.stdin.write("go\n")
+    p.stdin.flush()
+
+
+def fault_count_matches(mode):
+    require_root()
+    pages = 20000
+    p = hog("--touch", pages)
+    try:
+        pid = ready(p)
+        with Agent("--pid", pid, "--interval", "0.2s", "--probe-mode",
+                   mode) as a:
+            start = a.wait_type("start")
+            assert start, f"no start event; stderr: {a.stderr}"
+            assert start["probes"]["page_fault_user"] == mode, start
+            go(p)
+            delta = json.loads(p.stdout.readline())
+            assert delta["type"] == "faults", delta
+            p.wait(timeout=10)
+            rc = a.wait(timeout=10)
+            assert rc == 0, f"agent exit {rc}: {a.stderr}"
+            ex = a.of_type("exit")
+            assert ex and ex[-1]["reason"] == "target exited", ex
+            faults = a.of_type("summary")[-1]["faults"]
+            # the kernel's count of the same work, +-10%
+            assert abs(faults - delta["delta"]) <= 0.1 * delta["delta"], (
+                faults, delta)
+            assert delta["delta"] >= pages
+    finally:
+        p.kill()
+        p.wait()
+
+
+@test
+def fault_count_agrees_with_proc_stat_tp_btf():
+    fault_count_matches("tp_btf")
+
+
+@test
+def fault_count_agrees_with_proc_stat_raw_tp():
+    fault_count_matches("raw_tp")
+
+
+@test
+def memcg_reclaim_and_oom_kill_attributed_to_child():
+    require_root()
+    with Memcg(64 * MiB) as cg:
+        p = hog("--grow", "512M", preexec=cg.preexec())
+        try:
+            pid = ready(p)
+            with Agent("--pid", pid, "--interval", "0.5s") as a:
+                assert a.wait_type("start"), a.stderr
+                go(p)
+                rc = a.wait(timeout=30)
+                assert rc == 0, f"agent exit {rc}: {a.stderr}"
+                rec = [e for e in a.of_type("reclaim")
+                       if e["kind"] == "memcg" and e["pid"] == pid]
+                assert rec, "no memcg reclaim event for the child"
+                assert all(e["latency_ns"] > 0 for e in rec)
+                ino = os.stat(cg.path).st_ino
+                assert rec[0]["memcg_id"] == ino, (rec[0], ino)
+                ooms = [e for e in a.of_type("oom_kill")
+                        if e["victim_pid"] == pid]
+                assert ooms, "no oom_kill event for the child"
+                assert ooms[0]["anon_rss"] > 32 * MiB, ooms[0]
+                assert a.of_type("exit")[-1]["reason"] == "target exited"
+            assert p.wait(timeout=10) == -9
+            assert cg.oom_kills() >= 1
+        finally:
+            p.kill()
+            p.wait()
+
+
+@test
+def whole_system_mode_runs_for_duration():
+    require_root()
+    with Agent("--duration", "1s", "--interval", "0.3s") as a:
+        rc = a.wait(timeout=15)
+        assert rc == 0, a.stderr
+        assert a.of_type("start")[0]["pid"] == 0
+        assert len(a.of_type("summary")) >= 2
+        assert a.of_type("exit")[-1]["reason"] == "duration reached"
+
+
+@test
+def rss_events_follow_the_target():
+    require_root()
+    p = hog("--grow", "64M", "--hold", "0.5")
+    try:
+        pid = ready(p)
+        with Agent("--pid", pid, "--rss-step", "8M") as a:
+            assert a.wait_type("start"), a.stderr
+            go(p)
+            assert a.wait(timeout=20) == 0, a.stderr
+            rss = [e["rss"] for e in a.of_type("rss") if e["pid"] == pid]
+            assert rss and max(rss) >= 56 * MiB, rss
+            assert a.of_type("summary")[-1]["rss"] >= 56 * MiB
+    finally:
+        p.kill()
+        p.wait()
+
+
+def run_agent(*args, user=None):
+    argv = [AGENT, *map(str, args)]
+    if user:
+        argv = ["setpriv", f"--reuid={user}", f"--regid={user}",
+                "--clear-groups", *argv]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+
+
+def one_line_error(r, code, needle):
+    assert r.returncode == code, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("ramcache-bpf: "), lines
+    assert needle in lines[0], lines
+
+
+@test
+def no_such_pid_is_exit_4():
+    require_root()
+    pid = 4194303  # above the default pid_max: never a live process here
+    with open("/proc/sys/kernel/pid_max") as f:
+        if int(f.read()) > pid:
+            raise Skip("pid_max is raised on this machine")
+    one_line_error(run_agent("--pid", pid), 4, "no such process")
+
+
+@test
+def bad_flags_are_exit_2():
+    one_line_error(run_agent("--pid", "abc"), 2, "invalid pid")
+    one_line_error(run_agent("--bogus"), 2, "unknown option")
+    one_line_error(run_agent("--interval"), 2, "needs an argument")
+    one_line_error(run_agent("--headroom", "lots"), 2, "--headroom")
+
+
+@test
+def help_and_version():
+    r = run_agent("--help")
+    assert r.returncode == 0 and "Usage: ramcache-bpf" in r.stdout
+    assert "Examples:" in r.stdout and "Exit status" in r.stdout
+    r = run_agent("--version")
+    assert r.returncode == 0 and r.stdout.startswith("ramcache-bpf ")
+
+
+@test
+def unprivileged_is_exit_3():
+    require_root()
+    one_line_error(run_agent("--duration", "1", user=65534), 3,
+                   "CAP_BPF")
+
+
+main()
