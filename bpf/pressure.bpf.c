@@ -19,8 +19,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* Set by the agent before load. */
 const volatile bool filter_tgid = false; /* false: whole system (key 0) */
 const volatile __u64 burst_window_ns = 100000000; /* 100 ms */
-const volatile __u64 burst_faults = 2048; /* per window and CPU */
-const volatile __u64 rss_step = 4 << 20; /* bytes */
+const volatile __u64 burst_faults = 2048;	  /* per window and CPU */
+const volatile __u64 rss_step = 4 << 20;	  /* bytes */
 const volatile __u64 page_size = 4096;
 
 struct {
@@ -62,7 +62,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, RC_HIST_KINDS * RC_HIST_SLOTS);
+	__uint(max_entries, RC_HIST_KINDS *RC_HIST_SLOTS);
 	__type(key, __u32);
 	__type(value, __u64);
 } hists SEC(".maps");
@@ -224,8 +224,8 @@ static __always_inline int handle_reclaim_end(__u32 kind,
 	slot = bpf_map_lookup_elem(&hists, &idx);
 	if (slot)
 		(*slot)++;
-	stat_inc(kind == RC_RECLAIM_DIRECT ? RC_STAT_DIRECT_RECLAIMS :
-					     RC_STAT_MEMCG_RECLAIMS);
+	stat_inc(kind == RC_RECLAIM_DIRECT ? RC_STAT_DIRECT_RECLAIMS
+					   : RC_STAT_MEMCG_RECLAIMS);
 
 	t = track_lookup(bpf_get_current_pid_tgid() >> 32);
 	if (t && kind < RC_RECLAIM_KINDS) {

@@ -26,8 +26,8 @@
 #include "json.h"
 #include "output.h"
 
-#define NSEC 1000000000ULL
-#define TICK_NS (50 * 1000000ULL)
+#define NSEC	 1000000000ULL
+#define TICK_NS	 (50 * 1000000ULL)
 #define BTF_PATH "/sys/kernel/btf/vmlinux"
 
 struct agent {
@@ -157,8 +157,9 @@ static void on_signal(struct agent *a)
 
 static void print_hists(struct agent *a)
 {
-	static const char *names[RC_HIST_KINDS] = { "direct reclaim",
-						    "memcg reclaim" };
+	static const char *names[RC_HIST_KINDS] = { "direct reclaim", "memcg "
+								      "reclai"
+								      "m" };
 	struct hist h;
 
 	for (int k = 0; k < RC_HIST_KINDS; k++) {
@@ -169,8 +170,8 @@ static void print_hists(struct agent *a)
 
 			jw_begin(&w, a->out.f);
 			jw_str(&w, "type", "hist");
-			jw_str(&w, "name", k ? "memcg_reclaim" :
-					       "direct_reclaim");
+			jw_str(&w, "name",
+			       k ? "memcg_reclaim" : "direct_reclaim");
 			jw_str(&w, "unit", "usecs");
 			hist_json(&w, "slots", &h);
 			jw_end(&w);
@@ -217,16 +218,19 @@ static int setup_bpf(struct agent *a)
 
 	if (access(BTF_PATH, R_OK))
 		return fail(EXIT_UNSUPPORTED,
-			    "kernel BTF not found at %s: this kernel needs CONFIG_DEBUG_INFO_BTF=y",
+			    "kernel BTF not found at %s: this kernel needs "
+			    "CONFIG_DEBUG_INFO_BTF=y",
 			    BTF_PATH);
 	err = bpfstate_load(&a->bpf, a->o);
 	if (err == -EPERM || err == -EACCES)
 		return fail(EXIT_PRIVILEGE,
-			    "failed to load BPF programs: %s (run as root or grant CAP_BPF and CAP_PERFMON)",
+			    "failed to load BPF programs: %s (run as root or "
+			    "grant CAP_BPF and CAP_PERFMON)",
 			    strerror(-err));
 	if (err)
 		return fail(EXIT_UNSUPPORTED,
-			    "failed to load BPF programs: %s (-v shows the verifier log)",
+			    "failed to load BPF programs: %s (-v shows the "
+			    "verifier log)",
 			    strerror(-err));
 	if (a->pid) {
 		err = bpfstate_track(&a->bpf, a->pid);
@@ -236,8 +240,8 @@ static int setup_bpf(struct agent *a)
 	}
 	err = bpfstate_attach(&a->bpf);
 	if (err <= 0)
-		return fail(EXIT_UNSUPPORTED,
-			    "no tracepoint could be attached (-v for details)");
+		return fail(EXIT_UNSUPPORTED, "no tracepoint could be attached "
+					      "(-v for details)");
 	a->rb = ring_buffer__new(bpfstate_events_fd(&a->bpf), handle_event, a,
 				 NULL);
 	if (!a->rb)
@@ -262,7 +266,8 @@ static int setup_fds(struct agent *a)
 	if (sigprocmask(SIG_BLOCK, &mask, NULL))
 		return -errno;
 	a->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	a->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	a->timerfd =
+		timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	a->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (a->sigfd < 0 || a->timerfd < 0 || a->epfd < 0)
 		return -errno;
@@ -346,7 +351,8 @@ int agent_run(const struct opts *o)
 	}
 	if (o->mlock && mlockall(MCL_CURRENT | MCL_FUTURE))
 		out_warn(&a.out,
-			 "failed to lock the agent's memory: %s; it may be paged out under pressure",
+			 "failed to lock the agent's memory: %s; it may be "
+			 "paged out under pressure",
 			 strerror(errno));
 
 	a.start_ns = a.last_summary_ns = now_ns();

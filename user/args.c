@@ -68,44 +68,64 @@ void print_usage(FILE *f)
 {
 	fputs("Usage: ramcache-bpf [--pid PID | --match PATTERN] [OPTIONS]\n"
 	      "\n"
-	      "Watch memory pressure with BPF (page faults, direct and memcg reclaim,\n"
-	      "kswapd, OOM kills, RSS) and ask the executor to evict cache entries\n"
+	      "Watch memory pressure with BPF (page faults, direct and memcg "
+	      "reclaim,\n"
+	      "kswapd, OOM kills, RSS) and ask the executor to evict cache "
+	      "entries\n"
 	      "through its control page before the kernel starts reclaiming.\n"
 	      "Without --pid or --match the whole system is watched.\n"
 	      "\n"
 	      "Target:\n"
-	      "  -p, --pid PID          follow this process; exit 0 when it exits\n"
-	      "      --match PATTERN    follow the process whose command line contains\n"
-	      "                         PATTERN, and its successor after a restart\n"
-	      "      --control PATH     control page path (default /dev/shm/ramcache-PID)\n"
+	      "  -p, --pid PID          follow this process; exit 0 when it "
+	      "exits\n"
+	      "      --match PATTERN    follow the process whose command line "
+	      "contains\n"
+	      "                         PATTERN, and its successor after a "
+	      "restart\n"
+	      "      --control PATH     control page path (default "
+	      "/dev/shm/ramcache-PID)\n"
 	      "Output:\n"
-	      "  -j, --json             JSON Lines on stdout, one object per event\n"
+	      "  -j, --json             JSON Lines on stdout, one object per "
+	      "event\n"
 	      "      --interval DUR     summary every DUR (default 2s)\n"
-	      "      --duration DUR     exit 0 after DUR (default: run until the target\n"
+	      "      --duration DUR     exit 0 after DUR (default: run until "
+	      "the target\n"
 	      "                         exits or Ctrl-C)\n"
-	      "      --hist             log2 histograms of stall and eviction latency at exit\n"
+	      "      --hist             log2 histograms of stall and eviction "
+	      "latency at exit\n"
 	      "      --metrics ADDR:PORT  serve Prometheus metrics over HTTP\n"
-	      "      --on-level LEVEL:CMD run CMD (sh -c) on entering LEVEL (warn, high,\n"
+	      "      --on-level LEVEL:CMD run CMD (sh -c) on entering LEVEL "
+	      "(warn, high,\n"
 	      "                         critical); may be repeated\n"
 	      "  -v, --verbose          libbpf debug output\n"
 	      "Eviction:\n"
-	      "      --headroom SIZE    below SIZE of headroom evict inactive entries, then\n"
+	      "      --headroom SIZE    below SIZE of headroom evict inactive "
+	      "entries, then\n"
 	      "                         active ones of >= 512M, then any\n"
-	      "                         (default min(10G, max(2G, 10% of RAM)), scaled to\n"
+	      "                         (default min(10G, max(2G, 10% of "
+	      "RAM)), scaled to\n"
 	      "                         the target's memory cgroup)\n"
-	      "      --inactive SIZE    below SIZE evict inactive entries only\n"
+	      "      --inactive SIZE    below SIZE evict inactive entries "
+	      "only\n"
 	      "                         (default: 2 x headroom)\n"
-	      "      --policy ram|cost  ram: 1.3^age x size, models first (default);\n"
-	      "                         cost: size per second of recompute time\n"
-	      "      --horizon DUR      forecast headroom DUR ahead (default 1s)\n"
-	      "      --ack-timeout DUR  count a command lost after DUR (default 5s)\n"
-	      "      --dry-run          report what would be evicted, send nothing\n"
+	      "      --policy ram|cost  ram: 1.3^age x size, models first "
+	      "(default);\n"
+	      "                         cost: size per second of recompute "
+	      "time\n"
+	      "      --horizon DUR      forecast headroom DUR ahead (default "
+	      "1s)\n"
+	      "      --ack-timeout DUR  count a command lost after DUR "
+	      "(default 5s)\n"
+	      "      --dry-run          report what would be evicted, send "
+	      "nothing\n"
 	      "      --no-evict         monitor only\n"
 	      "Tuning:\n"
-	      "      --burst-faults N   faults per window and CPU that make a fault_burst\n"
+	      "      --burst-faults N   faults per window and CPU that make a "
+	      "fault_burst\n"
 	      "                         (default 2048)\n"
 	      "      --burst-window DUR fault burst window (default 100ms)\n"
-	      "      --rss-step SIZE    report RSS when it moves by SIZE (default 4M)\n"
+	      "      --rss-step SIZE    report RSS when it moves by SIZE "
+	      "(default 4M)\n"
 	      "      --probe-mode MODE  auto, tp_btf or raw_tp (default auto)\n"
 	      "      --no-mlock         do not lock the agent's memory\n"
 	      "  -h, --help             this text\n"
@@ -113,12 +133,16 @@ void print_usage(FILE *f)
 	      "\n"
 	      "Examples:\n"
 	      "  sudo ramcache-bpf --pid $(pgrep -f 'ComfyUI/main.py')\n"
-	      "  sudo ramcache-bpf --match main.py --json --metrics 127.0.0.1:9101\n"
-	      "  sudo ramcache-bpf --interval 5s --on-level warn:'notify-send memory'\n"
+	      "  sudo ramcache-bpf --match main.py --json --metrics "
+	      "127.0.0.1:9101\n"
+	      "  sudo ramcache-bpf --interval 5s --on-level warn:'notify-send "
+	      "memory'\n"
 	      "  sudo ramcache-bpf --pid 1234 --duration 60s --hist\n"
 	      "\n"
-	      "Exit status: 0 done (target exited, --duration, Ctrl-C); 1 runtime\n"
-	      "error; 2 bad usage; 3 missing privileges; 4 no such process; 5 kernel\n"
+	      "Exit status: 0 done (target exited, --duration, Ctrl-C); 1 "
+	      "runtime\n"
+	      "error; 2 bad usage; 3 missing privileges; 4 no such process; 5 "
+	      "kernel\n"
 	      "not supported (no BTF, no tracepoints).\n",
 	      f);
 }
@@ -143,11 +167,20 @@ int parse_size(const char *s, uint64_t *out)
 		const char *suffix;
 		double mult;
 	} units[] = {
-		{ "", 1 },	      { "b", 1 },	    { "k", 1ULL << 10 },
-		{ "kb", 1ULL << 10 }, { "kib", 1ULL << 10 }, { "m", 1ULL << 20 },
-		{ "mb", 1ULL << 20 }, { "mib", 1ULL << 20 }, { "g", 1ULL << 30 },
-		{ "gb", 1ULL << 30 }, { "gib", 1ULL << 30 }, { "t", 1ULL << 40 },
-		{ "tb", 1ULL << 40 }, { "tib", 1ULL << 40 },
+		{ "", 1 },
+		{ "b", 1 },
+		{ "k", 1ULL << 10 },
+		{ "kb", 1ULL << 10 },
+		{ "kib", 1ULL << 10 },
+		{ "m", 1ULL << 20 },
+		{ "mb", 1ULL << 20 },
+		{ "mib", 1ULL << 20 },
+		{ "g", 1ULL << 30 },
+		{ "gb", 1ULL << 30 },
+		{ "gib", 1ULL << 30 },
+		{ "t", 1ULL << 40 },
+		{ "tb", 1ULL << 40 },
+		{ "tib", 1ULL << 40 },
 	};
 	const char *unit;
 	double v;
@@ -206,10 +239,10 @@ static int parse_level_name(const char *s, size_t len)
 	return -1;
 }
 
-#define BAD(...)                                                            \
-	do {                                                                \
-		snprintf(err, errlen, __VA_ARGS__);                         \
-		return ARGS_ERROR;                                          \
+#define BAD(...)                                    \
+	do {                                        \
+		snprintf(err, errlen, __VA_ARGS__); \
+		return ARGS_ERROR;                  \
 	} while (0)
 
 enum args_result parse_args(int argc, char **argv, struct opts *o, char *err,
@@ -327,7 +360,8 @@ enum args_result parse_args(int argc, char **argv, struct opts *o, char *err,
 			else if (!strcmp(optarg, "raw_tp"))
 				o->probe_mode = PROBE_RAW_TP;
 			else
-				BAD("invalid --probe-mode '%s' (auto, tp_btf or raw_tp)",
+				BAD("invalid --probe-mode '%s' (auto, tp_btf "
+				    "or raw_tp)",
 				    optarg);
 			break;
 		case OPT_CONTROL:
@@ -350,7 +384,8 @@ enum args_result parse_args(int argc, char **argv, struct opts *o, char *err,
 				    optarg);
 			lvl = parse_level_name(optarg, colon - optarg);
 			if (lvl < 0)
-				BAD("invalid level in --on-level '%s' (ok, warn, high, critical)",
+				BAD("invalid level in --on-level '%s' (ok, "
+				    "warn, high, critical)",
 				    optarg);
 			if (o->nr_on_level >= MAX_ON_LEVEL)
 				BAD("too many --on-level (at most %d)",

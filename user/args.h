@@ -18,7 +18,7 @@ enum probe_mode {
 
 enum score_policy {
 	SCORE_RAM = 0, /* ComfyUI's RAM-pressure score */
-	SCORE_COST, /* bytes per second of recompute time */
+	SCORE_COST,    /* bytes per second of recompute time */
 };
 
 struct on_level {
@@ -27,8 +27,8 @@ struct on_level {
 };
 
 struct opts {
-	pid_t pid; /* 0: whole system */
-	const char *match; /* follow the process whose cmdline matches */
+	pid_t pid;	     /* 0: whole system */
+	const char *match;   /* follow the process whose cmdline matches */
 	const char *control; /* control page path, NULL = default */
 	bool json;
 	bool hist;
@@ -38,8 +38,8 @@ struct opts {
 	bool mlock;
 	uint64_t interval_ns;
 	uint64_t duration_ns; /* 0 = until the target exits or Ctrl-C */
-	uint64_t headroom; /* bytes, 0 = default */
-	uint64_t inactive; /* bytes, 0 = default */
+	uint64_t headroom;    /* bytes, 0 = default */
+	uint64_t inactive;    /* bytes, 0 = default */
 	bool headroom_set, inactive_set;
 	uint64_t horizon_ns; /* forecast horizon */
 	uint64_t ack_timeout_ns;
@@ -56,9 +56,9 @@ struct opts {
 /* What parse_args wants main to do. */
 enum args_result {
 	ARGS_RUN = 0,
-	ARGS_HELP, /* --help: print usage, exit 0 */
+	ARGS_HELP,    /* --help: print usage, exit 0 */
 	ARGS_VERSION, /* --version: exit 0 */
-	ARGS_ERROR, /* message in err, exit 2 */
+	ARGS_ERROR,   /* message in err, exit 2 */
 };
 
 /*

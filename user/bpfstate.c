@@ -89,8 +89,7 @@ int bpfstate_watch_memcg(struct bpfstate *b, uint64_t ino)
 
 int bpfstate_unwatch_memcg(struct bpfstate *b, uint64_t ino)
 {
-	return bpf_map__delete_elem(b->skel->maps.memcgs, &ino, sizeof(ino),
-				    0);
+	return bpf_map__delete_elem(b->skel->maps.memcgs, &ino, sizeof(ino), 0);
 }
 
 int bpfstate_totals(struct bpfstate *b, pid_t tgid, struct track_totals *t)

@@ -36,7 +36,7 @@ struct start_info {
 struct summary {
 	pid_t pid;
 	double interval_s;
-	uint64_t rss; /* bytes, 0 when unknown */
+	uint64_t rss;	 /* bytes, 0 when unknown */
 	uint64_t faults; /* since start */
 	double faults_per_s;
 	uint64_t stalls[RC_RECLAIM_KINDS]; /* in the interval */
@@ -44,11 +44,11 @@ struct summary {
 	uint64_t mem_available;
 	bool has_memcg;
 	uint64_t memcg_limit, memcg_usage;
-	uint64_t headroom; /* the tighter of system and cgroup */
-	uint64_t drops; /* ring buffer, since start */
+	uint64_t headroom;     /* the tighter of system and cgroup */
+	uint64_t drops;	       /* ring buffer, since start */
 	uint64_t kswapd_wakes; /* since start */
-	uint64_t oom_kills; /* since start */
-	const char *level; /* pressure level name, or NULL */
+	uint64_t oom_kills;    /* since start */
+	const char *level;     /* pressure level name, or NULL */
 	uint64_t evict_sent, evict_acked, evict_timeouts; /* since start */
 	uint64_t bytes_evicted;
 };

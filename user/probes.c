@@ -15,11 +15,11 @@ struct prog_pair {
 	size_t btf_off, raw_off; /* offsets of the programs in skel->progs */
 };
 
-#define PAIR(tp, what, nargs, prog)                                        \
-	{                                                                  \
-		tp, what, nargs,                                           \
-			offsetof(struct pressure_bpf, progs.prog##_btf),   \
-			offsetof(struct pressure_bpf, progs.prog##_raw)    \
+#define PAIR(tp, what, nargs, prog)                                      \
+	{                                                                \
+		tp, what, nargs,                                         \
+			offsetof(struct pressure_bpf, progs.prog##_btf), \
+			offsetof(struct pressure_bpf, progs.prog##_raw)  \
 	}
 
 static const struct prog_pair pairs[NR_PROBES] = {
@@ -93,17 +93,19 @@ int probes_select(struct probes *ps, struct pressure_bpf *skel,
 		p->what = pp->what;
 		if (n == -ENOENT) {
 			fprintf(stderr,
-				"ramcache-bpf: warning: kernel has no tracepoint %s, %s not traced\n",
+				"ramcache-bpf: warning: kernel has no "
+				"tracepoint %s, %s not traced\n",
 				pp->tp, pp->what);
 			p->state = PROBE_OFF;
 		} else if (n != pp->nargs) {
 			fprintf(stderr,
-				"ramcache-bpf: warning: tracepoint %s has %d arguments, expected %d; %s not traced\n",
+				"ramcache-bpf: warning: tracepoint %s has %d "
+				"arguments, expected %d; %s not traced\n",
 				pp->tp, n, pp->nargs, pp->what);
 			p->state = PROBE_OFF;
 		} else {
-			p->state = mode == PROBE_RAW_TP ? PROBE_USE_RAW :
-							  PROBE_USE_BTF;
+			p->state = mode == PROBE_RAW_TP ? PROBE_USE_RAW
+							: PROBE_USE_BTF;
 		}
 		err = bpf_program__set_autoload(prog_at(skel, pp->btf_off),
 						p->state == PROBE_USE_BTF);
@@ -131,13 +133,14 @@ int probes_attach(struct probes *ps, struct pressure_bpf *skel)
 
 		if (p->state == PROBE_OFF)
 			continue;
-		prog = prog_at(skel, p->state == PROBE_USE_BTF ?
-					     pairs[i].btf_off :
-					     pairs[i].raw_off);
+		prog = prog_at(skel, p->state == PROBE_USE_BTF
+					     ? pairs[i].btf_off
+					     : pairs[i].raw_off);
 		link = bpf_program__attach(prog);
 		if (!link) {
 			fprintf(stderr,
-				"ramcache-bpf: warning: failed to attach %s to %s: %s; %s not traced\n",
+				"ramcache-bpf: warning: failed to attach %s to "
+				"%s: %s; %s not traced\n",
 				probe_state_name(p->state), p->tp,
 				strerror(errno), p->what);
 			p->state = PROBE_OFF;

@@ -20,7 +20,7 @@ enum probe_state {
 };
 
 struct probe {
-	const char *tp; /* tracepoint name */
+	const char *tp;	  /* tracepoint name */
 	const char *what; /* what it tells, for the warning */
 	enum probe_state state;
 	struct bpf_link *link; /* NULL when not attached */

@@ -22,82 +22,81 @@ struct test_case {
 extern int test_failed_now;
 extern const char *test_skip_reason;
 
-#define TEST(name)                                                           \
-	static void test_##name(void);                                       \
-	static struct test_case tc_##name                                    \
-		__attribute__((used, section("rc_tests"), aligned(8))) = {   \
-			#name, test_##name };                                \
+#define TEST(name)                                                    \
+	static void test_##name(void);                                \
+	static struct test_case tc_##name                             \
+		__attribute__((used, section("rc_tests"),             \
+			       aligned(8))) = { #name, test_##name }; \
 	static void test_##name(void)
 
-#define FAIL_AT(fmt, ...)                                                    \
-	do {                                                                 \
-		fprintf(stdout, "# %s:%d: " fmt "\n", __FILE__, __LINE__,    \
-			##__VA_ARGS__);                                      \
-		test_failed_now = 1;                                         \
+#define FAIL_AT(fmt, ...)                                                 \
+	do {                                                              \
+		fprintf(stdout, "# %s:%d: " fmt "\n", __FILE__, __LINE__, \
+			##__VA_ARGS__);                                   \
+		test_failed_now = 1;                                      \
 	} while (0)
 
-#define ASSERT_TRUE(c, what)                                                 \
-	({                                                                   \
-		bool ok_ = !!(c);                                            \
-		if (!ok_)                                                    \
-			FAIL_AT("%s: expected true: %s", what, #c);          \
-		ok_;                                                         \
+#define ASSERT_TRUE(c, what)                                        \
+	({                                                          \
+		bool ok_ = !!(c);                                   \
+		if (!ok_)                                           \
+			FAIL_AT("%s: expected true: %s", what, #c); \
+		ok_;                                                \
 	})
 #define ASSERT_FALSE(c, what) ASSERT_TRUE(!(c), what)
 
-#define ASSERT_EQ(a, b, what)                                                \
-	({                                                                   \
-		long long a_ = (long long)(a), b_ = (long long)(b);          \
-		bool ok_ = a_ == b_;                                         \
-		if (!ok_)                                                    \
-			FAIL_AT("%s: %s == %lld, expected %lld", what, #a,   \
-				a_, b_);                                     \
-		ok_;                                                         \
+#define ASSERT_EQ(a, b, what)                                                  \
+	({                                                                     \
+		long long a_ = (long long)(a), b_ = (long long)(b);            \
+		bool ok_ = a_ == b_;                                           \
+		if (!ok_)                                                      \
+			FAIL_AT("%s: %s == %lld, expected %lld", what, #a, a_, \
+				b_);                                           \
+		ok_;                                                           \
 	})
-#define ASSERT_NEQ(a, b, what)                                               \
-	({                                                                   \
-		long long a_ = (long long)(a), b_ = (long long)(b);          \
-		bool ok_ = a_ != b_;                                         \
-		if (!ok_)                                                    \
-			FAIL_AT("%s: %s == %lld, expected otherwise", what,  \
-				#a, a_);                                     \
-		ok_;                                                         \
+#define ASSERT_NEQ(a, b, what)                                              \
+	({                                                                  \
+		long long a_ = (long long)(a), b_ = (long long)(b);         \
+		bool ok_ = a_ != b_;                                        \
+		if (!ok_)                                                   \
+			FAIL_AT("%s: %s == %lld, expected otherwise", what, \
+				#a, a_);                                    \
+		ok_;                                                        \
 	})
-#define ASSERT_GE(a, b, what)                                                \
-	({                                                                   \
-		long long a_ = (long long)(a), b_ = (long long)(b);          \
-		bool ok_ = a_ >= b_;                                         \
-		if (!ok_)                                                    \
-			FAIL_AT("%s: %s == %lld, expected >= %lld", what,    \
-				#a, a_, b_);                                 \
-		ok_;                                                         \
+#define ASSERT_GE(a, b, what)                                                 \
+	({                                                                    \
+		long long a_ = (long long)(a), b_ = (long long)(b);           \
+		bool ok_ = a_ >= b_;                                          \
+		if (!ok_)                                                     \
+			FAIL_AT("%s: %s == %lld, expected >= %lld", what, #a, \
+				a_, b_);                                      \
+		ok_;                                                          \
 	})
-#define ASSERT_LE(a, b, what)                                                \
-	({                                                                   \
-		long long a_ = (long long)(a), b_ = (long long)(b);          \
-		bool ok_ = a_ <= b_;                                         \
-		if (!ok_)                                                    \
-			FAIL_AT("%s: %s == %lld, expected <= %lld", what,    \
-				#a, a_, b_);                                 \
-		ok_;                                                         \
+#define ASSERT_LE(a, b, what)                                                 \
+	({                                                                    \
+		long long a_ = (long long)(a), b_ = (long long)(b);           \
+		bool ok_ = a_ <= b_;                                          \
+		if (!ok_)                                                     \
+			FAIL_AT("%s: %s == %lld, expected <= %lld", what, #a, \
+				a_, b_);                                      \
+		ok_;                                                          \
 	})
 #define ASSERT_OK(r, what) ASSERT_EQ(r, 0, what)
-#define ASSERT_OK_PTR(p, what)                                               \
-	({                                                                   \
-		bool ok_ = (p) != NULL;                                      \
-		if (!ok_)                                                    \
-			FAIL_AT("%s: %s is NULL (errno %d)", what, #p,       \
-				errno);                                      \
-		ok_;                                                         \
+#define ASSERT_OK_PTR(p, what)                                                 \
+	({                                                                     \
+		bool ok_ = (p) != NULL;                                        \
+		if (!ok_)                                                      \
+			FAIL_AT("%s: %s is NULL (errno %d)", what, #p, errno); \
+		ok_;                                                           \
 	})
-#define ASSERT_STREQ(a, b, what)                                             \
-	({                                                                   \
-		const char *a_ = (a), *b_ = (b);                             \
-		bool ok_ = a_ && b_ && strcmp(a_, b_) == 0;                  \
-		if (!ok_)                                                    \
-			FAIL_AT("%s: %s == \"%s\", expected \"%s\"", what,   \
-				#a, a_ ? a_ : "(null)", b_ ? b_ : "(null)"); \
-		ok_;                                                         \
+#define ASSERT_STREQ(a, b, what)                                               \
+	({                                                                     \
+		const char *a_ = (a), *b_ = (b);                               \
+		bool ok_ = a_ && b_ && strcmp(a_, b_) == 0;                    \
+		if (!ok_)                                                      \
+			FAIL_AT("%s: %s == \"%s\", expected \"%s\"", what, #a, \
+				a_ ? a_ : "(null)", b_ ? b_ : "(null)");       \
+		ok_;                                                           \
 	})
 
 /* Mark the running case skipped (e.g. needs root); return after it. */
