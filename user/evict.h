@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Eviction: attach to the executor's control page, decide from headroom and
+ * its forecast what to evict, post commands, match acks, and trace each
+ * command's latency (post -> ack from the executor's stamps, post -> RSS
+ * drop from the kernel's rss_stat).
+ */
+#ifndef RAMCACHE_EVICT_H
+#define RAMCACHE_EVICT_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "args.h"
+#include "control.h"
+#include "hist.h"
+#include "output.h"
+#include "policy.h"
+
+#define EVICT_MAX_INFLIGHT 64
+#define EVICT_MAX_COOLDOWN 64
+
+struct inflight {
+	uint64_t seq;
+	uint64_t id;
+	uint64_t bytes; /* as published */
+	uint64_t issue_ns;
+	uint64_t rss_peak; /* highest RSS seen since the post */
+	uint64_t freed_ns; /* 0 until RSS dropped by half of bytes */
+	bool acked;
+	struct ctl_ack ack;
+	uint64_t acked_at_ns; /* our clock, when we read the ack */
+	char label[RAMCACHE_LABEL_LEN + 1];
+};
+
+/* An entry not to command again until @until_ns (busy, timed out). */
+struct cooldown {
+	uint64_t id;
+	uint64_t until_ns;
+};
+
+struct evict_stats {
+	uint64_t sent;
+	uint64_t acked;
+	uint64_t by_status[5]; /* index: enum ramcache_status */
+	uint64_t timeouts;
+	uint64_t bytes_freed;
+	uint64_t refused; /* control pages refused */
+};
+
+struct evictor {
+	const struct opts *o;
+	struct out *out;
+	pid_t pid;
+	uid_t uid;
+	char path[PATH_MAX];
+	bool open;
+	struct ctl ctl;
+	enum ctl_why last_why; /* to warn once per reason */
+	uint64_t next_open_ns;
+	uint64_t next_beat_ns;
+	struct rc_thresholds thr;
+	uint32_t level; /* written to the page */
+	uint64_t headroom, target;
+	uint64_t rss;
+	struct ctl_entry *entries;
+	struct rc_entry *rce;
+	uint32_t *picks;
+	struct inflight inflight[EVICT_MAX_INFLIGHT];
+	int nr_inflight;
+	struct cooldown cool[EVICT_MAX_COOLDOWN];
+	struct evict_stats st;
+	struct hist ack_hist, freed_hist; /* usecs */
+	bool exec_alive;
+};
+
+/*
+ * Set up for target @pid (uid @uid) with thresholds @thr. The page is
+ * looked for at --control, $RAMCACHE_CONTROL is the executor's business,
+ * so the default is /dev/shm/ramcache-<pid>.
+ */
+int evictor_init(struct evictor *ev, const struct opts *o, struct out *out,
+		 pid_t pid, uid_t uid, const struct rc_thresholds *thr);
+void evictor_free(struct evictor *ev);
+
+/*
+ * Periodic work at @now_ns: pick up or re-check the page, heartbeat, read
+ * acks, time out lost commands.
+ */
+void evictor_tick(struct evictor *ev, uint64_t now_ns);
+
+/*
+ * Decide with the current @headroom and its forecast @f (may be NULL) and
+ * post commands. @why is the trigger (enum ramcache_reason) when the
+ * kernel is already reclaiming, 0 otherwise.
+ */
+void evictor_evaluate(struct evictor *ev, uint64_t now_ns, uint64_t headroom,
+		      const struct rc_forecast *f, uint32_t why);
+
+/* The target's RSS from BPF at @ts_ns, for post -> freed latencies. */
+void evictor_rss(struct evictor *ev, uint64_t ts_ns, uint64_t rss);
+
+/* Level to publish on the page. */
+void evictor_set_level(struct evictor *ev, uint32_t level);
+
+/* Close the page and report commands still in flight as lost. */
+void evictor_finish(struct evictor *ev, uint64_t now_ns);
+
+#endif /* RAMCACHE_EVICT_H */

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <string.h>
+
+#include "sampler.h"
+
+int sampler_init(struct sampler *s, pid_t pid, const char *proc_root,
+		 const char *cg_root)
+{
+	memset(s, 0, sizeof(*s));
+	s->proc_root = proc_root ? proc_root : RC_PROC_ROOT;
+	s->cg_root = cg_root ? cg_root : RC_CGROUP_ROOT;
+	if (pid > 0 && !rc_cgroup_find(s->proc_root, s->cg_root, pid, &s->cg))
+		s->has_cg = true;
+	return 0;
+}
+
+static void push(struct sampler *s, uint64_t t, uint64_t bytes)
+{
+	unsigned int last = (s->head + SAMPLER_RING - 1) % SAMPLER_RING;
+
+	/* samples stay in time order even if a BPF stamp trails a read */
+	if (s->count && s->ring[last].t_ns > t)
+		t = s->ring[last].t_ns;
+	s->ring[s->head].t_ns = t;
+	s->ring[s->head].bytes = bytes;
+	s->head = (s->head + 1) % SAMPLER_RING;
+	if (s->count < SAMPLER_RING)
+		s->count++;
+}
+
+int sampler_read(struct sampler *s, uint64_t now_ns)
+{
+	uint64_t limit = RC_UNLIMITED, usage = 0, inactive = 0;
+	int err = rc_meminfo_read(s->proc_root, &s->mi);
+
+	if (err)
+		return err;
+	if (s->has_cg && !rc_cgroup_read(&s->cg, &s->cs)) {
+		limit = s->cs.limit;
+		usage = s->cs.usage;
+		inactive = s->cs.inactive_file;
+	}
+	s->headroom = rc_headroom(s->mi.mem_available, limit, usage, inactive);
+	s->read_headroom = s->headroom;
+	s->read_rss = s->rss;
+	push(s, now_ns, s->headroom);
+	return 0;
+}
+
+void sampler_rss(struct sampler *s, uint64_t ts_ns, uint64_t rss)
+{
+	s->rss = rss;
+	if (!s->read_rss || !s->count)
+		return;
+	/* what the target took since the last read came out of headroom */
+	if (rss >= s->read_rss)
+		s->headroom = s->read_headroom > rss - s->read_rss ?
+				      s->read_headroom - (rss - s->read_rss) :
+				      0;
+	else
+		s->headroom = s->read_headroom + (s->read_rss - rss);
+	push(s, ts_ns, s->headroom);
+}
+
+int sampler_forecast(const struct sampler *s, uint64_t window_ns,
+		     uint64_t horizon_ns, struct rc_forecast *f)
+{
+	struct rc_sample tmp[SAMPLER_RING];
+	unsigned int start = (s->head + SAMPLER_RING - s->count) % SAMPLER_RING;
+
+	if (!s->count)
+		return -ENODATA;
+	for (unsigned int i = 0; i < s->count; i++)
+		tmp[i] = s->ring[(start + i) % SAMPLER_RING];
+	return rc_forecast(tmp, s->count, window_ns, horizon_ns, f);
+}
