@@ -64,8 +64,10 @@ struct metrics {
 void metrics_init(struct metrics *m);
 void metrics_destroy(struct metrics *m);
 
-/* Histograms: a reclaim stall of @kind (enum rc_reclaim_kind), eviction
- * latencies. Durations in ns; an out-of-range @kind is ignored. */
+/*
+ * Histograms: a reclaim stall of @kind (enum rc_reclaim_kind), eviction
+ * latencies. Durations in ns; an out-of-range @kind is ignored.
+ */
 void metrics_reclaim_stall(struct metrics *m, unsigned int kind, uint64_t ns);
 void metrics_evict_ack(struct metrics *m, uint64_t ns);
 void metrics_evict_freed(struct metrics *m, uint64_t ns);

@@ -786,21 +786,36 @@ cleanup:
 	metrics_destroy(&m);
 }
 
-/* $PROMTOOL, else promtool on $PATH; NULL when there is none. */
+static bool executable(char *buf, size_t len, const char *dir, size_t n,
+		       const char *file)
+{
+	snprintf(buf, len, "%.*s/%s", (int)n, dir, file);
+	return n && !access(buf, X_OK);
+}
+
+/*
+ * $PROMTOOL, else promtool on $PATH, else $OUTPUT/promtool/usr/bin/promtool
+ * (the binary alone, unpacked from the Debian package); NULL when none.
+ */
 static const char *find_promtool(char *buf, size_t len)
 {
 	const char *env = getenv("PROMTOOL"), *path = getenv("PATH");
+	const char *output = getenv("OUTPUT");
 
 	if (env && *env)
 		return access(env, X_OK) ? NULL : env;
 	while (path && *path) {
 		size_t n = strcspn(path, ":");
 
-		snprintf(buf, len, "%.*s/promtool", (int)n, path);
-		if (n && !access(buf, X_OK))
+		if (executable(buf, len, path, n, "promtool"))
 			return buf;
 		path += n + (path[n] == ':');
 	}
+	if (!output || !*output)
+		output = "build";
+	if (executable(buf, len, output, strlen(output),
+		       "promtool/usr/bin/promtool"))
+		return buf;
 	return NULL;
 }
 
@@ -843,7 +858,8 @@ TEST(promtool_check_metrics)
 	struct metrics m;
 
 	if (!promtool) {
-		TEST_SKIP("promtool not installed (Debian package prometheus)");
+		TEST_SKIP("no promtool: set $PROMTOOL, or put it on $PATH or "
+			  "in $OUTPUT/promtool/usr/bin");
 		return;
 	}
 	metrics_init(&m);
@@ -856,6 +872,48 @@ TEST(promtool_check_metrics)
 	if (ASSERT_OK(metrics_http_start(&h, &m, "127.0.0.1:0"), "start") &&
 	    scrape(metrics_http_port(h), "scrape"))
 		ASSERT_OK(promtool_check(promtool, reply.body), "live scrape");
+	metrics_http_stop(h);
+	metrics_destroy(&m);
+}
+
+/* The scraper and parser the integration tests use, against the server. */
+TEST(python_promtext_scrape)
+{
+	const char *root = getenv("RAMCACHE_ROOT"), *python = getenv("PYTHON");
+	char script[PATH_MAX], cmd[2 * PATH_MAX], line[512];
+	struct metrics_http *h = NULL;
+	struct metrics m;
+	int st;
+	FILE *p;
+
+	snprintf(script, sizeof(script), "%s/tests/integration/promtext.py",
+		 root && *root ? root : ".");
+	if (!python || !*python)
+		python = "python3";
+	if (access(script, R_OK)) {
+		TEST_SKIP("tests/integration/promtext.py not found");
+		return;
+	}
+	metrics_init(&m);
+	metrics_evict_freed(&m, 1);
+	if (!ASSERT_OK(metrics_http_start(&h, &m, "127.0.0.1:0"), "start"))
+		goto cleanup;
+	snprintf(cmd, sizeof(cmd), "'%s' '%s' --scrape 127.0.0.1:%u 2>&1",
+		 python, script, metrics_http_port(h));
+	p = popen(cmd, "r");
+	if (!ASSERT_OK_PTR(p, "popen"))
+		goto cleanup;
+	while (fgets(line, sizeof(line), p))
+		printf("# %s", line);
+	st = pclose(p);
+	if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 127)
+		TEST_SKIP("no python3");
+	else
+		ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0, "promtext."
+								   "py accepts "
+								   "the "
+								   "scrape");
+cleanup:
 	metrics_http_stop(h);
 	metrics_destroy(&m);
 }
