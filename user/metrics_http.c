@@ -6,9 +6,9 @@
  * closes in MHD_stop_daemon; whether it closes it when it fails to start is
  * not documented, so we only ever close our own copy.
  */
-#include <fcntl.h>
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>

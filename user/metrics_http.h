@@ -33,6 +33,8 @@ int metrics_parse_addr(const char *s, struct sockaddr_storage *ss,
  * metrics_http_stop. @m must outlive the server. -EINVAL for a bad address,
  * the errno of socket/bind/listen (-EADDRINUSE, -EACCES, -EADDRNOTAVAIL),
  * -ENOMEM, or -EIO when libmicrohttpd refuses to start.
+ * The server thread inherits the caller's signal mask: block the signals a
+ * signalfd will read before calling this.
  */
 int metrics_http_start(struct metrics_http **out, struct metrics *m,
 		       const char *addr);
