@@ -551,6 +551,7 @@ TEST(http_scrape_moves)
 	struct metrics_http *h = NULL;
 	struct metrics m;
 	int fds_before = count_fds();
+	double sum;
 
 	metrics_init(&m);
 	if (!ASSERT_OK(metrics_http_start(&h, &m, "127.0.0.1:0"), "start"))
@@ -593,8 +594,8 @@ TEST(http_scrape_moves)
 	ASSERT_EQ(sample(reply.body, "ramcache_eviction_ack_seconds_bucket{le="
 				     "\"0.0025\"}"),
 		  1, "ack below 2.5ms");
-	ASSERT_EQ(sample(reply.body, "ramcache_eviction_ack_seconds_sum") * 1e6,
-		  1500, "ack sum");
+	sum = sample(reply.body, "ramcache_eviction_ack_seconds_sum");
+	ASSERT_EQ(llround(sum * 1e6), 1500, "ack sum in us");
 	ASSERT_EQ(sample(reply.body, "ramcache_eviction_freed_seconds_count"),
 		  1, "freed count");
 	ASSERT_EQ(sample(reply.body, "ramcache_commands_total{status="
