@@ -1,0 +1,389 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The agent's Prometheus metrics: registry and text-format renderer.
+ * Values are integers (counts, bytes, ns); seconds are printed from ns with
+ * integer arithmetic so the output is exact and locale-proof.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <linux/types.h>
+
+#include "pressure.h"
+#include "ramcache/control.h"
+#include "metrics.h"
+
+#ifndef RAMCACHE_VERSION
+#define RAMCACHE_VERSION "unknown"
+#endif
+
+_Static_assert((int)METRICS_RECLAIM_DIRECT == (int)RC_RECLAIM_DIRECT &&
+		       (int)METRICS_RECLAIM_MEMCG == (int)RC_RECLAIM_MEMCG &&
+		       (int)METRICS_RECLAIM_KINDS == (int)RC_RECLAIM_KINDS,
+	       "reclaim kinds follow bpf/pressure.h");
+
+static const struct {
+	uint64_t ns;
+	const char *le; /* as Go's strconv prints it, like client_golang */
+} bounds[METRICS_HIST_BOUNDS] = {
+	{ 1000ULL, "1e-06" },	  { 2500ULL, "2.5e-06" },
+	{ 5000ULL, "5e-06" },	  { 10000ULL, "1e-05" },
+	{ 25000ULL, "2.5e-05" },  { 50000ULL, "5e-05" },
+	{ 100000ULL, "0.0001" },  { 250000ULL, "0.00025" },
+	{ 500000ULL, "0.0005" },  { 1000000ULL, "0.001" },
+	{ 2500000ULL, "0.0025" }, { 5000000ULL, "0.005" },
+	{ 10000000ULL, "0.01" },  { 25000000ULL, "0.025" },
+	{ 50000000ULL, "0.05" },  { 100000000ULL, "0.1" },
+	{ 250000000ULL, "0.25" }, { 500000000ULL, "0.5" },
+	{ 1000000000ULL, "1" },	  { 2500000000ULL, "2.5" },
+	{ 5000000000ULL, "5" },	  { 10000000000ULL, "10" },
+};
+
+static const char *const reclaim_kind_names[METRICS_RECLAIM_KINDS] = {
+	[METRICS_RECLAIM_DIRECT] = "direct",
+	[METRICS_RECLAIM_MEMCG] = "memcg",
+};
+
+static const char *const cmd_status_names[METRICS_CMD_NR] = {
+	[METRICS_CMD_EVICTED] = "evicted",
+	[METRICS_CMD_NOT_FOUND] = "not_found",
+	[METRICS_CMD_BUSY] = "busy",
+	[METRICS_CMD_PINNED] = "pinned",
+	[METRICS_CMD_TIMEOUT] = "timeout",
+	[METRICS_CMD_INVALID] = "invalid",
+};
+
+static const char *const level_names[] = {
+	[RAMCACHE_LEVEL_OK] = "ok",
+	[RAMCACHE_LEVEL_WARN] = "warn",
+	[RAMCACHE_LEVEL_HIGH] = "high",
+	[RAMCACHE_LEVEL_CRITICAL] = "critical",
+};
+
+#define NSEC_PER_SEC  ((uint64_t)1000000000)
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+uint64_t metrics_bound_ns(unsigned int i)
+{
+	return i < METRICS_HIST_BOUNDS ? bounds[i].ns : UINT64_MAX;
+}
+
+const char *metrics_bound_le(unsigned int i)
+{
+	return i < METRICS_HIST_BOUNDS ? bounds[i].le : "+Inf";
+}
+
+void metrics_init(struct metrics *m)
+{
+	pthread_mutex_init(&m->lock, NULL);
+	memset(&m->v, 0, sizeof(m->v));
+}
+
+void metrics_destroy(struct metrics *m)
+{
+	pthread_mutex_destroy(&m->lock);
+}
+
+static void hist_observe(struct metrics_hist *h, uint64_t ns)
+{
+	unsigned int i = 0;
+
+	/* le is inclusive: a value equal to a bound belongs to its bucket */
+	while (i < METRICS_HIST_BOUNDS && ns > bounds[i].ns)
+		i++;
+	h->slots[i]++;
+	h->count++;
+	h->sum_ns += ns;
+}
+
+void metrics_reclaim_stall(struct metrics *m, unsigned int kind, uint64_t ns)
+{
+	if (kind >= METRICS_RECLAIM_KINDS)
+		return;
+	pthread_mutex_lock(&m->lock);
+	hist_observe(&m->v.reclaim_stall[kind], ns);
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_evict_ack(struct metrics *m, uint64_t ns)
+{
+	pthread_mutex_lock(&m->lock);
+	hist_observe(&m->v.evict_ack, ns);
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_evict_freed(struct metrics *m, uint64_t ns)
+{
+	pthread_mutex_lock(&m->lock);
+	hist_observe(&m->v.evict_freed, ns);
+	pthread_mutex_unlock(&m->lock);
+}
+
+static void count_command(struct metrics *m, enum metrics_cmd_status s)
+{
+	pthread_mutex_lock(&m->lock);
+	m->v.commands[s]++;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_command_acked(struct metrics *m, uint32_t status)
+{
+	enum metrics_cmd_status s;
+
+	switch (status) {
+	case RAMCACHE_ACK_EVICTED:
+		s = METRICS_CMD_EVICTED;
+		break;
+	case RAMCACHE_ACK_NOT_FOUND:
+		s = METRICS_CMD_NOT_FOUND;
+		break;
+	case RAMCACHE_ACK_BUSY:
+		s = METRICS_CMD_BUSY;
+		break;
+	case RAMCACHE_ACK_PINNED:
+		s = METRICS_CMD_PINNED;
+		break;
+	default:
+		s = METRICS_CMD_INVALID;
+		break;
+	}
+	count_command(m, s);
+}
+
+void metrics_command_timeout(struct metrics *m)
+{
+	count_command(m, METRICS_CMD_TIMEOUT);
+}
+
+void metrics_bytes_evicted(struct metrics *m, uint64_t bytes)
+{
+	pthread_mutex_lock(&m->lock);
+	m->v.evicted_bytes += bytes;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_oom_kill(struct metrics *m)
+{
+	pthread_mutex_lock(&m->lock);
+	m->v.oom_kills++;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_set_ringbuf_drops(struct metrics *m, uint64_t total)
+{
+	pthread_mutex_lock(&m->lock);
+	m->v.ringbuf_drops = total;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_set_level(struct metrics *m, uint32_t level)
+{
+	pthread_mutex_lock(&m->lock);
+	m->v.level = level;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_set_headroom(struct metrics *m, int64_t bytes)
+{
+	pthread_mutex_lock(&m->lock);
+	m->v.headroom_bytes = bytes;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_set_target(struct metrics *m, uint64_t bytes)
+{
+	pthread_mutex_lock(&m->lock);
+	m->v.target_bytes = bytes;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_set_rss(struct metrics *m, uint64_t bytes)
+{
+	pthread_mutex_lock(&m->lock);
+	m->v.rss_bytes = bytes;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_snapshot(struct metrics *m, struct metrics_values *out)
+{
+	pthread_mutex_lock(&m->lock);
+	*out = m->v;
+	pthread_mutex_unlock(&m->lock);
+}
+
+int metrics_escape_label(char *dst, size_t len, const char *src)
+{
+	size_t n = 0;
+
+	for (; *src; src++) {
+		const char *rep = NULL;
+		size_t k;
+
+		if (*src == '\\')
+			rep = "\\\\";
+		else if (*src == '"')
+			rep = "\\\"";
+		else if (*src == '\n')
+			rep = "\\n";
+		k = rep ? 2 : 1;
+		if (n + k >= len)
+			return -ENOSPC;
+		if (rep)
+			memcpy(dst + n, rep, 2);
+		else
+			dst[n] = *src;
+		n += k;
+	}
+	if (n >= len)
+		return -ENOSPC;
+	dst[n] = '\0';
+	return (int)n;
+}
+
+/* An appender that remembers running out of room instead of failing. */
+struct out {
+	char *buf;
+	size_t len;
+	size_t pos;
+	bool full;
+};
+
+__attribute__((format(printf, 2, 3))) static void put(struct out *o,
+						      const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (o->full)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(o->buf + o->pos, o->len - o->pos, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= o->len - o->pos) {
+		o->full = true;
+		return;
+	}
+	o->pos += n;
+}
+
+static void put_header(struct out *o, const char *name, const char *type,
+		       const char *help)
+{
+	put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void put_seconds(struct out *o, uint64_t ns)
+{
+	put(o, "%" PRIu64 ".%09" PRIu64 "\n", ns / NSEC_PER_SEC,
+	    ns % NSEC_PER_SEC);
+}
+
+/* One histogram series; @label is `name="value",` or "". */
+static void put_hist(struct out *o, const char *name, const char *label,
+		     const struct metrics_hist *h)
+{
+	const char *sep = *label ? "{" : "";
+	uint64_t cum = 0;
+	size_t ll = strlen(label);
+
+	for (unsigned int i = 0; i <= METRICS_HIST_BOUNDS; i++) {
+		cum += h->slots[i];
+		put(o, "%s_bucket{%sle=\"%s\"} %" PRIu64 "\n", name, label,
+		    metrics_bound_le(i), cum);
+	}
+	/* the label without its trailing comma, for _sum and _count */
+	put(o, "%s_sum%s%.*s%s ", name, sep, (int)(ll ? ll - 1 : 0), label,
+	    *label ? "}" : "");
+	put_seconds(o, h->sum_ns);
+	put(o, "%s_count%s%.*s%s %" PRIu64 "\n", name, sep,
+	    (int)(ll ? ll - 1 : 0), label, *label ? "}" : "", h->count);
+}
+
+int metrics_render(const struct metrics_values *v, char *buf, size_t len)
+{
+	struct out o = { .buf = buf, .len = len };
+	char label[64], version[64];
+
+	if (!len)
+		return -ENOSPC;
+	buf[0] = '\0';
+
+	put_header(&o, "ramcache_reclaim_stall_seconds", "histogram",
+		   "Time the watched process spent stalled in direct or "
+		   "memory-cgroup reclaim.");
+	for (unsigned int k = 0; k < METRICS_RECLAIM_KINDS; k++) {
+		snprintf(label, sizeof(label), "kind=\"%s\",",
+			 reclaim_kind_names[k]);
+		put_hist(&o, "ramcache_reclaim_stall_seconds", label,
+			 &v->reclaim_stall[k]);
+	}
+
+	put_header(&o, "ramcache_eviction_ack_seconds", "histogram",
+		   "Time from posting an eviction command to the executor's "
+		   "ack.");
+	put_hist(&o, "ramcache_eviction_ack_seconds", "", &v->evict_ack);
+
+	put_header(&o, "ramcache_eviction_freed_seconds", "histogram",
+		   "Time from posting an eviction command to the memory "
+		   "being seen freed.");
+	put_hist(&o, "ramcache_eviction_freed_seconds", "", &v->evict_freed);
+
+	put_header(&o, "ramcache_commands_total", "counter",
+		   "Eviction commands by outcome.");
+	for (unsigned int s = 0; s < METRICS_CMD_NR; s++)
+		put(&o, "ramcache_commands_total{status=\"%s\"} %" PRIu64 "\n",
+		    cmd_status_names[s], v->commands[s]);
+
+	put_header(&o, "ramcache_evicted_bytes_total", "counter",
+		   "Bytes the executor reported freed by evictions.");
+	put(&o, "ramcache_evicted_bytes_total %" PRIu64 "\n", v->evicted_bytes);
+
+	put_header(&o, "ramcache_oom_kills_total", "counter",
+		   "OOM kills seen by the BPF programs.");
+	put(&o, "ramcache_oom_kills_total %" PRIu64 "\n", v->oom_kills);
+
+	put_header(&o, "ramcache_ringbuf_drops_total", "counter",
+		   "Events lost because the BPF ring buffer was full.");
+	put(&o, "ramcache_ringbuf_drops_total %" PRIu64 "\n", v->ringbuf_drops);
+
+	put_header(&o, "ramcache_level", "gauge",
+		   "Memory pressure level: 0 ok, 1 warn, 2 high, 3 critical.");
+	put(&o, "ramcache_level %" PRIu32 "\n", v->level);
+
+	put_header(&o, "ramcache_level_state", "gauge",
+		   "1 for the current memory pressure level, 0 for the "
+		   "others.");
+	for (unsigned int l = 0; l < ARRAY_SIZE(level_names); l++)
+		put(&o, "ramcache_level_state{level=\"%s\"} %d\n",
+		    level_names[l], v->level == l);
+
+	put_header(&o, "ramcache_headroom_bytes", "gauge",
+		   "Memory left before the limit, as the agent last measured "
+		   "it.");
+	put(&o, "ramcache_headroom_bytes %" PRId64 "\n", v->headroom_bytes);
+
+	put_header(&o, "ramcache_target_bytes", "gauge",
+		   "Bytes the agent currently wants the executor to free.");
+	put(&o, "ramcache_target_bytes %" PRIu64 "\n", v->target_bytes);
+
+	put_header(&o, "ramcache_rss_bytes", "gauge",
+		   "Resident set size of the watched process.");
+	put(&o, "ramcache_rss_bytes %" PRIu64 "\n", v->rss_bytes);
+
+	put_header(&o, "ramcache_build_info", "gauge",
+		   "Always 1; the version of the agent as a label.");
+	if (metrics_escape_label(version, sizeof(version), RAMCACHE_VERSION) <
+	    0)
+		strcpy(version, "unknown");
+	put(&o, "ramcache_build_info{version=\"%s\"} 1\n", version);
+
+	if (o.full) {
+		buf[0] = '\0';
+		return -ENOSPC;
+	}
+	return (int)o.pos;
+}
