@@ -81,7 +81,8 @@ struct ramcache_ctl_entry {
 };
 
 struct ramcache_ctl_cmd {
-	uint64_t seq; /* [A] 1, 2, 3 ...; written last, slot = (seq-1) % ring */
+	/* [A] 1, 2, 3 ...; slot = (seq-1) % ring; zeroed first, written last */
+	uint64_t seq;
 	uint64_t entry_id; /* [A] */
 	uint64_t issue_ns; /* [A] */
 	uint32_t reason;   /* [A] enum ramcache_reason */
@@ -89,7 +90,13 @@ struct ramcache_ctl_cmd {
 };
 
 struct ramcache_ctl_ack {
-	uint64_t seq;	      /* [E] seq of the command; written last */
+	/*
+	 * [E] seq of the command answered; zeroed first, written last, so a
+	 * reader that sees the same non-zero seq before and after copying
+	 * the slot has a whole ack. Ack n (1, 2, 3 ...) is in slot
+	 * (n-1) % ring, acks are numbered apart from commands.
+	 */
+	uint64_t seq;
 	uint64_t entry_id;    /* [E] */
 	uint64_t bytes_freed; /* [E] */
 	uint64_t recv_ns;     /* [E] when the executor saw the command */
@@ -123,7 +130,7 @@ struct ramcache_ctl {
 	uint32_t nr_entries;  /* [E] slots in use are [0, nr_entries) */
 	uint64_t generation;  /* [E] current prompt generation */
 	uint64_t cmd_done;    /* [E] seq of the last command consumed */
-	uint64_t ack_head;    /* [E] seq of the newest ack written */
+	uint64_t ack_head; /* [E] number of acks written (ack n, not a seq) */
 	uint8_t pad1[24];
 
 	/* agent side, 64-byte aligned */

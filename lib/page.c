@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Creating, mapping and removing the control page, and reading the agent's
+ * side of it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+RC_API uint64_t ramcache_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static int resolve_path(const char *path, char *buf, size_t len)
+{
+	int n;
+
+	if (!path)
+		path = secure_getenv(RAMCACHE_CTL_ENV);
+	if (path && *path)
+		n = snprintf(buf, len, "%s", path);
+	else
+		n = snprintf(buf, len, RAMCACHE_CTL_PATH_FMT, (int)getpid());
+	if (n < 0 || (size_t)n >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static void init_header(struct ramcache *rc)
+{
+	struct ramcache_ctl *c = rc->ctl;
+
+	c->version = RAMCACHE_CTL_VERSION;
+	c->header_size = sizeof(*c);
+	c->total_size = rc->size;
+	c->max_entries = rc->max_entries;
+	c->ring_size = rc->ring_size;
+	c->entry_size = sizeof(struct ramcache_ctl_entry);
+	c->cmd_size = sizeof(struct ramcache_ctl_cmd);
+	c->ack_size = sizeof(struct ramcache_ctl_ack);
+	c->executor_pid = (uint32_t)getpid();
+	c->executor_uid = (uint32_t)geteuid();
+	c->entries_off = sizeof(*c);
+	c->cmds_off = c->entries_off +
+		      (uint64_t)rc->max_entries * sizeof(*rc->entries);
+	c->acks_off = c->cmds_off + (uint64_t)rc->ring_size * sizeof(*rc->cmds);
+	c->exec_heartbeat_ns = ramcache_now_ns();
+
+	rc->entries = (void *)((char *)c + c->entries_off);
+	rc->cmds = (void *)((char *)c + c->cmds_off);
+	rc->acks = (void *)((char *)c + c->acks_off);
+	/* The magic last: a page without it is not a page yet. */
+	rc_store_release(&c->magic, RAMCACHE_CTL_MAGIC);
+}
+
+/*
+ * Build the page under a fresh O_EXCL temporary name in the same directory,
+ * then rename it over @path: the agent never sees a half-made page, and a
+ * symlink planted at @path is replaced, never followed.
+ */
+static int make_page(struct ramcache *rc, const char *path)
+{
+	char tmp[PATH_MAX];
+	struct stat st;
+	void *map;
+	int fd, err;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = mkostemp(tmp, O_CLOEXEC); /* O_EXCL, mode 0600 */
+	if (fd < 0)
+		return -errno;
+	if (fchmod(fd, 0600) || ftruncate(fd, (off_t)rc->size) ||
+	    fstat(fd, &st)) {
+		err = -errno;
+		goto fail;
+	}
+	map = mmap(NULL, rc->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
+		err = -errno;
+		goto fail;
+	}
+	rc->ctl = map;
+	rc->dev = st.st_dev;
+	rc->ino = st.st_ino;
+	init_header(rc);
+	if (rename(tmp, path)) {
+		err = -errno;
+		munmap(map, rc->size);
+		rc->ctl = NULL;
+		goto fail;
+	}
+	close(fd);
+	return 0;
+fail:
+	unlink(tmp);
+	close(fd);
+	return err;
+}
+
+RC_API int ramcache_create(struct ramcache **out, const char *path,
+			   uint32_t max_entries, uint32_t ring_size)
+{
+	char buf[PATH_MAX];
+	struct ramcache *rc;
+	int err;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!max_entries)
+		max_entries = RAMCACHE_DEFAULT_ENTRIES;
+	if (!ring_size)
+		ring_size = RAMCACHE_DEFAULT_RING;
+	if (max_entries > RAMCACHE_MAX_ENTRIES ||
+	    ring_size > RAMCACHE_MAX_RING || (ring_size & (ring_size - 1)))
+		return -EINVAL;
+	err = resolve_path(path, buf, sizeof(buf));
+	if (err)
+		return err;
+
+	rc = calloc(1, sizeof(*rc));
+	if (!rc)
+		return -ENOMEM;
+	rc->max_entries = max_entries;
+	rc->ring_size = ring_size;
+	rc->size = ramcache_ctl_size(max_entries, ring_size);
+	rc->path = strdup(buf);
+	rc->ids = calloc(max_entries, sizeof(*rc->ids));
+	if (!rc->path || !rc->ids) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	err = make_page(rc, rc->path);
+	if (err)
+		goto fail;
+	pthread_mutex_init(&rc->pub_lock, NULL);
+	pthread_mutex_init(&rc->cmd_lock, NULL);
+	*out = rc;
+	return 0;
+fail:
+	free(rc->ids);
+	free(rc->path);
+	free(rc);
+	return err;
+}
+
+RC_API void ramcache_destroy(struct ramcache *rc, bool unlink_file)
+{
+	struct stat st;
+
+	if (!rc)
+		return;
+	/* Only remove the file if it is still ours, not a successor's. */
+	if (unlink_file && !lstat(rc->path, &st) && st.st_dev == rc->dev &&
+	    st.st_ino == rc->ino)
+		unlink(rc->path);
+	munmap(rc->ctl, rc->size);
+	pthread_mutex_destroy(&rc->pub_lock);
+	pthread_mutex_destroy(&rc->cmd_lock);
+	free(rc->ids);
+	free(rc->path);
+	free(rc);
+}
+
+RC_API const char *ramcache_path(const struct ramcache *rc)
+{
+	return rc ? rc->path : NULL;
+}
+
+RC_API bool ramcache_agent_alive(const struct ramcache *rc)
+{
+	uint64_t hb = rc_load_acquire(&rc->ctl->agent_heartbeat_ns);
+	uint64_t now = ramcache_now_ns();
+
+	if (!hb)
+		return false;
+	/* Same clock, but never trust the sign of a difference. */
+	if (hb > now)
+		return hb - now < RAMCACHE_HEARTBEAT_TIMEOUT_NS;
+	return now - hb < RAMCACHE_HEARTBEAT_TIMEOUT_NS;
+}
+
+RC_API uint32_t ramcache_level(const struct ramcache *rc)
+{
+	return rc_load(&rc->ctl->level);
+}
+
+RC_API uint64_t ramcache_headroom(const struct ramcache *rc)
+{
+	return rc_load(&rc->ctl->headroom_bytes);
+}
+
+RC_API uint64_t ramcache_target(const struct ramcache *rc)
+{
+	return rc_load(&rc->ctl->target_bytes);
+}
