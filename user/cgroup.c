@@ -50,7 +50,8 @@ static int read_at(const char *dir, const char *name, char *buf, size_t len)
 {
 	char path[PATH_MAX];
 
-	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >=
+	    (int)sizeof(path))
 		return -ENAMETOOLONG;
 	return read_text(path, buf, len);
 }
@@ -322,8 +323,8 @@ int rc_cgroup_find(const char *proc_root, const char *cg_root, int pid,
 		cg->version = 2;
 		n = snprintf(cg->mount, sizeof(cg->mount), "%s", cg_root);
 		if (!v2_has_memory(cg->mount)) {
-			n = snprintf(cg->mount, sizeof(cg->mount),
-				     "%s/unified", cg_root);
+			n = snprintf(cg->mount, sizeof(cg->mount), "%s/unified",
+				     cg_root);
 			if (!v2_has_memory(cg->mount))
 				return -ENOENT;
 		}

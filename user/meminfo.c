@@ -96,15 +96,24 @@ struct kv_field {
 	size_t off;
 };
 
-#define MI(key, field) { key, offsetof(struct rc_meminfo, field) }
+#define MI(key, field)                                  \
+	{                                               \
+		key, offsetof(struct rc_meminfo, field) \
+	}
 
 static const struct kv_field meminfo_fields[] = {
-	MI("MemTotal", mem_total),	   MI("MemFree", mem_free),
-	MI("MemAvailable", mem_available), MI("Buffers", buffers),
-	MI("Cached", cached),		   MI("SwapTotal", swap_total),
-	MI("SwapFree", swap_free),	   MI("Active(anon)", active_anon),
-	MI("Inactive(anon)", inactive_anon), MI("Active(file)", active_file),
-	MI("Inactive(file)", inactive_file), MI("Shmem", shmem),
+	MI("MemTotal", mem_total),
+	MI("MemFree", mem_free),
+	MI("MemAvailable", mem_available),
+	MI("Buffers", buffers),
+	MI("Cached", cached),
+	MI("SwapTotal", swap_total),
+	MI("SwapFree", swap_free),
+	MI("Active(anon)", active_anon),
+	MI("Inactive(anon)", inactive_anon),
+	MI("Active(file)", active_file),
+	MI("Inactive(file)", inactive_file),
+	MI("Shmem", shmem),
 };
 
 int rc_meminfo_read(const char *proc_root, struct rc_meminfo *mi)
@@ -136,7 +145,8 @@ int rc_meminfo_read(const char *proc_root, struct rc_meminfo *mi)
 			continue;
 		if (v > UINT64_MAX / 1024)
 			v = UINT64_MAX / 1024;
-		for (i = 0; i < sizeof(meminfo_fields) / sizeof(meminfo_fields[0]);
+		for (i = 0;
+		     i < sizeof(meminfo_fields) / sizeof(meminfo_fields[0]);
 		     i++) {
 			if (strcmp(line, meminfo_fields[i].key))
 				continue;
@@ -159,7 +169,10 @@ struct vm_field {
 	size_t off;
 };
 
-#define VM(key, prefix, field) { key, prefix, offsetof(struct rc_vmstat, field) }
+#define VM(key, prefix, field)                                 \
+	{                                                      \
+		key, prefix, offsetof(struct rc_vmstat, field) \
+	}
 
 static const struct vm_field vmstat_fields[] = {
 	VM("workingset_refault_anon", false, workingset_refault_anon),
@@ -209,7 +222,8 @@ int rc_vmstat_read(const char *proc_root, struct rc_vmstat *vs)
 		*sp = '\0';
 		if (parse_u64(sp + 1, NULL, &v))
 			continue;
-		for (i = 0; i < sizeof(vmstat_fields) / sizeof(vmstat_fields[0]);
+		for (i = 0;
+		     i < sizeof(vmstat_fields) / sizeof(vmstat_fields[0]);
 		     i++) {
 			if (!vm_match(&vmstat_fields[i], line))
 				continue;
@@ -293,26 +307,45 @@ int rc_psi_read(const char *proc_root, struct rc_psi *psi)
 int rc_pidstat_parse(const char *line, uint64_t page_size,
 		     struct rc_pidstat *ps)
 {
-	/* Fields after "(comm)", numbered as in proc(5): 3 = state. */
-	unsigned long long minflt, majflt;
+	/* Field numbers as in proc(5): 3 = state, 10 minflt, 12 majflt. */
+	uint64_t v[25] = { 0 };
 	long long rss;
 	const char *p;
-	char state;
+	char *end;
+	int field;
 
 	memset(ps, 0, sizeof(*ps));
 	/* comm may hold spaces and ')' itself: the last ')' ends it. */
 	p = strrchr(line, ')');
-	if (!p)
+	if (!p || p[1] != ' ' || !p[2] || p[2] == ' ')
 		return -EINVAL;
-	if (sscanf(p + 1,
-		   " %c %*d %*d %*d %*d %*d %*u %llu %*u %llu %*u %*u %*u %*d "
-		   "%*d %*d %*d %*d %*d %*u %*u %lld",
-		   &state, &minflt, &majflt, &rss) != 4)
-		return -EINVAL;
-	ps->state = state;
-	ps->minflt = minflt;
-	ps->majflt = majflt;
-	ps->rss_pages = rss > 0 ? (uint64_t)rss : 0;
+	ps->state = p[2];
+	p += 3;
+	for (field = 4; field <= 24; field++) {
+		if (*p++ != ' ')
+			return -EINVAL;
+		if (field == 24) {
+			/* rss is signed in the kernel's format ("%ld"). */
+			errno = 0;
+			rss = strtoll(p, &end, 10);
+			if (end == p || errno)
+				return -EINVAL;
+			v[field] = rss > 0 ? (uint64_t)rss : 0;
+		} else {
+			/* Some fields are signed (tpgid -1): keep the bits. */
+			errno = 0;
+			if (*p == '-')
+				strtoll(p, &end, 10);
+			else
+				v[field] = strtoull(p, &end, 10);
+			if (end == p || errno)
+				return -EINVAL;
+		}
+		p = end;
+	}
+	ps->minflt = v[10];
+	ps->majflt = v[12];
+	ps->rss_pages = v[24];
 	if (page_size && ps->rss_pages > UINT64_MAX / page_size)
 		ps->rss_bytes = UINT64_MAX;
 	else

@@ -68,8 +68,8 @@ void rc_thresholds_scale(uint64_t cg_limit, struct rc_thresholds *t)
 	cap = max_u64(cg_limit / 100 * RC_CGROUP_PERCENT,
 		      RC_CGROUP_MIN_HEADROOM);
 	t->headroom_min = min_u64(t->headroom_min, cap);
-	t->inactive_min = min_u64(t->inactive_min,
-				  sat_mul(cap, RC_INACTIVE_FACTOR));
+	t->inactive_min =
+		min_u64(t->inactive_min, sat_mul(cap, RC_INACTIVE_FACTOR));
 	rc_thresholds_fix(t);
 }
 
@@ -112,10 +112,10 @@ static int klass(const struct rc_entry *e)
 		       : 1;
 }
 
-#define CMP(a, b)                                                            \
-	do {                                                                 \
-		if ((a) != (b))                                              \
-			return (a) < (b) ? -1 : 1;                           \
+#define CMP(a, b)                                  \
+	do {                                       \
+		if ((a) != (b))                    \
+			return (a) < (b) ? -1 : 1; \
 	} while (0)
 
 int rc_entry_cmp(const struct rc_entry *a, const struct rc_entry *b,
@@ -338,12 +338,12 @@ const char *rc_level_name(enum ramcache_level level)
 /* Events in the interval scaled to per second. */
 static double per_sec(uint64_t count, uint64_t interval_ns)
 {
-	return (double)count * 1e9 / (double)(interval_ns ? interval_ns
-							  : 1000000000ULL);
+	return (double)count * 1e9 /
+	       (double)(interval_ns ? interval_ns : 1000000000ULL);
 }
 
 static void raise_level(struct rc_pressure *out, uint32_t bit,
-		  enum ramcache_level level)
+			enum ramcache_level level)
 {
 	out->reasons |= bit;
 	if (level > out->level)
@@ -386,7 +386,8 @@ void rc_pressure_eval(const struct rc_pressure_in *in, struct rc_pressure *out)
 		rate_signal(out, RC_R_PSI_SOME, in->psi_some_avg10,
 			    RC_PSI_SOME_WARN, RC_PSI_SOME_HIGH);
 		if (in->psi_full_avg10 >= RC_PSI_FULL_CRIT)
-			raise_level(out, RC_R_PSI_FULL, RAMCACHE_LEVEL_CRITICAL);
+			raise_level(out, RC_R_PSI_FULL,
+				    RAMCACHE_LEVEL_CRITICAL);
 		else if (in->psi_full_avg10 >= RC_PSI_FULL_HIGH)
 			raise_level(out, RC_R_PSI_FULL, RAMCACHE_LEVEL_HIGH);
 	}
@@ -476,7 +477,8 @@ int rc_parse_size(const char *s, uint64_t total, uint64_t *out)
 	if (*p && (u = strchr(units, *p & ~0x20)) && *p != '\0') {
 		mult = (unsigned __int128)1 << (10 * (u - units + 1));
 		p++;
-		if ((p[0] == 'i' || p[0] == 'I') && (p[1] == 'B' || p[1] == 'b'))
+		if ((p[0] == 'i' || p[0] == 'I') &&
+		    (p[1] == 'B' || p[1] == 'b'))
 			p += 2;
 		else if (p[0] == 'B' || p[0] == 'b')
 			p++;
@@ -494,9 +496,12 @@ int rc_parse_duration(const char *s, uint64_t *out_ns)
 		const char *suffix;
 		uint64_t ns;
 	} units[] = {
-		{ "ns", 1ULL },		   { "us", 1000ULL },
-		{ "ms", 1000000ULL },	   { "s", 1000000000ULL },
-		{ "", 1000000000ULL },	   { "m", 60000000000ULL },
+		{ "ns", 1ULL },
+		{ "us", 1000ULL },
+		{ "ms", 1000000ULL },
+		{ "s", 1000000000ULL },
+		{ "", 1000000000ULL },
+		{ "m", 60000000000ULL },
 		{ "min", 60000000000ULL },
 	};
 	unsigned __int128 num, den;

@@ -179,11 +179,11 @@ struct rc_sample {
 };
 
 struct rc_forecast {
-	double rate;		   /* d(bytes)/dt in bytes/s, < 0 shrinking */
-	uint64_t at_horizon;	   /* predicted headroom horizon_ns ahead */
-	bool has_eta;		   /* headroom shrinking */
-	uint64_t eta_ns;	   /* time until headroom reaches 0 */
-	uint32_t nr_used;	   /* samples in the window */
+	double rate;	     /* d(bytes)/dt in bytes/s, < 0 shrinking */
+	uint64_t at_horizon; /* predicted headroom horizon_ns ahead */
+	bool has_eta;	     /* headroom shrinking */
+	uint64_t eta_ns;     /* time until headroom reaches 0 */
+	uint32_t nr_used;    /* samples in the window */
 };
 
 /*
