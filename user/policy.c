@@ -28,6 +28,12 @@ static uint64_t sat_mul(uint64_t a, uint64_t b)
 	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
 }
 
+/* pct percent of v, exactly (rounded down); pct <= 100. */
+static uint64_t pct_of(uint64_t v, uint64_t pct)
+{
+	return (uint64_t)((unsigned __int128)v * pct / 100);
+}
+
 uint64_t rc_headroom(uint64_t mem_available, uint64_t cg_limit,
 		     uint64_t cg_usage, uint64_t cg_inactive_file)
 {
@@ -50,7 +56,7 @@ void rc_thresholds_fix(struct rc_thresholds *t)
 
 void rc_thresholds_default(uint64_t mem_total, struct rc_thresholds *t)
 {
-	uint64_t h = mem_total / 100 * RC_HEADROOM_PERCENT;
+	uint64_t h = pct_of(mem_total, RC_HEADROOM_PERCENT);
 
 	h = min_u64(RC_HEADROOM_CEIL, max_u64(RC_HEADROOM_FLOOR, h));
 	t->headroom_min = h;
@@ -65,7 +71,7 @@ void rc_thresholds_scale(uint64_t cg_limit, struct rc_thresholds *t)
 
 	if (cg_limit >= RC_LIMIT_UNLIMITED_MIN)
 		return;
-	cap = max_u64(cg_limit / 100 * RC_CGROUP_PERCENT,
+	cap = max_u64(pct_of(cg_limit, RC_CGROUP_PERCENT),
 		      RC_CGROUP_MIN_HEADROOM);
 	t->headroom_min = min_u64(t->headroom_min, cap);
 	t->inactive_min =
@@ -312,8 +318,13 @@ size_t rc_reasons_format(uint32_t reasons, char *buf, size_t len)
 	for (i = 0; i < RC_R_NR; i++) {
 		if (!(reasons & (1u << i)))
 			continue;
-		n = snprintf(buf + off, len > off ? len - off : 0, "%s%s",
-			     off ? "," : "", reason_names[i]);
+		/* Past the end: only count, as snprintf() does. */
+		if (off < len)
+			n = snprintf(buf + off, len - off, "%s%s",
+				     off ? "," : "", reason_names[i]);
+		else
+			n = snprintf(NULL, 0, "%s%s", off ? "," : "",
+				     reason_names[i]);
 		if (n > 0)
 			off += n;
 	}

@@ -287,7 +287,10 @@ void rc_pressure_eval(const struct rc_pressure_in *in, struct rc_pressure *out);
 /* Name of one reason bit ("kswapd", "direct_reclaim", ...) or NULL. */
 const char *rc_reason_name(uint32_t bit);
 
-/* Reason names joined by ',' into buf ("" if none); returns strlen. */
+/*
+ * Reason names joined by "," into buf, always NUL-terminated when len > 0
+ * ("" if none). Returns the length the full string needs, as snprintf().
+ */
 size_t rc_reasons_format(uint32_t reasons, char *buf, size_t len);
 
 /* "ok", "warn", "high", "critical" (or "unknown"). */
