@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Eviction policy and pressure maths; see policy.h. No I/O here. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,24 +168,46 @@ static int cmp_idx(const void *pa, const void *pb, void *arg)
 	return r ? r : (a < b ? -1 : a > b);
 }
 
+/*
+ * Open-addressing set of picked ids (0 = empty; id 0 is never eligible),
+ * so a corrupt table that repeats an id costs O(1) per entry to skip.
+ */
+static bool idset_add(uint64_t *set, size_t mask, uint64_t id)
+{
+	size_t i = (size_t)(id * 0x9e3779b97f4a7c15ULL) & mask;
+
+	while (set[i]) {
+		if (set[i] == id)
+			return false;
+		i = (i + 1) & mask;
+	}
+	set[i] = id;
+	return true;
+}
+
 int rc_select(const struct rc_select_req *req, uint32_t *out, size_t out_max,
 	      uint64_t *covered)
 {
+	size_t i, n = 0, cap = 2, picked = 0;
+	uint64_t *set = NULL, sum = 0;
 	struct sort_ctx c;
 	uint32_t *idx;
-	size_t i, n = 0;
-	uint64_t sum = 0;
-	int picked = 0;
 
 	*covered = 0;
 	if (!req || (!req->entries && req->nr_entries) ||
-	    req->nr_entries > UINT32_MAX || (!out && out_max))
+	    req->nr_entries > INT_MAX || (!out && out_max))
 		return -EINVAL;
 	if (!req->deficit || !req->nr_entries || !out_max)
 		return 0;
+	while (cap < 2 * req->nr_entries)
+		cap *= 2;
 	idx = calloc(req->nr_entries, sizeof(*idx));
-	if (!idx)
+	set = calloc(cap, sizeof(*set));
+	if (!idx || !set) {
+		free(idx);
+		free(set);
 		return -ENOMEM;
+	}
 	for (i = 0; i < req->nr_entries; i++) {
 		const struct rc_entry *e = &req->entries[i];
 
@@ -198,23 +221,19 @@ int rc_select(const struct rc_select_req *req, uint32_t *out, size_t out_max,
 	c.generation = req->generation;
 	c.policy = req->policy;
 	qsort_r(idx, n, sizeof(*idx), cmp_idx, &c);
-	for (i = 0; i < n && sum < req->deficit && (size_t)picked < out_max;
-	     i++) {
+	for (i = 0; i < n && sum < req->deficit && picked < out_max; i++) {
 		const struct rc_entry *e = &req->entries[idx[i]];
-		bool dup = false;
-		int j;
 
 		/* A corrupt table may repeat an id: evicting it once is enough. */
-		for (j = 0; j < picked && !dup; j++)
-			dup = req->entries[out[j]].id == e->id;
-		if (dup)
+		if (!idset_add(set, cap - 1, e->id))
 			continue;
 		out[picked++] = idx[i];
 		sum = sat_add(sum, e->bytes);
 	}
 	free(idx);
+	free(set);
 	*covered = sum;
-	return picked;
+	return (int)picked;
 }
 
 int rc_forecast_rate(const struct rc_sample *s, size_t n, uint64_t window_ns,

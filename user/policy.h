@@ -164,7 +164,7 @@ struct rc_select_req {
  * the deficit, and no more (the last pick is the one that covers it).
  * Writes indices into req->entries to out[] (at most out_max) and the sum
  * of their bytes (saturating) to *covered. Returns the number picked, or
- * -EINVAL / -ENOMEM. Fewer bytes than the deficit means nothing else is
+ * -EINVAL (NULL table with entries, nr_entries > INT_MAX) / -ENOMEM. Fewer bytes than the deficit means nothing else is
  * eligible (or out_max was reached). Duplicate ids are picked once.
  */
 int rc_select(const struct rc_select_req *req, uint32_t *out, size_t out_max,

@@ -414,6 +414,47 @@ TEST(select_hostile_sizes)
 	ASSERT_EQ(out[0], 0, "deterministic tie on near-equal maxima");
 }
 
+TEST(select_full_table)
+{
+	size_t n = RAMCACHE_MAX_ENTRIES, i;
+	struct rc_entry *e = calloc(n, sizeof(*e));
+	uint32_t *out = calloc(n, sizeof(*out));
+	struct rc_select_req req = {
+		.entries = e,
+		.nr_entries = n,
+		.generation = 100,
+		.deficit = UINT64_MAX,
+		.phase = RC_PHASE_HEADROOM,
+	};
+	uint64_t cov;
+	int r;
+
+	if (!ASSERT_OK_PTR(e, "calloc") || !ASSERT_OK_PTR(out, "calloc"))
+		goto out;
+	for (i = 0; i < n; i++) {
+		e[i].id = i + 1;
+		e[i].bytes = 4096 + (i % 7) * 4096;
+		e[i].used_generation = i % 101;
+		e[i].last_use_ns = (i * 7919) % n;
+		e[i].flags = i % 3 ? 0 : RAMCACHE_F_ACTIVE;
+	}
+	r = rc_select(&req, out, n, &cov);
+	ASSERT_EQ(r, n, "every entry");
+	for (i = 1; i < (size_t)r; i++)
+		if (!ASSERT_TRUE(rc_entry_cmp(&e[out[i - 1]], &e[out[i]], 100,
+					      RC_POLICY_RAM) < 0,
+				 "sorted"))
+			break;
+	/* The same id everywhere: picked once. */
+	for (i = 0; i < n; i++)
+		e[i].id = 77;
+	r = rc_select(&req, out, n, &cov);
+	ASSERT_EQ(r, 1, "one id, one pick");
+out:
+	free(e);
+	free(out);
+}
+
 /* ---------------------------------------------------------------- */
 
 TEST(forecast_linear_ramp)
