@@ -1,0 +1,792 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Pure policy maths: headroom, thresholds, scores, selection, forecast. */
+#include <math.h>
+
+#include "test.h"
+#include "policy.h"
+
+#define MiB RC_MIB
+#define GiB RC_GIB
+#define SEC 1000000000ULL
+
+#define ASSERT_NEAR(a, b, rel, what)                                           \
+	({                                                                     \
+		double a_ = (a), b_ = (b);                                     \
+		bool ok_ = fabs(a_ - b_) <= (rel)*fabs(b_);                    \
+		if (!ok_)                                                      \
+			FAIL_AT("%s: %s == %.6g, expected %.6g", what, #a, a_, \
+				b_);                                           \
+		ok_;                                                           \
+	})
+
+/* ---------------------------------------------------------------- */
+
+TEST(headroom)
+{
+	ASSERT_EQ(rc_headroom(5 * GiB, RC_UNLIMITED, 9 * GiB, 0), 5 * GiB,
+		  "unlimited cgroup: system only");
+	ASSERT_EQ(rc_headroom(5 * GiB, 1ULL << 60, 9 * GiB, 0), 5 * GiB,
+		  ">= 2^60 is unlimited");
+	ASSERT_EQ(rc_headroom(5 * GiB, 0x7ffffffffffff000ULL, 1, 0), 5 * GiB,
+		  "v1 PAGE_COUNTER_MAX");
+	ASSERT_EQ(rc_headroom(5 * GiB, 256 * MiB, 200 * MiB, 20 * MiB),
+		  76 * MiB, "limit - usage + inactive");
+	ASSERT_EQ(rc_headroom(50 * MiB, 256 * MiB, 200 * MiB, 20 * MiB),
+		  50 * MiB, "system tighter");
+	ASSERT_EQ(rc_headroom(5 * GiB, 256 * MiB, 300 * MiB, 0), 0,
+		  "usage over the limit");
+	ASSERT_EQ(rc_headroom(5 * GiB, 256 * MiB, 300 * MiB, 100 * MiB),
+		  100 * MiB, "over the limit but inactive");
+	ASSERT_EQ(rc_headroom(5 * GiB, 256 * MiB, 100 * MiB, UINT64_MAX),
+		  256 * MiB, "hostile inactive capped at usage/limit");
+}
+
+TEST(thresholds_default)
+{
+	struct rc_thresholds t;
+
+	rc_thresholds_default(8 * GiB, &t);
+	ASSERT_EQ(t.headroom_min, 2 * GiB, "8 GiB: 2 GiB floor");
+	ASSERT_EQ(t.inactive_min, 4 * GiB, "8 GiB: 2x");
+	rc_thresholds_default(64 * GiB, &t);
+	ASSERT_EQ(t.headroom_min, 64 * GiB * 10 / 100, "64 GiB: 10%");
+	ASSERT_EQ(t.inactive_min, 2 * (64 * GiB * 10 / 100), "64 GiB: 2x");
+	rc_thresholds_default(256 * GiB, &t);
+	ASSERT_EQ(t.headroom_min, 10 * GiB, "256 GiB: 10 GiB ceiling");
+	ASSERT_EQ(t.inactive_min, 20 * GiB, "256 GiB: 2x");
+	rc_thresholds_default(2 * GiB, &t);
+	ASSERT_EQ(t.headroom_min, 2 * GiB, "tiny box keeps the floor");
+	ASSERT_EQ(t.inactive_min, 2 * GiB, "half of RAM < headroom: equal");
+	rc_thresholds_default(UINT64_MAX, &t);
+	ASSERT_EQ(t.headroom_min, 10 * GiB, "hostile total");
+	ASSERT_EQ(t.inactive_min, 20 * GiB, "hostile total 2x");
+}
+
+TEST(thresholds_scale_cgroup)
+{
+	struct rc_thresholds t;
+
+	rc_thresholds_default(32 * GiB, &t);
+	rc_thresholds_scale(256 * MiB, &t);
+	ASSERT_EQ(t.headroom_min, 64 * MiB, "25% of 256 MiB");
+	ASSERT_EQ(t.inactive_min, 128 * MiB, "2x");
+	rc_thresholds_default(32 * GiB, &t);
+	rc_thresholds_scale(32 * MiB, &t);
+	ASSERT_EQ(t.headroom_min, 16 * MiB, "floor 16 MiB");
+	ASSERT_EQ(t.inactive_min, 32 * MiB, "2x floor");
+	rc_thresholds_default(32 * GiB, &t);
+	rc_thresholds_scale(64 * GiB, &t);
+	ASSERT_EQ(t.headroom_min, 32 * GiB * 10 / 100, "big cgroup: default");
+	rc_thresholds_scale(RC_UNLIMITED, &t);
+	ASSERT_EQ(t.headroom_min, 32 * GiB * 10 / 100, "unlimited: default");
+	t.headroom_min = 3 * GiB;
+	t.inactive_min = 1 * GiB;
+	rc_thresholds_fix(&t);
+	ASSERT_EQ(t.inactive_min, 3 * GiB, "inactive_min >= headroom_min");
+}
+
+/* ---------------------------------------------------------------- */
+
+TEST(score_formula)
+{
+	struct rc_entry e = { .id = 1, .bytes = GiB, .used_generation = 8 };
+
+	/* 1.3^2 x (bytes + 0.05), bytes in bytes as upstream. */
+	ASSERT_NEAR(rc_score(&e, 10, RC_POLICY_RAM), 1.69 * (GiB + 0.05), 1e-12,
+		    "age 2");
+	ASSERT_NEAR(rc_score(&e, 8, RC_POLICY_RAM), GiB + 0.05, 1e-12, "age 0");
+	e.bytes = 0;
+	ASSERT_NEAR(rc_score(&e, 9, RC_POLICY_RAM), 1.3 * 0.05, 1e-12,
+		    "zero bytes keeps the 0.05 baseline");
+	/* Cost: divided by recompute seconds, floored at 1 ms. */
+	e.bytes = GiB;
+	e.cost_ns = 2 * SEC;
+	ASSERT_NEAR(rc_score(&e, 8, RC_POLICY_COST), (GiB + 0.05) / 2, 1e-12,
+		    "cost 2 s");
+	e.cost_ns = 1;
+	ASSERT_NEAR(rc_score(&e, 8, RC_POLICY_COST), (GiB + 0.05) / 0.001,
+		    1e-12, "cost floored at 1 ms");
+	e.cost_ns = 0;
+	ASSERT_NEAR(rc_score(&e, 8, RC_POLICY_COST), GiB + 0.05, 1e-12,
+		    "unknown cost: RAM score");
+}
+
+TEST(age_hostile)
+{
+	struct rc_entry e = { .id = 1, .bytes = UINT64_MAX };
+	double s;
+
+	ASSERT_EQ(rc_entry_age(10, 20), 0, "used in the future: 0");
+	ASSERT_EQ(rc_entry_age(10, 7), 3, "age 3");
+	ASSERT_EQ(rc_entry_age(UINT64_MAX, 0), RC_AGE_CAP, "capped");
+	e.used_generation = 0;
+	s = rc_score(&e, UINT64_MAX, RC_POLICY_RAM);
+	ASSERT_TRUE(isfinite(s) && s > 0, "huge age x huge bytes finite");
+	e.cost_ns = UINT64_MAX;
+	s = rc_score(&e, UINT64_MAX, RC_POLICY_COST);
+	ASSERT_TRUE(isfinite(s) && s > 0, "huge cost finite");
+	e.bytes = 0;
+	s = rc_score(&e, UINT64_MAX, RC_POLICY_COST);
+	ASSERT_TRUE(isfinite(s) && s >= 0, "zero bytes huge cost finite");
+}
+
+/*
+ * The order table: each row must be evicted before the next one (all
+ * inactive, so one tier). Generation 10.
+ */
+static const struct rc_entry order_table[] = {
+	/* inactive model entries first ("old models first"), by score */
+	{ .id = 11,
+	  .bytes = 2 * GiB,
+	  .used_generation = 9,
+	  .flags = RAMCACHE_F_MODEL },
+	{ .id = 12,
+	  .bytes = 1 * MiB,
+	  .used_generation = 10,
+	  .flags = RAMCACHE_F_MODEL },
+	/* old small beats new big: 1.3^8 x 100 MiB = 816 MiB > 700 MiB */
+	{ .id = 21, .bytes = 100 * MiB, .used_generation = 2 },
+	{ .id = 22, .bytes = 700 * MiB, .used_generation = 10 },
+	/* 1.3 x 500 MiB = 650 MiB */
+	{ .id = 23, .bytes = 500 * MiB, .used_generation = 9 },
+	/* equal scores: oldest last use first, then lowest id */
+	{ .id = 32,
+	  .bytes = 10 * MiB,
+	  .used_generation = 10,
+	  .last_use_ns = 100 },
+	{ .id = 31,
+	  .bytes = 10 * MiB,
+	  .used_generation = 10,
+	  .last_use_ns = 200 },
+	{ .id = 33,
+	  .bytes = 10 * MiB,
+	  .used_generation = 10,
+	  .last_use_ns = 200 },
+	/* one byte and zero age: last */
+	{ .id = 40, .bytes = 1, .used_generation = 10 },
+};
+
+#define NR(a) (sizeof(a) / sizeof((a)[0]))
+
+TEST(order_table_pairwise)
+{
+	size_t i, j;
+	int r;
+
+	for (i = 0; i < NR(order_table); i++) {
+		for (j = 0; j < NR(order_table); j++) {
+			r = rc_entry_cmp(&order_table[i], &order_table[j], 10,
+					 RC_POLICY_RAM);
+			if (i < j && !ASSERT_TRUE(r < 0, "row before later "
+							 "row"))
+				printf("# rows %zu, %zu\n", i, j);
+			if (i > j && !ASSERT_TRUE(r > 0, "row after earlier "
+							 "row"))
+				printf("# rows %zu, %zu\n", i, j);
+			if (i == j)
+				ASSERT_EQ(r, 0, "self");
+		}
+	}
+}
+
+TEST(order_table_select)
+{
+	struct rc_entry shuffled[NR(order_table)];
+	uint32_t out[NR(order_table)];
+	struct rc_select_req req = {
+		.entries = shuffled,
+		.nr_entries = NR(order_table),
+		.generation = 10,
+		.deficit = UINT64_MAX,
+		.phase = RC_PHASE_INACTIVE,
+	};
+	uint64_t covered;
+	size_t i;
+	int n;
+
+	/* Reverse the table: the output must not depend on input order. */
+	for (i = 0; i < NR(order_table); i++)
+		shuffled[i] = order_table[NR(order_table) - 1 - i];
+	n = rc_select(&req, out, NR(out), &covered);
+	if (!ASSERT_EQ(n, NR(order_table), "all picked"))
+		return;
+	for (i = 0; i < NR(order_table); i++)
+		ASSERT_EQ(shuffled[out[i]].id, order_table[i].id, "order");
+}
+
+TEST(cost_policy_order)
+{
+	/* known cost first, by bytes/second; unknown cost after, by RAM */
+	static const struct rc_entry rows[] = {
+		/* 100 MiB rebuilt in 10 ms: 10 GiB/s, cheapest per byte */
+		{ .id = 1, .bytes = 100 * MiB, .cost_ns = 10000000 },
+		/* 1 GiB in 1 s */
+		{ .id = 2, .bytes = GiB, .cost_ns = SEC },
+		/* 4 GiB in 60 s */
+		{ .id = 3, .bytes = 4 * GiB, .cost_ns = 60 * SEC },
+		/* unknown cost, huge: still after every known one */
+		{ .id = 4, .bytes = 10 * GiB },
+		{ .id = 5, .bytes = 1 * GiB },
+	};
+	size_t i;
+
+	for (i = 0; i + 1 < NR(rows); i++)
+		ASSERT_TRUE(rc_entry_cmp(&rows[i], &rows[i + 1], 0,
+					 RC_POLICY_COST) < 0,
+			    "cost order");
+	/* The RAM policy ignores cost: the 10 GiB one goes first. */
+	ASSERT_TRUE(rc_entry_cmp(&rows[3], &rows[0], 0, RC_POLICY_RAM) < 0,
+		    "ram policy");
+}
+
+/* ---------------------------------------------------------------- */
+
+static int select_ids(const struct rc_entry *e, size_t n, uint64_t deficit,
+		      enum rc_phase phase, uint64_t *ids, uint64_t *covered)
+{
+	struct rc_select_req req = {
+		.entries = e,
+		.nr_entries = n,
+		.generation = 5,
+		.deficit = deficit,
+		.phase = phase,
+	};
+	uint32_t out[32];
+	int i, r;
+
+	r = rc_select(&req, out, 32, covered);
+	for (i = 0; i < r; i++)
+		ids[i] = e[out[i]].id;
+	return r;
+}
+
+TEST(select_covers_exactly)
+{
+	static const struct rc_entry e[] = {
+		{ .id = 1, .bytes = 100 * MiB, .used_generation = 5 },
+		{ .id = 2, .bytes = 300 * MiB, .used_generation = 5 },
+		{ .id = 3, .bytes = 200 * MiB, .used_generation = 5 },
+	};
+	uint64_t ids[32], cov;
+
+	ASSERT_EQ(select_ids(e, 3, 0, RC_PHASE_HEADROOM, ids, &cov), 0,
+		  "no deficit, nothing");
+	ASSERT_EQ(cov, 0, "covered 0");
+	ASSERT_EQ(select_ids(e, 3, 300 * MiB, RC_PHASE_HEADROOM, ids, &cov), 1,
+		  "one entry covers 300 MiB");
+	ASSERT_EQ(ids[0], 2, "the biggest");
+	ASSERT_EQ(cov, 300 * MiB, "covered");
+	ASSERT_EQ(select_ids(e, 3, 300 * MiB + 1, RC_PHASE_HEADROOM, ids, &cov),
+		  2, "one byte more needs two");
+	ASSERT_EQ(ids[1], 3, "then 200 MiB");
+	ASSERT_EQ(cov, 500 * MiB, "covered");
+	ASSERT_EQ(select_ids(e, 3, 550 * MiB, RC_PHASE_HEADROOM, ids, &cov), 3,
+		  "all three");
+	ASSERT_EQ(select_ids(e, 3, 10 * GiB, RC_PHASE_HEADROOM, ids, &cov), 3,
+		  "not enough: everything eligible");
+	ASSERT_EQ(cov, 600 * MiB, "covered all");
+}
+
+TEST(select_phase_rules)
+{
+	static const struct rc_entry e[] = {
+		{ .id = 1, .bytes = 4 * GiB, .flags = RAMCACHE_F_ACTIVE },
+		{ .id = 2,
+		  .bytes = 100 * MiB,
+		  .flags = RAMCACHE_F_ACTIVE,
+		  .used_generation = 0 },
+		{ .id = 3,
+		  .bytes = 512 * MiB,
+		  .flags = RAMCACHE_F_ACTIVE,
+		  .used_generation = 5 },
+		{ .id = 4, .bytes = 10 * MiB, .used_generation = 5 },
+		{ .id = 5, .bytes = 50 * GiB, .flags = RAMCACHE_F_PINNED },
+		{ .id = 6,
+		  .bytes = 50 * GiB,
+		  .flags = RAMCACHE_F_PINNED | RAMCACHE_F_ACTIVE |
+			   RAMCACHE_F_MODEL },
+		{ .id = 7, .bytes = 20 * MiB, .used_generation = 5 },
+		{ .id = 8,
+		  .bytes = 8 * GiB,
+		  .flags = RAMCACHE_F_MODEL | RAMCACHE_F_PINNED },
+	};
+	uint64_t ids[32], cov;
+	int n;
+
+	n = select_ids(e, NR(e), UINT64_MAX, RC_PHASE_INACTIVE, ids, &cov);
+	if (ASSERT_EQ(n, 2, "inactive phase: inactive only")) {
+		ASSERT_EQ(ids[0], 7, "20 MiB");
+		ASSERT_EQ(ids[1], 4, "10 MiB");
+	}
+	ASSERT_EQ(cov, 30 * MiB, "covered");
+	n = select_ids(e, NR(e), UINT64_MAX, RC_PHASE_HEADROOM, ids, &cov);
+	if (ASSERT_EQ(n, 5, "headroom phase: all but pinned")) {
+		ASSERT_EQ(ids[0], 7, "inactive first");
+		ASSERT_EQ(ids[1], 4, "inactive first");
+		ASSERT_EQ(ids[2], 1, "then active >= 512 MiB, 4 GiB");
+		ASSERT_EQ(ids[3], 3, "then active >= 512 MiB, 512 MiB");
+		/* 1.3^5 x 100 MiB = 371 MiB < 512 MiB but small comes last */
+		ASSERT_EQ(ids[4], 2, "then any active");
+	}
+	/* 30 MiB deficit: the two inactive ones, no active one touched */
+	n = select_ids(e, NR(e), 30 * MiB, RC_PHASE_HEADROOM, ids, &cov);
+	ASSERT_EQ(n, 2, "inactive cover it");
+	n = select_ids(e, NR(e), 31 * MiB, RC_PHASE_HEADROOM, ids, &cov);
+	ASSERT_EQ(n, 3, "one byte short: one active");
+	ASSERT_EQ(ids[2], 1, "the big active");
+}
+
+static bool in_flight(uint64_t id, void *ctx)
+{
+	const uint64_t *set = ctx;
+
+	return id == set[0] || id == set[1];
+}
+
+TEST(select_inflight_dups_and_bounds)
+{
+	static const struct rc_entry e[] = {
+		{ .id = 1, .bytes = 300 * MiB },
+		{ .id = 2, .bytes = 200 * MiB },
+		{ .id = 3, .bytes = 100 * MiB },
+		{ .id = 3, .bytes = 100 * MiB }, /* corrupt duplicate */
+		{ .id = 0, .bytes = 9 * GiB },	 /* free slot */
+		{ .id = 9, .bytes = 0 },	 /* frees nothing */
+	};
+	uint64_t set[2] = { 1, 42 }, cov;
+	struct rc_select_req req = {
+		.entries = e,
+		.nr_entries = NR(e),
+		.deficit = UINT64_MAX,
+		.phase = RC_PHASE_HEADROOM,
+		.in_flight = in_flight,
+		.ctx = set,
+	};
+	uint32_t out[8];
+	int n;
+
+	n = rc_select(&req, out, 8, &cov);
+	if (ASSERT_EQ(n, 2, "1 in flight, dup once, id 0 and 0 bytes out")) {
+		ASSERT_EQ(e[out[0]].id, 2, "first");
+		ASSERT_EQ(e[out[1]].id, 3, "second");
+	}
+	ASSERT_EQ(cov, 300 * MiB, "covered");
+	n = rc_select(&req, out, 1, &cov);
+	ASSERT_EQ(n, 1, "out_max bounds the picks");
+	req.nr_entries = 0;
+	ASSERT_EQ(rc_select(&req, out, 8, &cov), 0, "empty table");
+	req.entries = NULL;
+	req.nr_entries = 3;
+	ASSERT_EQ(rc_select(&req, out, 8, &cov), -EINVAL, "NULL table");
+}
+
+TEST(select_hostile_sizes)
+{
+	static const struct rc_entry e[] = {
+		{ .id = 1, .bytes = UINT64_MAX, .used_generation = 0 },
+		{ .id = 2, .bytes = UINT64_MAX - 1, .used_generation = 0 },
+		{ .id = 3,
+		  .bytes = UINT64_MAX,
+		  .used_generation = 0,
+		  .last_use_ns = 1 },
+	};
+	struct rc_select_req req = {
+		.entries = e,
+		.nr_entries = 3,
+		.generation = UINT64_MAX,
+		.deficit = UINT64_MAX,
+		.phase = RC_PHASE_INACTIVE,
+	};
+	uint32_t out[3];
+	uint64_t cov;
+	int n;
+
+	n = rc_select(&req, out, 3, &cov);
+	ASSERT_EQ(n, 1, "one UINT64_MAX entry covers any deficit");
+	ASSERT_EQ(e[out[0]].id, 1, "oldest last use of the two maxima");
+	ASSERT_TRUE(cov == UINT64_MAX, "covered saturates");
+	req.deficit = 10;
+	req.entries = &e[1];
+	req.nr_entries = 2;
+	n = rc_select(&req, out, 3, &cov);
+	ASSERT_EQ(n, 1, "one pick");
+	/* Both round to the same double score: oldest last use decides. */
+	ASSERT_EQ(out[0], 0, "deterministic tie on near-equal maxima");
+}
+
+TEST(select_full_table)
+{
+	size_t n = RAMCACHE_MAX_ENTRIES, i;
+	struct rc_entry *e = calloc(n, sizeof(*e));
+	uint32_t *out = calloc(n, sizeof(*out));
+	struct rc_select_req req = {
+		.entries = e,
+		.nr_entries = n,
+		.generation = 100,
+		.deficit = UINT64_MAX,
+		.phase = RC_PHASE_HEADROOM,
+	};
+	uint64_t cov;
+	int r;
+
+	if (!ASSERT_OK_PTR(e, "calloc") || !ASSERT_OK_PTR(out, "calloc"))
+		goto out;
+	for (i = 0; i < n; i++) {
+		e[i].id = i + 1;
+		e[i].bytes = 4096 + (i % 7) * 4096;
+		e[i].used_generation = i % 101;
+		e[i].last_use_ns = (i * 7919) % n;
+		e[i].flags = i % 3 ? 0 : RAMCACHE_F_ACTIVE;
+	}
+	r = rc_select(&req, out, n, &cov);
+	ASSERT_EQ(r, n, "every entry");
+	for (i = 1; i < (size_t)r; i++)
+		if (!ASSERT_TRUE(rc_entry_cmp(&e[out[i - 1]], &e[out[i]], 100,
+					      RC_POLICY_RAM) < 0,
+				 "sorted"))
+			break;
+	/* The same id everywhere: picked once. */
+	for (i = 0; i < n; i++)
+		e[i].id = 77;
+	r = rc_select(&req, out, n, &cov);
+	ASSERT_EQ(r, 1, "one id, one pick");
+out:
+	free(e);
+	free(out);
+}
+
+/* ---------------------------------------------------------------- */
+
+TEST(forecast_linear_ramp)
+{
+	struct rc_sample s[101];
+	struct rc_forecast f;
+	size_t i;
+
+	/* 4 GiB of headroom shrinking 160 MB/s, a sample every 10 ms. */
+	for (i = 0; i < NR(s); i++) {
+		s[i].t_ns = 1000 * SEC + i * 10000000ULL;
+		s[i].bytes = 4 * GiB - i * 1600000ULL;
+	}
+	if (!ASSERT_OK(rc_forecast(s, NR(s), 0, SEC, &f), "forecast"))
+		return;
+	ASSERT_NEAR(f.rate, -160e6, 0.01, "rate within 1%");
+	ASSERT_EQ(f.nr_used, 101, "all samples");
+	ASSERT_NEAR((double)f.at_horizon,
+		    (double)(4 * GiB - 160000000ULL) - 160e6, 0.01,
+		    "1 s ahead");
+	ASSERT_TRUE(f.has_eta, "shrinking");
+	ASSERT_NEAR((double)f.eta_ns, (4.0 * GiB - 160e6) / 160e6 * 1e9, 0.01,
+		    "eta");
+}
+
+TEST(forecast_noisy_ramp)
+{
+	struct rc_sample s[200];
+	struct rc_forecast f;
+	size_t i;
+
+	/* RSS growing 50 MB/s with +-8 MB of jitter. */
+	for (i = 0; i < NR(s); i++) {
+		s[i].t_ns = i * 5000000ULL;
+		s[i].bytes = GiB + i * 250000ULL + (i % 2 ? 8000000 : 0);
+	}
+	ASSERT_OK(rc_forecast(s, NR(s), 0, SEC, &f), "forecast");
+	ASSERT_NEAR(f.rate, 50e6, 0.01, "rate within 1%");
+	ASSERT_FALSE(f.has_eta, "growing: no ETA");
+}
+
+TEST(forecast_flat_and_single)
+{
+	struct rc_sample s[10];
+	struct rc_forecast f;
+	size_t i;
+
+	for (i = 0; i < NR(s); i++) {
+		s[i].t_ns = i * SEC;
+		s[i].bytes = 3 * GiB;
+	}
+	ASSERT_OK(rc_forecast(s, NR(s), 0, SEC, &f), "flat");
+	ASSERT_TRUE(f.rate == 0, "rate 0");
+	ASSERT_FALSE(f.has_eta, "no ETA");
+	ASSERT_EQ(f.at_horizon, 3 * GiB, "unchanged");
+	ASSERT_OK(rc_forecast(s, 1, 0, SEC, &f), "single");
+	ASSERT_TRUE(f.rate == 0, "single: rate 0");
+	ASSERT_EQ(f.nr_used, 1, "one sample");
+	ASSERT_FALSE(f.has_eta, "single: no ETA");
+	ASSERT_EQ(f.at_horizon, 3 * GiB, "single: value");
+	for (i = 0; i < NR(s); i++)
+		s[i].t_ns = 7;
+	s[9].bytes = 0;
+	ASSERT_OK(rc_forecast(s, NR(s), 0, SEC, &f), "one instant");
+	ASSERT_TRUE(f.rate == 0, "no time elapsed: rate 0");
+	ASSERT_EQ(rc_forecast(s, 0, 0, SEC, &f), -EINVAL, "no samples");
+}
+
+TEST(forecast_window)
+{
+	struct rc_sample s[20];
+	struct rc_forecast f;
+	size_t i;
+
+	/* Flat for 10 s, then shrinking 100 MB/s for 9 s. */
+	for (i = 0; i < NR(s); i++) {
+		s[i].t_ns = i * SEC;
+		s[i].bytes = i < 10 ? 2 * GiB : 2 * GiB - (i - 10) * 100000000;
+	}
+	ASSERT_OK(rc_forecast(s, NR(s), 3 * SEC, SEC, &f), "3 s window");
+	ASSERT_EQ(f.nr_used, 4, "4 samples in 3 s");
+	ASSERT_NEAR(f.rate, -100e6, 0.01, "recent slope only");
+	ASSERT_OK(rc_forecast(s, NR(s), 0, SEC, &f), "whole series");
+	ASSERT_TRUE(f.rate > -100e6 * 0.9, "diluted by the flat part");
+	/* A clock that went backwards ends the window. */
+	s[15].t_ns = 100 * SEC;
+	ASSERT_OK(rc_forecast(s, NR(s), 0, SEC, &f), "time travel");
+	ASSERT_EQ(f.nr_used, 4, "samples after the jump only");
+}
+
+TEST(forecast_fires_before_oom)
+{
+	/*
+	 * The measured case: 160 MB/s into a 256 MiB memcg, no swap; the
+	 * kernel's first memcg reclaim came 1.7 ms before the OOM kill.
+	 * With 150 MiB of room the threshold (64 MiB) is not crossed yet,
+	 * but the 1 s forecast is: the agent acts now, ~0.9 s early.
+	 */
+	struct rc_thresholds t;
+	struct rc_sample s[5];
+	struct rc_forecast f;
+	size_t i;
+
+	rc_thresholds_default(32 * GiB, &t);
+	rc_thresholds_scale(256 * MiB, &t);
+	for (i = 0; i < NR(s); i++) {
+		s[i].t_ns = i * 50000000ULL;
+		s[i].bytes = 182 * MiB - i * 8000000ULL;
+	}
+	ASSERT_OK(rc_forecast(s, NR(s), SEC, SEC, &f), "forecast");
+	ASSERT_GE(s[4].bytes, t.headroom_min, "not below threshold yet");
+	ASSERT_LE(f.at_horizon, t.headroom_min, "forecast below it");
+	ASSERT_EQ(f.at_horizon, 0, "clamped at 0, not negative");
+	ASSERT_TRUE(f.has_eta, "eta");
+	ASSERT_LE(f.eta_ns, SEC, "eta under 1 s");
+	ASSERT_GE(f.eta_ns, SEC * 9 / 10, "eta ~0.95 s");
+}
+
+/* ---------------------------------------------------------------- */
+
+static struct rc_pressure eval(struct rc_pressure_in in)
+{
+	struct rc_pressure out;
+
+	if (!in.thr.headroom_min) {
+		in.thr.headroom_min = 2 * GiB;
+		in.thr.inactive_min = 4 * GiB;
+	}
+	if (!in.headroom)
+		in.headroom = 100 * GiB;
+	rc_pressure_eval(&in, &out);
+	return out;
+}
+
+TEST(pressure_levels)
+{
+	struct rc_pressure p;
+	char buf[256];
+
+	p = eval((struct rc_pressure_in){ .interval_ns = SEC });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_OK, "quiet");
+	ASSERT_EQ(p.reasons, 0, "no reasons");
+
+	p = eval((struct rc_pressure_in){ .kswapd_awake = true });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_WARN, "kswapd");
+	ASSERT_EQ(p.reasons, RC_R_KSWAPD, "kswapd bit");
+
+	p = eval((struct rc_pressure_in){ .kswapd_awake = true,
+					  .direct_reclaims = 1,
+					  .headroom = 3 * GiB });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_HIGH, "direct reclaim");
+	ASSERT_EQ(p.reasons, RC_R_KSWAPD | RC_R_DIRECT_RECLAIM | RC_R_HEADROOM,
+		  "three reasons");
+	rc_reasons_format(p.reasons, buf, sizeof(buf));
+	ASSERT_STREQ(buf, "kswapd,direct_reclaim,headroom", "names");
+
+	p = eval((struct rc_pressure_in){ .memcg_reclaims = 3 });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_HIGH, "memcg reclaim");
+
+	/* 3000 pages over 1 s: warn; the same over 100 ms: high. */
+	p = eval((struct rc_pressure_in){ .interval_ns = SEC,
+					  .refault_file = 3000 });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_WARN, "refault file 3000/s");
+	p = eval((struct rc_pressure_in){ .interval_ns = SEC / 10,
+					  .refault_file = 3000 });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_HIGH, "refault file 30000/s");
+	p = eval((struct rc_pressure_in){ .interval_ns = SEC,
+					  .refault_file = 2559 });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_OK, "just under");
+	p = eval((struct rc_pressure_in){ .refault_anon = 256 });
+	ASSERT_EQ(p.reasons, RC_R_REFAULT_ANON, "refault anon");
+	p = eval((struct rc_pressure_in){ .swap_in = 2560, .swap_out = 300 });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_HIGH, "swap in");
+	ASSERT_EQ(p.reasons, RC_R_SWAP_IN | RC_R_SWAP_OUT, "swap bits");
+	p = eval((struct rc_pressure_in){ .major_faults = 150 });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_WARN, "major faults");
+}
+
+TEST(pressure_psi_headroom_eta)
+{
+	struct rc_pressure p;
+
+	p = eval((struct rc_pressure_in){ .psi_some_avg10 = 50,
+					  .psi_full_avg10 = 50 });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_OK, "PSI absent: ignored");
+	p = eval((struct rc_pressure_in){ .psi_present = true,
+					  .psi_some_avg10 = 6 });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_WARN, "some 6%");
+	p = eval((struct rc_pressure_in){ .psi_present = true,
+					  .psi_some_avg10 = 25,
+					  .psi_full_avg10 = 12 });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_CRITICAL, "full 12%");
+	ASSERT_EQ(p.reasons, RC_R_PSI_SOME | RC_R_PSI_FULL, "psi bits");
+	p = eval((struct rc_pressure_in){ .psi_present = true,
+					  .psi_some_avg10 = NAN,
+					  .psi_full_avg10 = NAN });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_OK, "NaN fires nothing");
+
+	p = eval((struct rc_pressure_in){ .headroom = 3 * GiB });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_WARN, "below inactive_min");
+	p = eval((struct rc_pressure_in){ .headroom = GiB });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_HIGH, "below headroom_min");
+	p = eval((struct rc_pressure_in){ .headroom = 100 * MiB });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_CRITICAL, "below a quarter");
+
+	p = eval(
+		(struct rc_pressure_in){ .has_eta = true, .eta_ns = 20 * SEC });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_WARN, "eta 20 s");
+	p = eval((struct rc_pressure_in){ .has_eta = true, .eta_ns = 2 * SEC });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_HIGH, "eta 2 s");
+	p = eval((struct rc_pressure_in){ .has_eta = true, .eta_ns = SEC / 2 });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_CRITICAL, "eta 0.5 s");
+	ASSERT_EQ(p.reasons, RC_R_ETA, "eta bit");
+	p = eval((struct rc_pressure_in){ .eta_ns = 0 });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_OK, "no eta, eta_ns ignored");
+}
+
+TEST(reason_names)
+{
+	char small[10];
+	size_t n;
+
+	ASSERT_STREQ(rc_reason_name(RC_R_KSWAPD), "kswapd", "kswapd");
+	ASSERT_STREQ(rc_reason_name(RC_R_MEMCG_RECLAIM), "memcg_reclaim", "m");
+	ASSERT_STREQ(rc_reason_name(RC_R_PSI_FULL), "psi_full", "psi_full");
+	ASSERT_STREQ(rc_reason_name(RC_R_ETA), "eta", "eta");
+	ASSERT_TRUE(rc_reason_name(0) == NULL, "0");
+	ASSERT_TRUE(rc_reason_name(RC_R_ETA << 1) == NULL, "unknown bit");
+	ASSERT_TRUE(rc_reason_name(3) == NULL, "two bits");
+	n = rc_reasons_format(RC_R_REFAULT_FILE | RC_R_SWAP_OUT, small,
+			      sizeof(small));
+	ASSERT_EQ(n, strlen("refault_file,swap_out"), "needed length");
+	ASSERT_STREQ(small, "refault_f", "truncated, terminated");
+	n = rc_reasons_format(0, small, sizeof(small));
+	ASSERT_EQ(n, 0, "none");
+	ASSERT_STREQ(small, "", "empty");
+	ASSERT_STREQ(rc_level_name(RAMCACHE_LEVEL_CRITICAL), "critical", "l");
+	ASSERT_STREQ(rc_level_name((enum ramcache_level)9), "unknown", "l9");
+}
+
+/* ---------------------------------------------------------------- */
+
+TEST(parse_size)
+{
+	static const struct {
+		const char *s;
+		uint64_t total;
+		int err;
+		uint64_t want;
+	} cases[] = {
+		{ "512M", 0, 0, 512 * MiB },
+		{ "2G", 0, 0, 2 * GiB },
+		{ "1.5GiB", 0, 0, 3 * GiB / 2 },
+		{ "1.5gb", 0, 0, 3 * GiB / 2 },
+		{ ".5G", 0, 0, GiB / 2 },
+		{ "4k", 0, 0, 4096 },
+		{ "1T", 0, 0, 1ULL << 40 },
+		{ "1048576", 0, 0, 1048576 },
+		{ "100B", 0, 0, 100 },
+		{ "0", 0, 0, 0 },
+		{ "18446744073709551615", 0, 0, UINT64_MAX },
+		{ "10%", 16 * GiB, 0, 16 * GiB / 10 },
+		{ "12.5%", 8 * GiB, 0, GiB },
+		{ "100%", 3, 0, 3 },
+		{ "10%", 0, -EINVAL, 0 },
+		{ "", 0, -EINVAL, 0 },
+		{ "abc", 0, -EINVAL, 0 },
+		{ "-1", 0, -EINVAL, 0 },
+		{ "+1", 0, -EINVAL, 0 },
+		{ "1.5.3", 0, -EINVAL, 0 },
+		{ "12 M", 0, -EINVAL, 0 },
+		{ " 12M", 0, -EINVAL, 0 },
+		{ "1X", 0, -EINVAL, 0 },
+		{ "1MM", 0, -EINVAL, 0 },
+		{ "inf", 0, -EINVAL, 0 },
+		{ "nan", 0, -EINVAL, 0 },
+		{ "0x10", 0, -EINVAL, 0 },
+		{ "1e9", 0, -EINVAL, 0 },
+		{ "%", 100, -EINVAL, 0 },
+		{ ".", 0, -EINVAL, 0 },
+		{ "18446744073709551616", 0, -ERANGE, 0 },
+		{ "16777216T", 0, -ERANGE, 0 },
+		{ "99999999999999999999999", 0, -ERANGE, 0 },
+	};
+	size_t i;
+
+	for (i = 0; i < NR(cases); i++) {
+		uint64_t v = 12345;
+		int err = rc_parse_size(cases[i].s, cases[i].total, &v);
+
+		if (!ASSERT_EQ(err, cases[i].err, cases[i].s))
+			continue;
+		if (!err && !ASSERT_TRUE(v == cases[i].want, cases[i].s))
+			printf("# got %" PRIu64 "\n", v);
+	}
+	ASSERT_EQ(rc_parse_size(NULL, 0, NULL), -EINVAL, "NULL");
+}
+
+TEST(parse_duration)
+{
+	static const struct {
+		const char *s;
+		int err;
+		uint64_t want;
+	} cases[] = {
+		{ "500ms", 0, 500000000ULL },
+		{ "2s", 0, 2 * SEC },
+		{ "1.5", 0, 3 * SEC / 2 },
+		{ "250us", 0, 250000 },
+		{ "100ns", 0, 100 },
+		{ "1m", 0, 60 * SEC },
+		{ "2min", 0, 120 * SEC },
+		{ "0.001ms", 0, 1000 },
+		{ "", -EINVAL, 0 },
+		{ "s", -EINVAL, 0 },
+		{ "1h", -EINVAL, 0 },
+		{ "-1s", -EINVAL, 0 },
+		{ "1 s", -EINVAL, 0 },
+		{ "1.5.s", -EINVAL, 0 },
+		{ "18446744073709551615s", -ERANGE, 0 },
+	};
+	size_t i;
+
+	for (i = 0; i < NR(cases); i++) {
+		uint64_t v = 12345;
+		int err = rc_parse_duration(cases[i].s, &v);
+
+		if (!ASSERT_EQ(err, cases[i].err, cases[i].s))
+			continue;
+		if (!err)
+			ASSERT_TRUE(v == cases[i].want, cases[i].s);
+	}
+}
+
+TEST_MAIN()

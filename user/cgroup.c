@@ -1,0 +1,395 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Locate a process's memory cgroup (v1 or v2) and read its limits. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+
+/* memory.stat is ~1.5 KiB, /proc/<pid>/cgroup a few hundred bytes. */
+#define RC_CGFILE_MAX 16384
+
+/* Read a small file, NUL-terminated; truncated files are -EFBIG. */
+static int read_text(const char *path, char *buf, size_t len)
+{
+	size_t off = 0;
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		if (off + 1 >= len) {
+			close(fd);
+			return -EFBIG;
+		}
+		n = read(fd, buf + off, len - off - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			n = -errno;
+			close(fd);
+			return n;
+		}
+		if (n == 0)
+			break;
+		off += n;
+	}
+	close(fd);
+	buf[off] = '\0';
+	return 0;
+}
+
+static int read_at(const char *dir, const char *name, char *buf, size_t len)
+{
+	char path[PATH_MAX];
+
+	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >=
+	    (int)sizeof(path))
+		return -ENAMETOOLONG;
+	return read_text(path, buf, len);
+}
+
+/* Leading/trailing blanks allowed, nothing else. */
+static int parse_u64_text(const char *s, uint64_t *v)
+{
+	unsigned long long x;
+	char *end;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	x = strtoull(s, &end, 10);
+	if (errno == ERANGE)
+		return -ERANGE;
+	while (*end == ' ' || *end == '\t' || *end == '\n')
+		end++;
+	if (*end)
+		return -EINVAL;
+	*v = x;
+	return 0;
+}
+
+static uint64_t norm_limit(uint64_t v)
+{
+	return v >= RC_LIMIT_UNLIMITED_MIN ? RC_UNLIMITED : v;
+}
+
+/*
+ * A limit file: "max" or a number. Missing = unlimited. A garbled file is
+ * an error: guessing "unlimited" would hide a real limit.
+ */
+static int read_limit(const char *dir, const char *name, uint64_t *v)
+{
+	char buf[64];
+	int err;
+
+	*v = RC_UNLIMITED;
+	err = read_at(dir, name, buf, sizeof(buf));
+	if (err == -ENOENT)
+		return 0;
+	if (err)
+		return err;
+	if (!strncmp(buf, "max", 3) && (buf[3] == '\n' || !buf[3]))
+		return 0;
+	err = parse_u64_text(buf, v);
+	if (err)
+		return err;
+	*v = norm_limit(*v);
+	return 0;
+}
+
+/* A counter file; missing = 0. */
+static int read_counter(const char *dir, const char *name, uint64_t *v)
+{
+	char buf[64];
+	int err;
+
+	*v = 0;
+	err = read_at(dir, name, buf, sizeof(buf));
+	if (err == -ENOENT)
+		return 0;
+	return err ? err : parse_u64_text(buf, v);
+}
+
+/* "key value" lines (memory.stat, memory.events, memory.oom_control). */
+static bool find_key(const char *text, const char *key, uint64_t *v)
+{
+	size_t klen = strlen(key);
+	const char *p = text;
+
+	while (p && *p) {
+		if (!strncmp(p, key, klen) && p[klen] == ' ') {
+			unsigned long long x;
+
+			if (sscanf(p + klen, " %llu", &x) == 1) {
+				*v = x;
+				return true;
+			}
+		}
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	return false;
+}
+
+static int read_key(const char *dir, const char *name, const char *key1,
+		    const char *key2, uint64_t *v)
+{
+	char buf[RC_CGFILE_MAX];
+	int err;
+
+	*v = 0;
+	err = read_at(dir, name, buf, sizeof(buf));
+	if (err == -ENOENT)
+		return 0;
+	if (err)
+		return err;
+	if (!find_key(buf, key1, v) && key2)
+		find_key(buf, key2, v);
+	return 0;
+}
+
+static int read_v1(const char *dir, struct rc_cgroup_mem *m)
+{
+	uint64_t memsw_limit, memsw_usage;
+	int err;
+
+	err = read_limit(dir, "memory.limit_in_bytes", &m->limit);
+	if (!err)
+		err = read_counter(dir, "memory.usage_in_bytes", &m->usage);
+	if (!err)
+		err = read_key(dir, "memory.stat", "total_inactive_file",
+			       "inactive_file", &m->inactive_file);
+	if (!err)
+		err = read_limit(dir, "memory.memsw.limit_in_bytes",
+				 &memsw_limit);
+	if (!err)
+		err = read_counter(dir, "memory.memsw.usage_in_bytes",
+				   &memsw_usage);
+	if (!err)
+		err = read_key(dir, "memory.oom_control", "oom_kill", NULL,
+			       &m->oom_kill);
+	if (err)
+		return err;
+	/* memsw counts memory + swap; swap alone is the difference. */
+	m->swap_usage = memsw_usage > m->usage ? memsw_usage - m->usage : 0;
+	if (memsw_limit == RC_UNLIMITED || m->limit == RC_UNLIMITED)
+		m->swap_limit = RC_UNLIMITED;
+	else
+		m->swap_limit = memsw_limit > m->limit ? memsw_limit - m->limit
+						       : 0;
+	return 0;
+}
+
+static int read_v2(const char *dir, struct rc_cgroup_mem *m)
+{
+	char path[PATH_MAX];
+	int err;
+
+	err = read_limit(dir, "memory.max", &m->limit);
+	if (!err)
+		err = read_counter(dir, "memory.current", &m->usage);
+	if (!err)
+		err = read_key(dir, "memory.stat", "inactive_file", NULL,
+			       &m->inactive_file);
+	if (!err)
+		err = read_counter(dir, "memory.swap.current", &m->swap_usage);
+	if (!err)
+		err = read_limit(dir, "memory.swap.max", &m->swap_limit);
+	if (!err)
+		err = read_key(dir, "memory.events", "oom_kill", NULL,
+			       &m->oom_kill);
+	if (err)
+		return err;
+	snprintf(path, sizeof(path), "%s/memory.pressure", dir);
+	return rc_psi_read_file(path, &m->psi);
+}
+
+int rc_cgroup_read_dir(int version, const char *dir, struct rc_cgroup_mem *m)
+{
+	struct stat st;
+
+	memset(m, 0, sizeof(*m));
+	m->limit = RC_UNLIMITED;
+	m->swap_limit = RC_UNLIMITED;
+	if (stat(dir, &st))
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	if (version == 1)
+		return read_v1(dir, m);
+	if (version == 2)
+		return read_v2(dir, m);
+	return -EINVAL;
+}
+
+int rc_cgroup_dir_ino(const char *path, uint64_t *ino)
+{
+	struct stat st;
+
+	if (stat(path, &st))
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	*ino = st.st_ino;
+	return 0;
+}
+
+/* Is word a member of the list separated by any of seps? */
+static bool has_word(const char *list, const char *word, const char *seps)
+{
+	size_t wlen = strlen(word);
+	const char *p = list;
+
+	while (*p) {
+		size_t n = strcspn(p, seps);
+
+		if (n == wlen && !strncmp(p, word, n))
+			return true;
+		p += n;
+		if (*p)
+			p++;
+	}
+	return false;
+}
+
+static bool v2_has_memory(const char *mount)
+{
+	char buf[1024];
+
+	if (read_at(mount, "cgroup.controllers", buf, sizeof(buf)))
+		return false;
+	return has_word(buf, "memory", " \n");
+}
+
+static bool path_safe(const char *rel)
+{
+	const char *p;
+
+	if (rel[0] != '/')
+		return false;
+	for (p = rel; (p = strstr(p, "..")); p += 2)
+		if (p[-1] == '/' && (p[2] == '/' || !p[2]))
+			return false;
+	return true;
+}
+
+int rc_cgroup_find(const char *proc_root, const char *cg_root, int pid,
+		   struct rc_cgroup *cg)
+{
+	char path[PATH_MAX], buf[RC_CGFILE_MAX], *line, *save = NULL;
+	const char *v1_rel = NULL, *v2_rel = NULL;
+	int n, err;
+
+	memset(cg, 0, sizeof(*cg));
+	if (pid <= 0)
+		return -EINVAL;
+	if (!proc_root)
+		proc_root = RC_PROC_ROOT;
+	if (!cg_root)
+		cg_root = RC_CGROUP_ROOT;
+	snprintf(path, sizeof(path), "%s/%d/cgroup", proc_root, pid);
+	err = read_text(path, buf, sizeof(buf));
+	if (err)
+		return err;
+	/* "hierarchy-id:controller-list:path" */
+	for (line = strtok_r(buf, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char *c1 = strchr(line, ':'), *c2;
+
+		if (!c1 || !(c2 = strchr(c1 + 1, ':')))
+			continue;
+		*c2 = '\0';
+		if (!strcmp(line, "0:") && c1[1] == '\0')
+			v2_rel = c2 + 1;
+		else if (has_word(c1 + 1, "memory", ","))
+			v1_rel = c2 + 1;
+	}
+	if (v1_rel) {
+		cg->version = 1;
+		n = snprintf(cg->mount, sizeof(cg->mount), "%s/memory",
+			     cg_root);
+	} else if (v2_rel) {
+		cg->version = 2;
+		n = snprintf(cg->mount, sizeof(cg->mount), "%s", cg_root);
+		if (!v2_has_memory(cg->mount)) {
+			n = snprintf(cg->mount, sizeof(cg->mount), "%s/unified",
+				     cg_root);
+			if (!v2_has_memory(cg->mount))
+				return -ENOENT;
+		}
+	} else {
+		return -ENOENT;
+	}
+	if (n >= (int)sizeof(cg->mount))
+		return -ENAMETOOLONG;
+	line = (char *)(v1_rel ? v1_rel : v2_rel);
+	if (!path_safe(line))
+		return -EINVAL;
+	if (snprintf(cg->rel, sizeof(cg->rel), "%s", line) >=
+		    (int)sizeof(cg->rel) ||
+	    snprintf(cg->path, sizeof(cg->path), "%s%s", cg->mount,
+		     strcmp(line, "/") ? line : "") >= (int)sizeof(cg->path))
+		return -ENAMETOOLONG;
+	return rc_cgroup_dir_ino(cg->path, &cg->ino);
+}
+
+int rc_cgroup_read(const struct rc_cgroup *cg, struct rc_cgroup_state *st)
+{
+	char dir[PATH_MAX];
+	size_t mlen = strlen(cg->mount);
+	uint64_t best = UINT64_MAX;
+	int depth = 0, err;
+
+	memset(st, 0, sizeof(*st));
+	err = rc_cgroup_read_dir(cg->version, cg->path, &st->self);
+	if (err)
+		return err;
+	st->limit = RC_UNLIMITED;
+	st->usage = st->self.usage;
+	st->inactive_file = st->self.inactive_file;
+	snprintf(dir, sizeof(dir), "%s", cg->path);
+	/* A parent's limit binds its children: walk up to the mount. */
+	for (;;) {
+		struct rc_cgroup_mem m;
+		uint64_t room;
+		char *slash;
+
+		if (depth == 0)
+			m = st->self;
+		else if ((err = rc_cgroup_read_dir(cg->version, dir, &m)))
+			return err;
+		if (m.limit != RC_UNLIMITED) {
+			room = rc_headroom(UINT64_MAX, m.limit, m.usage,
+					   m.inactive_file);
+			if (room < best) {
+				best = room;
+				st->limit = m.limit;
+				st->usage = m.usage;
+				st->inactive_file = m.inactive_file;
+				st->limit_depth = depth;
+				err = rc_cgroup_dir_ino(dir, &st->limit_ino);
+				if (err)
+					return err;
+			}
+		}
+		if (strlen(dir) <= mlen)
+			break;
+		slash = strrchr(dir, '/');
+		if (!slash || (size_t)(slash - dir) < mlen)
+			break;
+		*slash = '\0';
+		depth++;
+	}
+	return 0;
+}

@@ -1,0 +1,551 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Eviction policy and pressure maths; see policy.h. No I/O here. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+/* pct percent of v, exactly (rounded down); pct <= 100. */
+static uint64_t pct_of(uint64_t v, uint64_t pct)
+{
+	return (uint64_t)((unsigned __int128)v * pct / 100);
+}
+
+uint64_t rc_headroom(uint64_t mem_available, uint64_t cg_limit,
+		     uint64_t cg_usage, uint64_t cg_inactive_file)
+{
+	uint64_t room;
+
+	if (cg_limit >= RC_LIMIT_UNLIMITED_MIN)
+		return mem_available;
+	room = cg_limit > cg_usage ? cg_limit - cg_usage : 0;
+	/* Reclaimable page cache is room, but never beyond the limit. */
+	room = min_u64(sat_add(room, min_u64(cg_inactive_file, cg_usage)),
+		       cg_limit);
+	return min_u64(mem_available, room);
+}
+
+void rc_thresholds_fix(struct rc_thresholds *t)
+{
+	if (t->inactive_min < t->headroom_min)
+		t->inactive_min = t->headroom_min;
+}
+
+void rc_thresholds_default(uint64_t mem_total, struct rc_thresholds *t)
+{
+	uint64_t h = pct_of(mem_total, RC_HEADROOM_PERCENT);
+
+	h = min_u64(RC_HEADROOM_CEIL, max_u64(RC_HEADROOM_FLOOR, h));
+	t->headroom_min = h;
+	t->inactive_min = max_u64(h, min_u64(sat_mul(h, RC_INACTIVE_FACTOR),
+					     mem_total / 2));
+	rc_thresholds_fix(t);
+}
+
+void rc_thresholds_scale(uint64_t cg_limit, struct rc_thresholds *t)
+{
+	uint64_t cap;
+
+	if (cg_limit >= RC_LIMIT_UNLIMITED_MIN)
+		return;
+	cap = max_u64(pct_of(cg_limit, RC_CGROUP_PERCENT),
+		      RC_CGROUP_MIN_HEADROOM);
+	t->headroom_min = min_u64(t->headroom_min, cap);
+	t->inactive_min =
+		min_u64(t->inactive_min, sat_mul(cap, RC_INACTIVE_FACTOR));
+	rc_thresholds_fix(t);
+}
+
+uint32_t rc_entry_age(uint64_t generation, uint64_t used_generation)
+{
+	if (used_generation >= generation)
+		return 0;
+	return (uint32_t)min_u64(generation - used_generation, RC_AGE_CAP);
+}
+
+static double ram_score(const struct rc_entry *e, uint64_t generation)
+{
+	/* At most 1.3^256 x 1.8e19 ~ 1e48: far from DBL_MAX. */
+	return pow(RC_AGE_BASE, rc_entry_age(generation, e->used_generation)) *
+	       ((double)e->bytes + 0.05);
+}
+
+double rc_score(const struct rc_entry *e, uint64_t generation,
+		enum rc_score_policy policy)
+{
+	double s = ram_score(e, generation);
+
+	if (policy == RC_POLICY_COST && e->cost_ns)
+		s /= (double)max_u64(e->cost_ns, RC_COST_MIN_NS) / 1e9;
+	return s;
+}
+
+static int tier(const struct rc_entry *e)
+{
+	if (!(e->flags & RAMCACHE_F_ACTIVE))
+		return 0;
+	return e->bytes >= RC_BIG_ACTIVE ? 1 : 2;
+}
+
+/* Class within a tier: inactive models first. */
+static int klass(const struct rc_entry *e)
+{
+	return (e->flags & RAMCACHE_F_MODEL) && !(e->flags & RAMCACHE_F_ACTIVE)
+		       ? 0
+		       : 1;
+}
+
+#define CMP(a, b)                                  \
+	do {                                       \
+		if ((a) != (b))                    \
+			return (a) < (b) ? -1 : 1; \
+	} while (0)
+
+int rc_entry_cmp(const struct rc_entry *a, const struct rc_entry *b,
+		 uint64_t generation, enum rc_score_policy policy)
+{
+	double sa, sb;
+
+	CMP(tier(a), tier(b));
+	CMP(klass(a), klass(b));
+	if (policy == RC_POLICY_COST)
+		CMP(a->cost_ns == 0, b->cost_ns == 0);
+	sa = rc_score(a, generation, policy);
+	sb = rc_score(b, generation, policy);
+	CMP(sb, sa); /* higher score first */
+	CMP(a->last_use_ns, b->last_use_ns);
+	CMP(a->id, b->id);
+	return 0;
+}
+
+bool rc_entry_eligible(const struct rc_entry *e, enum rc_phase phase)
+{
+	if (!e->id || !e->bytes || (e->flags & RAMCACHE_F_PINNED))
+		return false;
+	if (phase == RC_PHASE_INACTIVE && (e->flags & RAMCACHE_F_ACTIVE))
+		return false;
+	return true;
+}
+
+struct sort_ctx {
+	const struct rc_entry *ents;
+	uint64_t generation;
+	enum rc_score_policy policy;
+};
+
+static int cmp_idx(const void *pa, const void *pb, void *arg)
+{
+	const struct sort_ctx *c = arg;
+	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+	int r = rc_entry_cmp(&c->ents[a], &c->ents[b], c->generation,
+			     c->policy);
+
+	/* Identical entries (same id too): keep table order. */
+	return r ? r : (a < b ? -1 : a > b);
+}
+
+/*
+ * Open-addressing set of picked ids (0 = empty; id 0 is never eligible),
+ * so a corrupt table that repeats an id costs O(1) per entry to skip.
+ */
+static bool idset_add(uint64_t *set, size_t mask, uint64_t id)
+{
+	size_t i = (size_t)(id * 0x9e3779b97f4a7c15ULL) & mask;
+
+	while (set[i]) {
+		if (set[i] == id)
+			return false;
+		i = (i + 1) & mask;
+	}
+	set[i] = id;
+	return true;
+}
+
+int rc_select(const struct rc_select_req *req, uint32_t *out, size_t out_max,
+	      uint64_t *covered)
+{
+	size_t i, n = 0, cap = 2, picked = 0;
+	uint64_t *set = NULL, sum = 0;
+	struct sort_ctx c;
+	uint32_t *idx;
+
+	*covered = 0;
+	if (!req || (!req->entries && req->nr_entries) ||
+	    req->nr_entries > INT_MAX || (!out && out_max))
+		return -EINVAL;
+	if (!req->deficit || !req->nr_entries || !out_max)
+		return 0;
+	while (cap < 2 * req->nr_entries)
+		cap *= 2;
+	idx = calloc(req->nr_entries, sizeof(*idx));
+	set = calloc(cap, sizeof(*set));
+	if (!idx || !set) {
+		free(idx);
+		free(set);
+		return -ENOMEM;
+	}
+	for (i = 0; i < req->nr_entries; i++) {
+		const struct rc_entry *e = &req->entries[i];
+
+		if (!rc_entry_eligible(e, req->phase))
+			continue;
+		if (req->in_flight && req->in_flight(e->id, req->ctx))
+			continue;
+		idx[n++] = (uint32_t)i;
+	}
+	c.ents = req->entries;
+	c.generation = req->generation;
+	c.policy = req->policy;
+	qsort_r(idx, n, sizeof(*idx), cmp_idx, &c);
+	for (i = 0; i < n && sum < req->deficit && picked < out_max; i++) {
+		const struct rc_entry *e = &req->entries[idx[i]];
+
+		/* A corrupt table may repeat an id: evicting it once is enough. */
+		if (!idset_add(set, cap - 1, e->id))
+			continue;
+		out[picked++] = idx[i];
+		sum = sat_add(sum, e->bytes);
+	}
+	free(idx);
+	free(set);
+	*covered = sum;
+	return (int)picked;
+}
+
+int rc_forecast_rate(const struct rc_sample *s, size_t n, uint64_t window_ns,
+		     double *rate, uint32_t *nr_used)
+{
+	uint64_t t_last;
+	double mt = 0, mb = 0, sxy = 0, sxx = 0;
+	size_t i, first;
+	uint32_t m = 0;
+
+	*rate = 0;
+	if (nr_used)
+		*nr_used = 0;
+	if (!s || !n)
+		return -EINVAL;
+	t_last = s[n - 1].t_ns;
+	/* Newest first backwards until the window ends or time goes wrong. */
+	for (first = n - 1; first > 0; first--) {
+		uint64_t t = s[first - 1].t_ns;
+
+		if (t > t_last || (window_ns && t_last - t > window_ns))
+			break;
+	}
+	/* Relative to the newest sample: keeps doubles exact enough. */
+	for (i = first; i < n; i++) {
+		mt += -(double)(t_last - s[i].t_ns);
+		mb += (double)s[i].bytes - (double)s[n - 1].bytes;
+		m++;
+	}
+	mt /= m;
+	mb /= m;
+	for (i = first; i < n; i++) {
+		double dt = -(double)(t_last - s[i].t_ns) - mt;
+		double db = (double)s[i].bytes - (double)s[n - 1].bytes - mb;
+
+		sxy += dt * db;
+		sxx += dt * dt;
+	}
+	if (nr_used)
+		*nr_used = m;
+	if (m < 2 || sxx <= 0)
+		return 0;
+	*rate = sxy / sxx * 1e9;
+	if (!isfinite(*rate))
+		*rate = 0;
+	return 0;
+}
+
+int rc_forecast(const struct rc_sample *s, size_t n, uint64_t window_ns,
+		uint64_t horizon_ns, struct rc_forecast *f)
+{
+	double rate, h, pred;
+	int err;
+
+	memset(f, 0, sizeof(*f));
+	err = rc_forecast_rate(s, n, window_ns, &rate, &f->nr_used);
+	if (err)
+		return err;
+	f->rate = rate;
+	h = (double)s[n - 1].bytes;
+	pred = h + rate * ((double)horizon_ns / 1e9);
+	if (!(pred > 0))
+		f->at_horizon = 0;
+	else if (pred >= 18446744073709551616.0)
+		f->at_horizon = UINT64_MAX;
+	else
+		f->at_horizon = (uint64_t)pred;
+	if (rate < 0) {
+		double eta = h / -rate * 1e9;
+
+		f->has_eta = true;
+		f->eta_ns = eta >= 18446744073709551616.0 ? UINT64_MAX
+							  : (uint64_t)eta;
+	}
+	return 0;
+}
+
+static const char *const reason_names[RC_R_NR] = {
+	"kswapd",	"direct_reclaim", "memcg_reclaim", "refault_file",
+	"refault_anon", "swap_in",	  "swap_out",	   "major_faults",
+	"psi_some",	"psi_full",	  "headroom",	   "eta",
+};
+
+const char *rc_reason_name(uint32_t bit)
+{
+	int i;
+
+	if (!bit || (bit & (bit - 1)))
+		return NULL;
+	i = __builtin_ctz(bit);
+	return i < RC_R_NR ? reason_names[i] : NULL;
+}
+
+size_t rc_reasons_format(uint32_t reasons, char *buf, size_t len)
+{
+	size_t off = 0;
+	int i, n;
+
+	if (len)
+		buf[0] = '\0';
+	for (i = 0; i < RC_R_NR; i++) {
+		if (!(reasons & (1u << i)))
+			continue;
+		/* Past the end: only count, as snprintf() does. */
+		if (off < len)
+			n = snprintf(buf + off, len - off, "%s%s",
+				     off ? "," : "", reason_names[i]);
+		else
+			n = snprintf(NULL, 0, "%s%s", off ? "," : "",
+				     reason_names[i]);
+		if (n > 0)
+			off += n;
+	}
+	return off;
+}
+
+const char *rc_level_name(enum ramcache_level level)
+{
+	switch (level) {
+	case RAMCACHE_LEVEL_OK:
+		return "ok";
+	case RAMCACHE_LEVEL_WARN:
+		return "warn";
+	case RAMCACHE_LEVEL_HIGH:
+		return "high";
+	case RAMCACHE_LEVEL_CRITICAL:
+		return "critical";
+	}
+	return "unknown";
+}
+
+/* Events in the interval scaled to per second. */
+static double per_sec(uint64_t count, uint64_t interval_ns)
+{
+	return (double)count * 1e9 /
+	       (double)(interval_ns ? interval_ns : 1000000000ULL);
+}
+
+static void raise_level(struct rc_pressure *out, uint32_t bit,
+			enum ramcache_level level)
+{
+	out->reasons |= bit;
+	if (level > out->level)
+		out->level = level;
+}
+
+static void rate_signal(struct rc_pressure *out, uint32_t bit, double rate,
+			double warn, double high)
+{
+	if (rate >= high)
+		raise_level(out, bit, RAMCACHE_LEVEL_HIGH);
+	else if (rate >= warn)
+		raise_level(out, bit, RAMCACHE_LEVEL_WARN);
+}
+
+void rc_pressure_eval(const struct rc_pressure_in *in, struct rc_pressure *out)
+{
+	uint64_t iv = in->interval_ns;
+
+	out->level = RAMCACHE_LEVEL_OK;
+	out->reasons = 0;
+	if (in->kswapd_awake)
+		raise_level(out, RC_R_KSWAPD, RAMCACHE_LEVEL_WARN);
+	if (in->direct_reclaims)
+		raise_level(out, RC_R_DIRECT_RECLAIM, RAMCACHE_LEVEL_HIGH);
+	if (in->memcg_reclaims)
+		raise_level(out, RC_R_MEMCG_RECLAIM, RAMCACHE_LEVEL_HIGH);
+	rate_signal(out, RC_R_REFAULT_FILE, per_sec(in->refault_file, iv),
+		    RC_REFAULT_FILE_WARN, RC_REFAULT_FILE_HIGH);
+	rate_signal(out, RC_R_REFAULT_ANON, per_sec(in->refault_anon, iv),
+		    RC_REFAULT_ANON_WARN, RC_REFAULT_ANON_HIGH);
+	rate_signal(out, RC_R_SWAP_IN, per_sec(in->swap_in, iv), RC_SWAP_WARN,
+		    RC_SWAP_HIGH);
+	rate_signal(out, RC_R_SWAP_OUT, per_sec(in->swap_out, iv), RC_SWAP_WARN,
+		    RC_SWAP_HIGH);
+	rate_signal(out, RC_R_MAJOR_FAULTS, per_sec(in->major_faults, iv),
+		    RC_MAJFLT_WARN, RC_MAJFLT_HIGH);
+	/* NaN compares false everywhere: a bogus PSI value fires nothing. */
+	if (in->psi_present) {
+		rate_signal(out, RC_R_PSI_SOME, in->psi_some_avg10,
+			    RC_PSI_SOME_WARN, RC_PSI_SOME_HIGH);
+		if (in->psi_full_avg10 >= RC_PSI_FULL_CRIT)
+			raise_level(out, RC_R_PSI_FULL,
+				    RAMCACHE_LEVEL_CRITICAL);
+		else if (in->psi_full_avg10 >= RC_PSI_FULL_HIGH)
+			raise_level(out, RC_R_PSI_FULL, RAMCACHE_LEVEL_HIGH);
+	}
+	if (in->headroom < in->thr.headroom_min / 4)
+		raise_level(out, RC_R_HEADROOM, RAMCACHE_LEVEL_CRITICAL);
+	else if (in->headroom < in->thr.headroom_min)
+		raise_level(out, RC_R_HEADROOM, RAMCACHE_LEVEL_HIGH);
+	else if (in->headroom < in->thr.inactive_min)
+		raise_level(out, RC_R_HEADROOM, RAMCACHE_LEVEL_WARN);
+	if (in->has_eta) {
+		if (in->eta_ns < RC_ETA_CRIT_NS)
+			raise_level(out, RC_R_ETA, RAMCACHE_LEVEL_CRITICAL);
+		else if (in->eta_ns < RC_ETA_HIGH_NS)
+			raise_level(out, RC_R_ETA, RAMCACHE_LEVEL_HIGH);
+		else if (in->eta_ns < RC_ETA_WARN_NS)
+			raise_level(out, RC_R_ETA, RAMCACHE_LEVEL_WARN);
+	}
+}
+
+/*
+ * Decimal "I[.F]" then a unit; value = (I + F) x mult / div, exactly,
+ * in 128-bit integers. *rest points past the digits.
+ */
+static int parse_decimal(const char *s, const char **rest,
+			 unsigned __int128 *num, unsigned __int128 *den)
+{
+	unsigned __int128 n = 0, d = 1;
+	bool digits = false;
+
+	for (; *s >= '0' && *s <= '9'; s++) {
+		n = n * 10 + (*s - '0');
+		if (n > UINT64_MAX)
+			return -ERANGE;
+		digits = true;
+	}
+	if (*s == '.') {
+		s++;
+		for (; *s >= '0' && *s <= '9'; s++) {
+			/* Digits beyond 18 decimals cannot matter here. */
+			if (d < 1000000000000000000ULL) {
+				n = n * 10 + (*s - '0');
+				d *= 10;
+			}
+			digits = true;
+		}
+	}
+	if (!digits)
+		return -EINVAL;
+	*rest = s;
+	*num = n;
+	*den = d;
+	return 0;
+}
+
+static int finish(unsigned __int128 num, unsigned __int128 den,
+		  unsigned __int128 mult, unsigned __int128 div, uint64_t *out)
+{
+	unsigned __int128 v;
+
+	/* num < 10^38 would overflow with mult; num <= 2^64 x 10^18. */
+	if (num > ((unsigned __int128)1 << 127) / (mult ? mult : 1))
+		return -ERANGE;
+	v = num * mult / (den * div);
+	if (v > UINT64_MAX)
+		return -ERANGE;
+	*out = (uint64_t)v;
+	return 0;
+}
+
+int rc_parse_size(const char *s, uint64_t total, uint64_t *out)
+{
+	static const char units[] = "KMGTP";
+	unsigned __int128 num, den, mult = 1;
+	const char *p, *u;
+	int err;
+
+	if (!s || !out)
+		return -EINVAL;
+	err = parse_decimal(s, &p, &num, &den);
+	if (err)
+		return err;
+	if (p[0] == '%' && !p[1]) {
+		if (!total)
+			return -EINVAL;
+		return finish(num, den, total, 100, out);
+	}
+	if (*p && (u = strchr(units, *p & ~0x20)) && *p != '\0') {
+		mult = (unsigned __int128)1 << (10 * (u - units + 1));
+		p++;
+		if ((p[0] == 'i' || p[0] == 'I') &&
+		    (p[1] == 'B' || p[1] == 'b'))
+			p += 2;
+		else if (p[0] == 'B' || p[0] == 'b')
+			p++;
+	} else if (p[0] == 'B' || p[0] == 'b') {
+		p++;
+	}
+	if (*p)
+		return -EINVAL;
+	return finish(num, den, mult, 1, out);
+}
+
+int rc_parse_duration(const char *s, uint64_t *out_ns)
+{
+	static const struct {
+		const char *suffix;
+		uint64_t ns;
+	} units[] = {
+		{ "ns", 1ULL },
+		{ "us", 1000ULL },
+		{ "ms", 1000000ULL },
+		{ "s", 1000000000ULL },
+		{ "", 1000000000ULL },
+		{ "m", 60000000000ULL },
+		{ "min", 60000000000ULL },
+	};
+	unsigned __int128 num, den;
+	const char *p;
+	size_t i;
+	int err;
+
+	if (!s || !out_ns)
+		return -EINVAL;
+	err = parse_decimal(s, &p, &num, &den);
+	if (err)
+		return err;
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (!strcmp(p, units[i].suffix))
+			return finish(num, den, units[i].ns, 1, out_ns);
+	return -EINVAL;
+}
