@@ -14,6 +14,7 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -22,38 +23,64 @@
 
 #include "agent.h"
 #include "bpfstate.h"
+#include "evict.h"
 #include "hist.h"
 #include "json.h"
+#include "level.h"
+#include "match.h"
+#include "metrics.h"
+#include "metrics_http.h"
+#include "onlevel.h"
 #include "output.h"
+#include "sampler.h"
 
-#define NSEC	 1000000000ULL
-#define TICK_NS	 (50 * 1000000ULL)
+#define NSEC 1000000000ULL
+#define TICK_NS (50 * 1000000ULL)
+#define LEVEL_PERIOD_NS (500 * 1000000ULL)
+#define MATCH_PERIOD_NS NSEC
+#define FORECAST_WINDOW_NS NSEC
+#define EVAL_MIN_GAP_NS (2 * 1000000ULL)
 #define BTF_PATH "/sys/kernel/btf/vmlinux"
+
+struct target {
+	pid_t pid; /* 0: none */
+	uid_t uid;
+	int pidfd;
+	char comm[64];
+	struct sampler sm;
+	struct evictor ev;
+	bool evicting;
+	struct rc_thresholds thr;
+	struct track_totals prev;
+};
 
 struct agent {
 	const struct opts *o;
 	struct out out;
 	struct bpfstate bpf;
 	struct ring_buffer *rb;
-	int epfd, sigfd, timerfd, pidfd;
-	pid_t pid;
-	char comm[64];
-	uint64_t start_ns, last_summary_ns, end_ns;
-	struct track_totals prev;
-	uint64_t rss;
+	struct metrics m;
+	struct metrics_http *http;
+	int epfd, sigfd, timerfd;
+	struct target t;
+	struct sampler sys; /* without a target */
+	struct level_watch lw;
+	uint64_t mem_total;
+	uint64_t last_summary_ns, next_level_ns, next_match_ns, last_eval_ns;
+	uint64_t end_ns;
 	bool stop;
 	int exit_code;
 	const char *exit_reason;
 };
+
+enum { TAG_RB = 1, TAG_SIG, TAG_TIMER, TAG_PID };
 
 static bool verbose;
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt,
 			va_list args)
 {
-	if (level == LIBBPF_DEBUG && !verbose)
-		return 0;
-	if (level != LIBBPF_DEBUG && !verbose)
+	if (!verbose)
 		return 0;
 	return vfprintf(stderr, fmt, args);
 }
@@ -64,6 +91,18 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * NSEC + ts.tv_nsec;
+}
+
+static int fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("ramcache-bpf: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return code;
 }
 
 static int read_comm(pid_t pid, char *buf, size_t len)
@@ -86,6 +125,29 @@ static int read_comm(pid_t pid, char *buf, size_t len)
 	return 0;
 }
 
+static struct sampler *sampler_of(struct agent *a)
+{
+	return a->t.pid ? &a->t.sm : &a->sys;
+}
+
+/* Thresholds: the user's, else ComfyUI's defaults scaled to the cgroup. */
+static void thresholds(struct agent *a, struct target *t)
+{
+	const struct opts *o = a->o;
+
+	rc_thresholds_default(a->mem_total, &t->thr);
+	if (t->sm.has_cg && t->sm.cs.limit != RC_UNLIMITED)
+		rc_thresholds_scale(t->sm.cs.limit, &t->thr);
+	if (o->headroom_set) {
+		t->thr.headroom_min = o->headroom;
+		if (!o->inactive_set)
+			t->thr.inactive_min = 2 * o->headroom;
+	}
+	if (o->inactive_set)
+		t->thr.inactive_min = o->inactive;
+	rc_thresholds_fix(&t->thr);
+}
+
 static int epoll_add(int epfd, int fd, uint32_t tag)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = tag };
@@ -93,56 +155,312 @@ static int epoll_add(int epfd, int fd, uint32_t tag)
 	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
 
-enum { TAG_RB = 1, TAG_SIG, TAG_TIMER, TAG_PID };
+/* Follow @pid: BPF filter, cgroup, sampler, control page. */
+static int target_attach(struct agent *a, pid_t pid)
+{
+	struct target *t = &a->t;
+	struct rc_pidstat ps;
+	char path[64];
+	struct stat st;
+	int err;
+
+	memset(t, 0, sizeof(*t));
+	t->pidfd = syscall(SYS_pidfd_open, pid, 0);
+	if (t->pidfd < 0)
+		return -errno;
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	if (stat(path, &st)) {
+		err = -errno;
+		close(t->pidfd);
+		return err;
+	}
+	t->pid = pid;
+	t->uid = st.st_uid;
+	if (read_comm(pid, t->comm, sizeof(t->comm)))
+		snprintf(t->comm, sizeof(t->comm), "?");
+	err = bpfstate_track(&a->bpf, pid);
+	if (err)
+		goto fail;
+	sampler_init(&t->sm, pid, NULL, NULL);
+	if (!rc_pidstat_read(RC_PROC_ROOT, pid, &ps))
+		t->sm.rss = ps.rss_bytes;
+	sampler_read(&t->sm, now_ns());
+	if (t->sm.has_cg && t->sm.cg.ino)
+		bpfstate_watch_memcg(&a->bpf, t->sm.cg.ino);
+	thresholds(a, t);
+	if (a->o->evict) {
+		evictor_init(&t->ev, a->o, &a->out, &a->m, pid, t->uid,
+			     &t->thr);
+		t->ev.rss = t->sm.rss;
+		t->evicting = true;
+	}
+	metrics_set_rss(&a->m, t->sm.rss);
+	err = epoll_add(a->epfd, t->pidfd, TAG_PID);
+	if (err)
+		goto fail;
+	return 0;
+fail:
+	bpfstate_untrack(&a->bpf, pid);
+	close(t->pidfd);
+	t->pid = 0;
+	return err;
+}
+
+static void target_detach(struct agent *a)
+{
+	struct target *t = &a->t;
+
+	if (!t->pid)
+		return;
+	if (t->evicting)
+		evictor_finish(&t->ev, now_ns());
+	t->evicting = false;
+	if (t->sm.has_cg && t->sm.cg.ino)
+		bpfstate_unwatch_memcg(&a->bpf, t->sm.cg.ino);
+	bpfstate_untrack(&a->bpf, t->pid);
+	epoll_ctl(a->epfd, EPOLL_CTL_DEL, t->pidfd, NULL);
+	close(t->pidfd);
+	t->pidfd = -1;
+	t->pid = 0;
+}
+
+static void evaluate(struct agent *a, uint64_t now, uint32_t why)
+{
+	struct target *t = &a->t;
+	struct rc_forecast f;
+
+	if (!t->pid || !t->evicting)
+		return;
+	if (!why && now - a->last_eval_ns < EVAL_MIN_GAP_NS)
+		return;
+	a->last_eval_ns = now;
+	if (sampler_forecast(&t->sm, FORECAST_WINDOW_NS, a->o->horizon_ns, &f))
+		evictor_evaluate(&t->ev, now, t->sm.headroom, NULL, why);
+	else
+		evictor_evaluate(&t->ev, now, t->sm.headroom, &f, why);
+	metrics_set_target(&a->m, t->ev.target);
+}
 
 static int handle_event(void *ctx, void *data, size_t len)
 {
 	struct agent *a = ctx;
 	const struct rc_event_hdr *h = data;
+	struct target *t = &a->t;
+	uint64_t now;
 
 	if (len < sizeof(*h))
 		return 0;
-	if (h->type == RC_EV_RSS && len >= sizeof(struct rc_rss) &&
-	    (pid_t)h->tgid == a->pid)
-		a->rss = ((const struct rc_rss *)data)->total;
+	now = now_ns();
+	switch (h->type) {
+	case RC_EV_RSS:
+		if (len < sizeof(struct rc_rss) || !t->pid ||
+		    (pid_t)h->tgid != t->pid)
+			break;
+		sampler_rss(&t->sm, h->ts_ns,
+			    ((const struct rc_rss *)data)->total);
+		if (t->evicting)
+			evictor_rss(&t->ev, h->ts_ns, t->sm.rss);
+		metrics_set_rss(&a->m, t->sm.rss);
+		evaluate(a, now, 0);
+		break;
+	case RC_EV_RECLAIM:
+		if (len < sizeof(struct rc_reclaim))
+			break;
+		metrics_reclaim_stall(&a->m,
+				      ((const struct rc_reclaim *)data)->kind,
+				      ((const struct rc_reclaim *)data)->latency_ns);
+		evaluate(a, now, RAMCACHE_REASON_RECLAIM);
+		break;
+	case RC_EV_KSWAPD:
+		if (len < sizeof(struct rc_kswapd))
+			break;
+		level_kswapd(&a->lw, ((const struct rc_kswapd *)data)->nid,
+			     ((const struct rc_kswapd *)data)->awake);
+		if (((const struct rc_kswapd *)data)->awake)
+			evaluate(a, now, RAMCACHE_REASON_RECLAIM);
+		break;
+	case RC_EV_OOM_KILL:
+		metrics_oom_kill(&a->m);
+		break;
+	case RC_EV_FAULT_BURST:
+		evaluate(a, now, 0);
+		break;
+	}
 	out_event(&a->out, data, len);
 	return 0;
 }
 
+static void fill_summary(struct agent *a, uint64_t now, struct summary *s,
+			 char *reasons, size_t rlen)
+{
+	struct target *t = &a->t;
+	struct sampler *sm = sampler_of(a);
+	double dt = (now - a->last_summary_ns) / 1e9;
+	struct track_totals tt;
+
+	if (bpfstate_totals(&a->bpf, t->pid, &tt))
+		memset(&tt, 0, sizeof(tt));
+	s->pid = t->pid;
+	s->interval_s = dt;
+	s->rss = t->pid ? sm->rss : 0;
+	s->faults = tt.faults;
+	s->faults_per_s = dt > 0 && tt.faults >= t->prev.faults ?
+				  (tt.faults - t->prev.faults) / dt :
+				  0;
+	for (int k = 0; k < RC_RECLAIM_KINDS; k++) {
+		s->stalls[k] = tt.reclaim_count[k] - t->prev.reclaim_count[k];
+		s->stall_ns[k] = tt.reclaim_ns[k] - t->prev.reclaim_ns[k];
+	}
+	t->prev = tt;
+	s->mem_available = sm->mi.mem_available;
+	s->has_memcg = sm->has_cg;
+	if (sm->has_cg) {
+		s->memcg_limit = sm->cs.limit;
+		s->memcg_usage = sm->cs.usage;
+	}
+	s->headroom = sm->headroom;
+	s->drops = bpfstate_stat(&a->bpf, RC_STAT_DROPS);
+	s->kswapd_wakes = bpfstate_stat(&a->bpf, RC_STAT_KSWAPD_WAKES);
+	s->oom_kills = bpfstate_stat(&a->bpf, RC_STAT_OOM_KILLS);
+	s->level = rc_level_name(a->lw.cur.level);
+	rc_reasons_format(a->lw.cur.reasons, reasons, rlen);
+	s->reasons = reasons;
+	s->has_eta = a->lw.in.has_eta;
+	s->eta_s = a->lw.in.eta_ns / 1e9;
+	s->refault_file_s = a->lw.refault_file_s;
+	s->refault_anon_s = a->lw.refault_anon_s;
+	s->swap_in_s = a->lw.swap_in_s;
+	s->swap_out_s = a->lw.swap_out_s;
+	s->majflt_s = a->lw.majflt_s;
+	s->psi = a->lw.psi_available;
+	s->psi_some = a->lw.psi_some;
+	s->psi_full = a->lw.psi_full;
+	if (t->evicting) {
+		s->evict_sent = t->ev.st.sent;
+		s->evict_acked = t->ev.st.acked;
+		s->evict_timeouts = t->ev.st.timeouts;
+		s->bytes_evicted = t->ev.st.bytes_freed;
+	}
+}
+
 static void summary(struct agent *a, uint64_t now)
 {
-	struct track_totals t;
-	struct summary s = { .pid = a->pid };
-	double dt = (now - a->last_summary_ns) / 1e9;
+	struct summary s = { 0 };
+	char reasons[256];
 
-	if (bpfstate_totals(&a->bpf, a->pid, &t))
-		memset(&t, 0, sizeof(t));
-	s.interval_s = dt;
-	s.rss = a->rss;
-	s.faults = t.faults;
-	s.faults_per_s = dt > 0 ? (t.faults - a->prev.faults) / dt : 0;
-	for (int k = 0; k < RC_RECLAIM_KINDS; k++) {
-		s.stalls[k] = t.reclaim_count[k] - a->prev.reclaim_count[k];
-		s.stall_ns[k] = t.reclaim_ns[k] - a->prev.reclaim_ns[k];
-	}
-	s.drops = bpfstate_stat(&a->bpf, RC_STAT_DROPS);
-	s.kswapd_wakes = bpfstate_stat(&a->bpf, RC_STAT_KSWAPD_WAKES);
-	s.oom_kills = bpfstate_stat(&a->bpf, RC_STAT_OOM_KILLS);
+	fill_summary(a, now, &s, reasons, sizeof(reasons));
 	out_summary(&a->out, &s);
-	a->prev = t;
 	a->last_summary_ns = now;
+}
+
+static void update_level(struct agent *a, uint64_t now)
+{
+	struct sampler *sm = sampler_of(a);
+	struct level_ctx c = { 0 };
+	struct pressure_info pi = { 0 };
+	struct rc_forecast f;
+	char reasons[256];
+	const char *name;
+	int changed;
+
+	c.pid = a->t.pid;
+	c.direct_stalls = bpfstate_stat(&a->bpf, RC_STAT_DIRECT_RECLAIMS);
+	c.memcg_stalls = bpfstate_stat(&a->bpf, RC_STAT_MEMCG_RECLAIMS);
+	c.headroom = sm->headroom;
+	if (a->t.pid) {
+		c.thr = a->t.thr;
+	} else {
+		rc_thresholds_default(a->mem_total, &c.thr);
+		if (a->o->headroom_set)
+			c.thr.headroom_min = a->o->headroom;
+		if (a->o->inactive_set)
+			c.thr.inactive_min = a->o->inactive;
+		rc_thresholds_fix(&c.thr);
+	}
+	if (!sampler_forecast(sm, 10 * NSEC, 0, &f) && f.has_eta) {
+		c.has_eta = true;
+		c.eta_ns = f.eta_ns;
+	}
+	changed = level_update(&a->lw, now, &c);
+	metrics_set_level(&a->m, a->lw.cur.level);
+	metrics_set_headroom(&a->m, (int64_t)sm->headroom);
+	if (a->t.evicting)
+		evictor_set_level(&a->t.ev, a->lw.cur.level);
+	if (changed <= 0)
+		return;
+	name = rc_level_name(a->lw.cur.level);
+	rc_reasons_format(a->lw.cur.reasons, reasons, sizeof(reasons));
+	pi.level = name;
+	pi.reasons = reasons;
+	pi.has_eta = c.has_eta;
+	pi.eta_s = c.eta_ns / 1e9;
+	pi.headroom = sm->headroom;
+	pi.pid = a->t.pid;
+	out_pressure(&a->out, &pi);
+	onlevel_run(a->o, a->lw.cur.level, name, reasons, a->t.pid);
+}
+
+static void find_match(struct agent *a, uint64_t now)
+{
+	pid_t pid;
+	int err;
+
+	a->next_match_ns = now + MATCH_PERIOD_NS;
+	pid = match_find(RC_PROC_ROOT, a->o->match, getpid());
+	if (pid <= 0)
+		return;
+	err = target_attach(a, pid);
+	if (err) {
+		if (err != -ESRCH)
+			out_warn(&a->out, "failed to follow pid %d: %s", pid,
+				 strerror(-err));
+		return;
+	}
+	out_target(&a->out, "attached", pid, a->t.comm);
 }
 
 static void on_tick(struct agent *a)
 {
 	uint64_t now = now_ns();
+	struct sampler *sm;
 
+	if (a->o->match && !a->t.pid && now >= a->next_match_ns)
+		find_match(a, now);
+	sm = sampler_of(a);
+	sampler_read(sm, now);
+	if (a->t.evicting) {
+		evictor_tick(&a->t.ev, now);
+		evaluate(a, now, 0);
+	}
+	if (now >= a->next_level_ns) {
+		update_level(a, now);
+		a->next_level_ns = now + LEVEL_PERIOD_NS;
+	}
+	metrics_set_ringbuf_drops(&a->m, bpfstate_stat(&a->bpf, RC_STAT_DROPS));
 	if (now - a->last_summary_ns >= a->o->interval_ns)
 		summary(a, now);
+	onlevel_reap();
 	if (a->end_ns && now >= a->end_ns) {
 		a->stop = true;
 		a->exit_reason = "duration reached";
 	}
+}
+
+static void on_target_exit(struct agent *a)
+{
+	pid_t pid = a->t.pid;
+
+	/* drain what the target left behind first */
+	ring_buffer__consume(a->rb);
+	summary(a, now_ns());
+	target_detach(a);
+	if (!a->o->match) {
+		a->stop = true;
+		a->exit_reason = "target exited";
+		return;
+	}
+	out_target(&a->out, "exited", pid, a->t.comm);
+	a->next_match_ns = 0;
 }
 
 static void on_signal(struct agent *a)
@@ -155,61 +473,42 @@ static void on_signal(struct agent *a)
 	a->exit_reason = si.ssi_signo == SIGINT ? "interrupted" : "terminated";
 }
 
-static void print_hists(struct agent *a)
+static void print_hist(struct agent *a, const char *name, const char *title,
+		       const struct hist *h)
 {
-	static const char *names[RC_HIST_KINDS] = { "direct reclaim", "memcg "
-								      "reclai"
-								      "m" };
+	if (a->out.json) {
+		struct jw w;
+
+		jw_begin(&w, a->out.f);
+		jw_str(&w, "type", "hist");
+		jw_str(&w, "name", name);
+		jw_str(&w, "unit", "usecs");
+		jw_u64(&w, "count", hist_total(h));
+		hist_json(&w, "slots", h);
+		jw_end(&w);
+		return;
+	}
+	fprintf(a->out.f, "\n%s:\n", title);
+	hist_print(a->out.f, h, "usecs");
+}
+
+static void print_hists(struct agent *a, const struct hist *ack,
+			const struct hist *freed)
+{
 	struct hist h;
 
-	for (int k = 0; k < RC_HIST_KINDS; k++) {
-		if (bpfstate_hist(&a->bpf, k, &h))
-			continue;
-		if (a->out.json) {
-			struct jw w;
-
-			jw_begin(&w, a->out.f);
-			jw_str(&w, "type", "hist");
-			jw_str(&w, "name",
-			       k ? "memcg_reclaim" : "direct_reclaim");
-			jw_str(&w, "unit", "usecs");
-			hist_json(&w, "slots", &h);
-			jw_end(&w);
-		} else {
-			fprintf(a->out.f, "\n%s stall latency:\n", names[k]);
-			hist_print(a->out.f, &h, "usecs");
-		}
-	}
-}
-
-static int fail(int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("ramcache-bpf: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	return code;
-}
-
-static int setup_target(struct agent *a)
-{
-	a->pid = a->o->pid;
-	if (!a->pid)
-		return 0;
-	a->pidfd = syscall(SYS_pidfd_open, a->pid, 0);
-	if (a->pidfd < 0) {
-		if (errno == ESRCH)
-			return fail(EXIT_NO_PROCESS, "no such process: %d",
-				    a->pid);
-		return fail(EXIT_RUNTIME, "failed to open pid %d: %s", a->pid,
-			    strerror(errno));
-	}
-	if (read_comm(a->pid, a->comm, sizeof(a->comm)))
-		snprintf(a->comm, sizeof(a->comm), "?");
-	return 0;
+	if (!bpfstate_hist(&a->bpf, RC_HIST_DIRECT, &h))
+		print_hist(a, "direct_reclaim", "direct reclaim stall latency",
+			   &h);
+	if (!bpfstate_hist(&a->bpf, RC_HIST_MEMCG, &h))
+		print_hist(a, "memcg_reclaim", "memcg reclaim stall latency",
+			   &h);
+	if (ack)
+		print_hist(a, "evict_ack", "eviction latency, post -> ack",
+			   ack);
+	if (freed)
+		print_hist(a, "evict_freed",
+			   "eviction latency, post -> RSS drop", freed);
 }
 
 static int setup_bpf(struct agent *a)
@@ -218,30 +517,21 @@ static int setup_bpf(struct agent *a)
 
 	if (access(BTF_PATH, R_OK))
 		return fail(EXIT_UNSUPPORTED,
-			    "kernel BTF not found at %s: this kernel needs "
-			    "CONFIG_DEBUG_INFO_BTF=y",
+			    "kernel BTF not found at %s: this kernel needs CONFIG_DEBUG_INFO_BTF=y",
 			    BTF_PATH);
 	err = bpfstate_load(&a->bpf, a->o);
 	if (err == -EPERM || err == -EACCES)
 		return fail(EXIT_PRIVILEGE,
-			    "failed to load BPF programs: %s (run as root or "
-			    "grant CAP_BPF and CAP_PERFMON)",
+			    "failed to load BPF programs: %s (run as root or grant CAP_BPF and CAP_PERFMON)",
 			    strerror(-err));
 	if (err)
 		return fail(EXIT_UNSUPPORTED,
-			    "failed to load BPF programs: %s (-v shows the "
-			    "verifier log)",
+			    "failed to load BPF programs: %s (-v shows the verifier log)",
 			    strerror(-err));
-	if (a->pid) {
-		err = bpfstate_track(&a->bpf, a->pid);
-		if (err)
-			return fail(EXIT_RUNTIME, "failed to track pid %d: %s",
-				    a->pid, strerror(-err));
-	}
 	err = bpfstate_attach(&a->bpf);
 	if (err <= 0)
-		return fail(EXIT_UNSUPPORTED, "no tracepoint could be attached "
-					      "(-v for details)");
+		return fail(EXIT_UNSUPPORTED,
+			    "no tracepoint could be attached (-v for details)");
 	a->rb = ring_buffer__new(bpfstate_events_fd(&a->bpf), handle_event, a,
 				 NULL);
 	if (!a->rb)
@@ -259,6 +549,7 @@ static int setup_fds(struct agent *a)
 	sigset_t mask;
 	int err;
 
+	/* blocked before any thread starts (the metrics server) */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
@@ -266,21 +557,33 @@ static int setup_fds(struct agent *a)
 	if (sigprocmask(SIG_BLOCK, &mask, NULL))
 		return -errno;
 	a->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	a->timerfd =
-		timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	a->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	a->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (a->sigfd < 0 || a->timerfd < 0 || a->epfd < 0)
 		return -errno;
 	if (timerfd_settime(a->timerfd, 0, &its, NULL))
 		return -errno;
-	err = epoll_add(a->epfd, ring_buffer__epoll_fd(a->rb), TAG_RB);
-	if (!err)
-		err = epoll_add(a->epfd, a->sigfd, TAG_SIG);
+	err = epoll_add(a->epfd, a->sigfd, TAG_SIG);
 	if (!err)
 		err = epoll_add(a->epfd, a->timerfd, TAG_TIMER);
-	if (!err && a->pidfd >= 0)
-		err = epoll_add(a->epfd, a->pidfd, TAG_PID);
 	return err;
+}
+
+static int setup_metrics(struct agent *a)
+{
+	int err;
+
+	if (!a->o->metrics)
+		return 0;
+	err = metrics_http_start(&a->http, &a->m, a->o->metrics);
+	if (err == -EINVAL)
+		return fail(EXIT_USAGE,
+			    "invalid --metrics address '%s': expected ADDR:PORT, :PORT or [IPV6]:PORT",
+			    a->o->metrics);
+	if (err)
+		return fail(EXIT_RUNTIME, "failed to listen on %s: %s",
+			    a->o->metrics, strerror(-err));
+	return 0;
 }
 
 static void loop(struct agent *a)
@@ -298,7 +601,7 @@ static void loop(struct agent *a)
 					    strerror(errno));
 			return;
 		}
-		for (int i = 0; i < n; i++) {
+		for (int i = 0; i < n && !a->stop; i++) {
 			switch (evs[i].data.u32) {
 			case TAG_RB:
 				ring_buffer__consume(a->rb);
@@ -311,14 +614,31 @@ static void loop(struct agent *a)
 				on_signal(a);
 				break;
 			case TAG_PID:
-				/* drain what the target left behind first */
-				ring_buffer__consume(a->rb);
-				a->stop = true;
-				a->exit_reason = "target exited";
+				on_target_exit(a);
 				break;
 			}
 		}
 	}
+}
+
+static void start_event(struct agent *a)
+{
+	struct start_info si = { 0 };
+	struct target *t = &a->t;
+
+	si.pid = t->pid;
+	si.comm = t->pid ? t->comm : NULL;
+	si.probes = &a->bpf.probes;
+	if (t->pid && t->sm.has_cg) {
+		si.memcg = t->sm.cg.path;
+		si.memcg_version = t->sm.cg.version;
+	}
+	if (t->evicting) {
+		si.control = t->ev.path;
+		si.headroom = t->thr.headroom_min;
+		si.inactive = t->thr.inactive_min;
+	}
+	out_start(&a->out, &si);
 }
 
 int agent_run(const struct opts *o)
@@ -329,57 +649,85 @@ int agent_run(const struct opts *o)
 		.epfd = -1,
 		.sigfd = -1,
 		.timerfd = -1,
-		.pidfd = -1,
+		.t = { .pidfd = -1 },
 		.exit_reason = "done",
 	};
-	struct start_info si = { 0 };
-	int code;
+	struct hist ack = { 0 }, freed = { 0 };
+	bool had_evictor = false;
+	int code, err;
 
 	verbose = o->verbose;
 	libbpf_set_print(libbpf_print);
+	metrics_init(&a.m);
+	level_init(&a.lw, NULL);
+	sampler_init(&a.sys, 0, NULL, NULL);
+	a.mem_total = (uint64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
 
-	code = setup_target(&a);
-	if (code)
+	if (o->pid && kill(o->pid, 0) && errno == ESRCH) {
+		code = fail(EXIT_NO_PROCESS, "no such process: %d", o->pid);
 		goto cleanup;
+	}
 	code = setup_bpf(&a);
 	if (code)
 		goto cleanup;
-	if (setup_fds(&a)) {
+	if (setup_fds(&a) ||
+	    epoll_add(a.epfd, ring_buffer__epoll_fd(a.rb), TAG_RB)) {
 		code = fail(EXIT_RUNTIME, "failed to set up the event loop: %s",
 			    strerror(errno));
 		goto cleanup;
 	}
+	if (o->pid) {
+		err = target_attach(&a, o->pid);
+		if (err == -ESRCH) {
+			code = fail(EXIT_NO_PROCESS, "no such process: %d",
+				    o->pid);
+			goto cleanup;
+		}
+		if (err) {
+			code = fail(EXIT_RUNTIME, "failed to follow pid %d: %s",
+				    o->pid, strerror(-err));
+			goto cleanup;
+		}
+	}
+	code = setup_metrics(&a);
+	if (code)
+		goto cleanup;
 	if (o->mlock && mlockall(MCL_CURRENT | MCL_FUTURE))
 		out_warn(&a.out,
-			 "failed to lock the agent's memory: %s; it may be "
-			 "paged out under pressure",
+			 "failed to lock the agent's memory: %s; it may be paged out under pressure",
 			 strerror(errno));
 
-	a.start_ns = a.last_summary_ns = now_ns();
+	a.last_summary_ns = now_ns();
 	if (o->duration_ns)
-		a.end_ns = a.start_ns + o->duration_ns;
-	si.pid = a.pid;
-	si.comm = a.pid ? a.comm : NULL;
-	si.probes = &a.bpf.probes;
-	out_start(&a.out, &si);
+		a.end_ns = a.last_summary_ns + o->duration_ns;
+	start_event(&a);
 
 	loop(&a);
 	code = a.exit_code;
-	summary(&a, now_ns());
+	if (a.t.pid)
+		summary(&a, now_ns());
+	if (a.t.evicting) {
+		ack = a.t.ev.ack_hist;
+		freed = a.t.ev.freed_hist;
+		had_evictor = true;
+	}
+	target_detach(&a);
 	if (o->hist)
-		print_hists(&a);
+		print_hists(&a, had_evictor || o->evict ? &ack : NULL,
+			    had_evictor || o->evict ? &freed : NULL);
 	out_exit(&a.out, a.exit_reason, code);
 
 cleanup:
+	metrics_http_stop(a.http);
+	target_detach(&a);
 	ring_buffer__free(a.rb);
 	bpfstate_destroy(&a.bpf);
-	if (a.pidfd >= 0)
-		close(a.pidfd);
 	if (a.sigfd >= 0)
 		close(a.sigfd);
 	if (a.timerfd >= 0)
 		close(a.timerfd);
 	if (a.epfd >= 0)
 		close(a.epfd);
+	metrics_destroy(&a.m);
 	return code;
 }

@@ -52,11 +52,13 @@ static const char *reason_name(uint32_t r)
 }
 
 int evictor_init(struct evictor *ev, const struct opts *o, struct out *out,
-		 pid_t pid, uid_t uid, const struct rc_thresholds *thr)
+		 struct metrics *m, pid_t pid, uid_t uid,
+		 const struct rc_thresholds *thr)
 {
 	memset(ev, 0, sizeof(*ev));
 	ev->o = o;
 	ev->out = out;
+	ev->m = m;
 	ev->pid = pid;
 	ev->uid = uid;
 	ev->thr = *thr;
@@ -239,15 +241,19 @@ static void complete(struct evictor *ev, uint64_t now)
 				i++;
 				continue;
 			}
-			if (f->freed_ns)
+			if (f->freed_ns) {
 				hist_add(&ev->freed_hist,
 					 (f->freed_ns - f->issue_ns) / 1000);
+				metrics_evict_freed(ev->m,
+						    f->freed_ns - f->issue_ns);
+			}
 			done_event(ev, f, status_name(f->ack.status));
 			retire(ev, i);
 			continue;
 		}
 		if (now - f->issue_ns > ev->o->ack_timeout_ns) {
 			ev->st.timeouts++;
+			metrics_command_timeout(ev->m);
 			cool(ev, f->id, now + COOL_TIMEOUT_NS);
 			done_event(ev, f, "timeout");
 			retire(ev, i);
@@ -276,11 +282,18 @@ static void read_acks(struct evictor *ev, uint64_t now)
 			ev->st.acked++;
 			if (f->ack.status < 5)
 				ev->st.by_status[f->ack.status]++;
-			if (f->ack.status == RAMCACHE_ACK_EVICTED)
+			metrics_command_acked(ev->m, f->ack.status);
+			if (f->ack.status == RAMCACHE_ACK_EVICTED) {
 				ev->st.bytes_freed += f->ack.bytes_freed;
-			if (f->ack.ack_ns >= f->issue_ns)
+				metrics_bytes_evicted(ev->m,
+						      f->ack.bytes_freed);
+			}
+			if (f->ack.ack_ns >= f->issue_ns) {
 				hist_add(&ev->ack_hist,
 					 (f->ack.ack_ns - f->issue_ns) / 1000);
+				metrics_evict_ack(ev->m,
+						  f->ack.ack_ns - f->issue_ns);
+			}
 			if (f->ack.status == RAMCACHE_ACK_BUSY)
 				cool(ev, f->id, now + COOL_BUSY_NS);
 			else if (f->ack.status == RAMCACHE_ACK_PINNED)

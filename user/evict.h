@@ -16,6 +16,7 @@
 #include "args.h"
 #include "control.h"
 #include "hist.h"
+#include "metrics.h"
 #include "output.h"
 #include "policy.h"
 
@@ -53,6 +54,7 @@ struct evict_stats {
 struct evictor {
 	const struct opts *o;
 	struct out *out;
+	struct metrics *m;
 	pid_t pid;
 	uid_t uid;
 	char path[PATH_MAX];
@@ -82,7 +84,8 @@ struct evictor {
  * so the default is /dev/shm/ramcache-<pid>.
  */
 int evictor_init(struct evictor *ev, const struct opts *o, struct out *out,
-		 pid_t pid, uid_t uid, const struct rc_thresholds *thr);
+		 struct metrics *m, pid_t pid, uid_t uid,
+		 const struct rc_thresholds *thr);
 void evictor_free(struct evictor *ev);
 
 /*

@@ -24,6 +24,22 @@ void out_clock(char *buf, size_t len)
 	strftime(buf, len, "%H:%M:%S", &tm);
 }
 
+/* "a,b,c" as a JSON array of strings. */
+static void reasons_json(struct jw *w, const char *reasons)
+{
+	const char *p = reasons;
+
+	jw_array_begin(w, "reasons");
+	while (p && *p) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+
+		jw_strn(w, NULL, p, len);
+		p = end ? end + 1 : NULL;
+	}
+	jw_array_end(w);
+}
+
 static void hdr_json(struct jw *w, FILE *f, const char *type,
 		     const struct rc_event_hdr *h)
 {
@@ -246,6 +262,19 @@ void out_summary(struct out *o, const struct summary *s)
 		jw_u64(&w, "drops", s->drops);
 		if (s->level)
 			jw_str(&w, "level", s->level);
+		if (s->reasons)
+			reasons_json(&w, s->reasons);
+		if (s->has_eta)
+			jw_double(&w, "eta_s", s->eta_s);
+		jw_double(&w, "refault_file_per_s", s->refault_file_s);
+		jw_double(&w, "refault_anon_per_s", s->refault_anon_s);
+		jw_double(&w, "swap_in_per_s", s->swap_in_s);
+		jw_double(&w, "swap_out_per_s", s->swap_out_s);
+		jw_double(&w, "major_faults_per_s", s->majflt_s);
+		if (s->psi) {
+			jw_double(&w, "psi_some_avg10", s->psi_some);
+			jw_double(&w, "psi_full_avg10", s->psi_full);
+		}
 		jw_u64(&w, "evict_sent", s->evict_sent);
 		jw_u64(&w, "evict_acked", s->evict_acked);
 		jw_u64(&w, "evict_timeouts", s->evict_timeouts);
@@ -272,14 +301,73 @@ void out_summary(struct out *o, const struct summary *s)
 		fprintf(o->f, ", cgroup %.0f/%.0f MiB", s->memcg_usage / MiB,
 			s->memcg_limit / MiB);
 	fprintf(o->f, ", headroom %.0f MiB", s->headroom / MiB);
+	if (s->majflt_s >= 1 || s->refault_file_s >= 1)
+		fprintf(o->f, ", majflt %.0f/s, file refaults %.0f/s",
+			s->majflt_s, s->refault_file_s);
+	if (s->swap_in_s >= 1 || s->swap_out_s >= 1)
+		fprintf(o->f, ", swap in %.0f/s out %.0f/s", s->swap_in_s,
+			s->swap_out_s);
 	if (s->level)
 		fprintf(o->f, ", level %s", s->level);
+	if (s->reasons && *s->reasons)
+		fprintf(o->f, " (%s)", s->reasons);
+	if (s->has_eta)
+		fprintf(o->f, ", headroom gone in %.1f s", s->eta_s);
 	if (s->evict_sent)
 		fprintf(o->f, ", evictions %" PRIu64 "/%" PRIu64 " acked",
 			s->evict_acked, s->evict_sent);
 	if (s->drops)
 		fprintf(o->f, ", %" PRIu64 " events dropped", s->drops);
 	fprintf(o->f, "\n");
+	fflush(o->f);
+}
+
+void out_pressure(struct out *o, const struct pressure_info *p)
+{
+	char clk[16];
+
+	if (o->json) {
+		struct jw w;
+
+		jw_begin(&w, o->f);
+		jw_str(&w, "type", "pressure");
+		jw_str(&w, "level", p->level);
+		reasons_json(&w, p->reasons);
+		if (p->has_eta)
+			jw_double(&w, "eta_s", p->eta_s);
+		jw_u64(&w, "headroom", p->headroom);
+		jw_u64(&w, "pid", p->pid);
+		jw_end(&w);
+		return;
+	}
+	out_clock(clk, sizeof(clk));
+	fprintf(o->f, "%s  pressure %s%s%s%s", clk, p->level,
+		*p->reasons ? " (" : "", p->reasons, *p->reasons ? ")" : "");
+	if (p->has_eta)
+		fprintf(o->f, ", headroom gone in %.1f s", p->eta_s);
+	fprintf(o->f, ", headroom %.0f MiB\n", p->headroom / MiB);
+	fflush(o->f);
+}
+
+void out_target(struct out *o, const char *state, pid_t pid, const char *comm)
+{
+	char clk[16];
+
+	if (o->json) {
+		struct jw w;
+
+		jw_begin(&w, o->f);
+		jw_str(&w, "type", "target");
+		jw_str(&w, "state", state);
+		jw_u64(&w, "pid", pid);
+		if (comm)
+			jw_str(&w, "comm", comm);
+		jw_end(&w);
+		return;
+	}
+	out_clock(clk, sizeof(clk));
+	fprintf(o->f, "%s  target pid %d (%s) %s\n", clk, pid,
+		comm ? comm : "?", state);
 	fflush(o->f);
 }
 

@@ -57,6 +57,18 @@ void out_start(struct out *o, const struct start_info *s);
 /* One event from the ring buffer; @len as the ring buffer gave it. */
 void out_event(struct out *o, const void *data, size_t len);
 void out_summary(struct out *o, const struct summary *s);
+/* The pressure level changed (or is reported again). */
+struct pressure_info {
+	const char *level;
+	const char *reasons; /* comma-separated */
+	bool has_eta;
+	double eta_s;
+	uint64_t headroom;
+	pid_t pid;
+};
+void out_pressure(struct out *o, const struct pressure_info *p);
+/* A target was found (--match) or has gone. */
+void out_target(struct out *o, const char *state, pid_t pid, const char *comm);
 void out_exit(struct out *o, const char *reason, int code);
 /* A one-line warning on stderr, and as {"type":"warning"} with --json. */
 void out_warn(struct out *o, const char *fmt, ...)

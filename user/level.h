@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The pressure level (ok, warn, high, critical) and its reasons, from the
+ * rates of the last period: vmstat refaults and swap traffic, the target's
+ * major faults, PSI, reclaim stalls seen by BPF, kswapd state, headroom and
+ * its forecast. The maths is rc_pressure_eval() in policy.c; this file
+ * gathers the inputs and keeps the previous counters.
+ */
+#ifndef RAMCACHE_LEVEL_H
+#define RAMCACHE_LEVEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "meminfo.h"
+#include "policy.h"
+
+#define LEVEL_MAX_NODES 64
+
+struct level_watch {
+	const char *proc_root;
+	uint64_t last_ns;
+	bool have_prev;
+	struct rc_vmstat prev_vm;
+	uint64_t prev_majflt;
+	uint64_t prev_direct, prev_memcg;
+	uint64_t kswapd_awake[LEVEL_MAX_NODES / 64]; /* bit per node */
+	struct rc_pressure cur;
+	struct rc_pressure_in in; /* inputs of the last evaluation */
+	/* rates of the last period, per second, for summaries */
+	double refault_file_s, refault_anon_s, swap_in_s, swap_out_s;
+	double majflt_s;
+	bool psi_available;
+	double psi_some, psi_full;
+};
+
+/* What the agent knows that the files do not tell. */
+struct level_ctx {
+	pid_t pid; /* 0: no target */
+	uint64_t direct_stalls; /* BPF counters since start */
+	uint64_t memcg_stalls;
+	uint64_t headroom;
+	struct rc_thresholds thr;
+	bool has_eta;
+	uint64_t eta_ns;
+};
+
+void level_init(struct level_watch *lw, const char *proc_root);
+/* kswapd of node @nid woke (true) or went to sleep. */
+void level_kswapd(struct level_watch *lw, unsigned int nid, bool awake);
+/*
+ * Evaluate at @now_ns. Returns 1 when the level changed, 0 when not, or
+ * -errno when /proc could not be read.
+ */
+int level_update(struct level_watch *lw, uint64_t now_ns,
+		 const struct level_ctx *c);
+
+#endif /* RAMCACHE_LEVEL_H */

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "onlevel.h"
+
+extern char **environ;
+
+static int spawn_one(const char *cmd, char **env)
+{
+	char *argv[] = { "/bin/sh", "-c", (char *)cmd, NULL };
+	posix_spawnattr_t attr;
+	sigset_t none;
+	pid_t child;
+	int err;
+
+	/* the agent blocks its signals for signalfd; the command must not */
+	sigemptyset(&none);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+	err = posix_spawn(&child, "/bin/sh", NULL, &attr, argv, env);
+	posix_spawnattr_destroy(&attr);
+	return -err;
+}
+
+int onlevel_run(const struct opts *o, int level, const char *level_name,
+		const char *reasons, pid_t pid)
+{
+	char lv[64], rs[512], pd[64];
+	char **env;
+	size_t n = 0;
+	int started = 0;
+
+	for (char **e = environ; *e; e++)
+		n++;
+	env = calloc(n + 4, sizeof(*env));
+	if (!env)
+		return -ENOMEM;
+	snprintf(lv, sizeof(lv), "RAMCACHE_LEVEL=%s", level_name);
+	snprintf(rs, sizeof(rs), "RAMCACHE_REASONS=%s", reasons);
+	snprintf(pd, sizeof(pd), "RAMCACHE_PID=%d", (int)pid);
+	n = 0;
+	for (char **e = environ; *e; e++)
+		if (strncmp(*e, "RAMCACHE_", 9))
+			env[n++] = *e;
+	env[n++] = lv;
+	env[n++] = rs;
+	env[n++] = pd;
+	env[n] = NULL;
+
+	for (int i = 0; i < o->nr_on_level; i++) {
+		int err;
+
+		if (o->on_level[i].level != level)
+			continue;
+		err = spawn_one(o->on_level[i].cmd, env);
+		if (err)
+			fprintf(stderr,
+				"ramcache-bpf: warning: failed to run --on-level command '%s': %s\n",
+				o->on_level[i].cmd, strerror(-err));
+		else
+			started++;
+	}
+	free(env);
+	return started;
+}
+
+void onlevel_reap(void)
+{
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+}
