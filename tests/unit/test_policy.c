@@ -25,8 +25,11 @@ TEST(headroom)
 {
 	ASSERT_EQ(rc_headroom(5 * GiB, RC_UNLIMITED, 9 * GiB, 0), 5 * GiB,
 		  "unlimited cgroup: system only");
-	ASSERT_EQ(rc_headroom(5 * GiB, 1ULL << 60, 9 * GiB, 0), 5 * GiB,
-		  ">= 2^60 is unlimited");
+	ASSERT_TRUE(rc_headroom(UINT64_MAX, 1ULL << 60, 9 * GiB, 0) ==
+			    UINT64_MAX,
+		    ">= 2^60 is unlimited");
+	ASSERT_EQ(rc_headroom(UINT64_MAX, (1ULL << 60) - 1, 0, 0),
+		  (1ULL << 60) - 1, "just under 2^60 is a limit");
 	ASSERT_EQ(rc_headroom(5 * GiB, 0x7ffffffffffff000ULL, 1, 0), 5 * GiB,
 		  "v1 PAGE_COUNTER_MAX");
 	ASSERT_EQ(rc_headroom(5 * GiB, 256 * MiB, 200 * MiB, 20 * MiB),
