@@ -311,6 +311,35 @@ int rc_forecast(const struct rc_sample *s, size_t n, uint64_t window_ns,
 	return 0;
 }
 
+void rc_plan_eviction(uint64_t headroom, const struct rc_forecast *f,
+		      const struct rc_thresholds *t, bool reclaiming,
+		      struct rc_plan *p)
+{
+	uint64_t eff = f ? min_u64(headroom, f->at_horizon) : headroom;
+	uint64_t thr;
+
+	memset(p, 0, sizeof(*p));
+	if (eff < t->headroom_min) {
+		p->phase = RC_PHASE_HEADROOM;
+		thr = t->headroom_min;
+	} else if (eff < t->inactive_min) {
+		p->phase = RC_PHASE_INACTIVE;
+		thr = t->inactive_min;
+	} else {
+		return;
+	}
+	p->evict = true;
+	p->deficit = thr - eff;
+	if (reclaiming)
+		p->reason = RAMCACHE_REASON_RECLAIM;
+	else if (headroom >= thr)
+		p->reason = RAMCACHE_REASON_FORECAST;
+	else if (p->phase == RC_PHASE_HEADROOM)
+		p->reason = RAMCACHE_REASON_HEADROOM;
+	else
+		p->reason = RAMCACHE_REASON_INACTIVE;
+}
+
 static const char *const reason_names[RC_R_NR] = {
 	"kswapd",	"direct_reclaim", "memcg_reclaim", "refault_file",
 	"refault_anon", "swap_in",	  "swap_out",	   "major_faults",

@@ -205,6 +205,30 @@ int rc_forecast(const struct rc_sample *s, size_t n, uint64_t window_ns,
 		uint64_t horizon_ns, struct rc_forecast *f);
 
 /* ------------------------------------------------------------------ */
+/* When to evict                                                       */
+
+struct rc_plan {
+	bool evict;
+	enum rc_phase phase;
+	uint64_t deficit;	     /* bytes to free: threshold - headroom */
+	enum ramcache_reason reason; /* valid when evict */
+};
+
+/*
+ * Decide from the headroom now and, if f is not NULL, the forecast
+ * headroom at the horizon; the lower of the two is compared:
+ *   < headroom_min: RC_PHASE_HEADROOM, deficit = headroom_min - it
+ *   < inactive_min: RC_PHASE_INACTIVE, deficit = inactive_min - it
+ *   else no eviction.
+ * The reason is RAMCACHE_REASON_RECLAIM if reclaiming (the kernel already
+ * reclaims for the target), else HEADROOM / INACTIVE when the headroom
+ * now is below the threshold, else FORECAST (only the forecast is).
+ */
+void rc_plan_eviction(uint64_t headroom, const struct rc_forecast *f,
+		      const struct rc_thresholds *t, bool reclaiming,
+		      struct rc_plan *p);
+
+/* ------------------------------------------------------------------ */
 /* Pressure level                                                      */
 
 /* Inputs over one interval: counts are events/pages within interval_ns. */

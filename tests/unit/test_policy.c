@@ -25,8 +25,11 @@ TEST(headroom)
 {
 	ASSERT_EQ(rc_headroom(5 * GiB, RC_UNLIMITED, 9 * GiB, 0), 5 * GiB,
 		  "unlimited cgroup: system only");
-	ASSERT_EQ(rc_headroom(5 * GiB, 1ULL << 60, 9 * GiB, 0), 5 * GiB,
-		  ">= 2^60 is unlimited");
+	ASSERT_TRUE(rc_headroom(UINT64_MAX, 1ULL << 60, 9 * GiB, 0) ==
+			    UINT64_MAX,
+		    ">= 2^60 is unlimited");
+	ASSERT_EQ(rc_headroom(UINT64_MAX, (1ULL << 60) - 1, 0, 0),
+		  (1ULL << 60) - 1, "just under 2^60 is a limit");
 	ASSERT_EQ(rc_headroom(5 * GiB, 0x7ffffffffffff000ULL, 1, 0), 5 * GiB,
 		  "v1 PAGE_COUNTER_MAX");
 	ASSERT_EQ(rc_headroom(5 * GiB, 256 * MiB, 200 * MiB, 20 * MiB),
@@ -571,6 +574,42 @@ TEST(forecast_fires_before_oom)
 	ASSERT_TRUE(f.has_eta, "eta");
 	ASSERT_LE(f.eta_ns, SEC, "eta under 1 s");
 	ASSERT_GE(f.eta_ns, SEC * 9 / 10, "eta ~0.95 s");
+}
+
+TEST(plan_eviction)
+{
+	struct rc_thresholds t = { .headroom_min = 64 * MiB,
+				   .inactive_min = 128 * MiB };
+	struct rc_forecast f = { .at_horizon = 40 * MiB };
+	struct rc_plan p;
+
+	rc_plan_eviction(200 * MiB, NULL, &t, false, &p);
+	ASSERT_FALSE(p.evict, "plenty of room");
+	ASSERT_EQ(p.deficit, 0, "no deficit");
+
+	rc_plan_eviction(100 * MiB, NULL, &t, false, &p);
+	ASSERT_TRUE(p.evict, "below inactive_min");
+	ASSERT_EQ(p.phase, RC_PHASE_INACTIVE, "inactive phase");
+	ASSERT_EQ(p.deficit, 28 * MiB, "up to inactive_min");
+	ASSERT_EQ(p.reason, RAMCACHE_REASON_INACTIVE, "reason inactive");
+
+	rc_plan_eviction(50 * MiB, NULL, &t, false, &p);
+	ASSERT_EQ(p.phase, RC_PHASE_HEADROOM, "headroom phase");
+	ASSERT_EQ(p.deficit, 14 * MiB, "up to headroom_min");
+	ASSERT_EQ(p.reason, RAMCACHE_REASON_HEADROOM, "reason headroom");
+
+	/* Fine now, but 40 MiB in a second: act on the forecast. */
+	rc_plan_eviction(200 * MiB, &f, &t, false, &p);
+	ASSERT_TRUE(p.evict, "forecast");
+	ASSERT_EQ(p.phase, RC_PHASE_HEADROOM, "forecast below headroom_min");
+	ASSERT_EQ(p.deficit, 24 * MiB, "deficit of the forecast");
+	ASSERT_EQ(p.reason, RAMCACHE_REASON_FORECAST, "reason forecast");
+
+	/* A forecast above the present never relaxes it. */
+	f.at_horizon = UINT64_MAX;
+	rc_plan_eviction(50 * MiB, &f, &t, true, &p);
+	ASSERT_EQ(p.deficit, 14 * MiB, "present headroom counts");
+	ASSERT_EQ(p.reason, RAMCACHE_REASON_RECLAIM, "kernel reclaiming");
 }
 
 /* ---------------------------------------------------------------- */
