@@ -34,13 +34,13 @@
 #include "output.h"
 #include "sampler.h"
 
-#define NSEC 1000000000ULL
-#define TICK_NS (50 * 1000000ULL)
-#define LEVEL_PERIOD_NS (500 * 1000000ULL)
-#define MATCH_PERIOD_NS NSEC
+#define NSEC		   1000000000ULL
+#define TICK_NS		   (50 * 1000000ULL)
+#define LEVEL_PERIOD_NS	   (500 * 1000000ULL)
+#define MATCH_PERIOD_NS	   NSEC
 #define FORECAST_WINDOW_NS NSEC
-#define EVAL_MIN_GAP_NS (2 * 1000000ULL)
-#define BTF_PATH "/sys/kernel/btf/vmlinux"
+#define EVAL_MIN_GAP_NS	   (2 * 1000000ULL)
+#define BTF_PATH	   "/sys/kernel/btf/vmlinux"
 
 struct target {
 	pid_t pid; /* 0: none */
@@ -266,9 +266,9 @@ static int handle_event(void *ctx, void *data, size_t len)
 	case RC_EV_RECLAIM:
 		if (len < sizeof(struct rc_reclaim))
 			break;
-		metrics_reclaim_stall(&a->m,
-				      ((const struct rc_reclaim *)data)->kind,
-				      ((const struct rc_reclaim *)data)->latency_ns);
+		metrics_reclaim_stall(
+			&a->m, ((const struct rc_reclaim *)data)->kind,
+			((const struct rc_reclaim *)data)->latency_ns);
 		evaluate(a, now, RAMCACHE_REASON_RECLAIM);
 		break;
 	case RC_EV_KSWAPD:
@@ -304,9 +304,9 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s,
 	s->interval_s = dt;
 	s->rss = t->pid ? sm->rss : 0;
 	s->faults = tt.faults;
-	s->faults_per_s = dt > 0 && tt.faults >= t->prev.faults ?
-				  (tt.faults - t->prev.faults) / dt :
-				  0;
+	s->faults_per_s = dt > 0 && tt.faults >= t->prev.faults
+				  ? (tt.faults - t->prev.faults) / dt
+				  : 0;
 	for (int k = 0; k < RC_RECLAIM_KINDS; k++) {
 		s->stalls[k] = tt.reclaim_count[k] - t->prev.reclaim_count[k];
 		s->stall_ns[k] = tt.reclaim_ns[k] - t->prev.reclaim_ns[k];
@@ -517,21 +517,24 @@ static int setup_bpf(struct agent *a)
 
 	if (access(BTF_PATH, R_OK))
 		return fail(EXIT_UNSUPPORTED,
-			    "kernel BTF not found at %s: this kernel needs CONFIG_DEBUG_INFO_BTF=y",
+			    "kernel BTF not found at %s: this kernel needs "
+			    "CONFIG_DEBUG_INFO_BTF=y",
 			    BTF_PATH);
 	err = bpfstate_load(&a->bpf, a->o);
 	if (err == -EPERM || err == -EACCES)
 		return fail(EXIT_PRIVILEGE,
-			    "failed to load BPF programs: %s (run as root or grant CAP_BPF and CAP_PERFMON)",
+			    "failed to load BPF programs: %s (run as root or "
+			    "grant CAP_BPF and CAP_PERFMON)",
 			    strerror(-err));
 	if (err)
 		return fail(EXIT_UNSUPPORTED,
-			    "failed to load BPF programs: %s (-v shows the verifier log)",
+			    "failed to load BPF programs: %s (-v shows the "
+			    "verifier log)",
 			    strerror(-err));
 	err = bpfstate_attach(&a->bpf);
 	if (err <= 0)
-		return fail(EXIT_UNSUPPORTED,
-			    "no tracepoint could be attached (-v for details)");
+		return fail(EXIT_UNSUPPORTED, "no tracepoint could be attached "
+					      "(-v for details)");
 	a->rb = ring_buffer__new(bpfstate_events_fd(&a->bpf), handle_event, a,
 				 NULL);
 	if (!a->rb)
@@ -557,7 +560,8 @@ static int setup_fds(struct agent *a)
 	if (sigprocmask(SIG_BLOCK, &mask, NULL))
 		return -errno;
 	a->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	a->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	a->timerfd =
+		timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	a->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (a->sigfd < 0 || a->timerfd < 0 || a->epfd < 0)
 		return -errno;
@@ -578,7 +582,8 @@ static int setup_metrics(struct agent *a)
 	err = metrics_http_start(&a->http, &a->m, a->o->metrics);
 	if (err == -EINVAL)
 		return fail(EXIT_USAGE,
-			    "invalid --metrics address '%s': expected ADDR:PORT, :PORT or [IPV6]:PORT",
+			    "invalid --metrics address '%s': expected "
+			    "ADDR:PORT, :PORT or [IPV6]:PORT",
 			    a->o->metrics);
 	if (err)
 		return fail(EXIT_RUNTIME, "failed to listen on %s: %s",
@@ -694,7 +699,8 @@ int agent_run(const struct opts *o)
 		goto cleanup;
 	if (o->mlock && mlockall(MCL_CURRENT | MCL_FUTURE))
 		out_warn(&a.out,
-			 "failed to lock the agent's memory: %s; it may be paged out under pressure",
+			 "failed to lock the agent's memory: %s; it may be "
+			 "paged out under pressure",
 			 strerror(errno));
 
 	a.last_summary_ns = now_ns();

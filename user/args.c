@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "args.h"
+#include "policy.h"
 #include "ramcache/control.h"
 
 #define NSEC 1000000000ULL
@@ -147,88 +149,6 @@ void print_usage(FILE *f)
 	      f);
 }
 
-static int parse_number(const char *s, double *v, const char **unit)
-{
-	char *end;
-
-	if (!s || !*s)
-		return -EINVAL;
-	errno = 0;
-	*v = strtod(s, &end);
-	if (errno || end == s || !isfinite(*v) || *v < 0)
-		return -EINVAL;
-	*unit = end;
-	return 0;
-}
-
-int parse_size(const char *s, uint64_t *out)
-{
-	static const struct {
-		const char *suffix;
-		double mult;
-	} units[] = {
-		{ "", 1 },
-		{ "b", 1 },
-		{ "k", 1ULL << 10 },
-		{ "kb", 1ULL << 10 },
-		{ "kib", 1ULL << 10 },
-		{ "m", 1ULL << 20 },
-		{ "mb", 1ULL << 20 },
-		{ "mib", 1ULL << 20 },
-		{ "g", 1ULL << 30 },
-		{ "gb", 1ULL << 30 },
-		{ "gib", 1ULL << 30 },
-		{ "t", 1ULL << 40 },
-		{ "tb", 1ULL << 40 },
-		{ "tib", 1ULL << 40 },
-	};
-	const char *unit;
-	double v;
-	int err = parse_number(s, &v, &unit);
-
-	if (err)
-		return err;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcasecmp(unit, units[i].suffix))
-			continue;
-		v *= units[i].mult;
-		if (v >= 18446744073709551615.0)
-			return -ERANGE;
-		*out = (uint64_t)v;
-		return 0;
-	}
-	return -EINVAL;
-}
-
-int parse_duration(const char *s, uint64_t *out)
-{
-	const char *unit;
-	double v, mult;
-	int err = parse_number(s, &v, &unit);
-
-	if (err)
-		return err;
-	if (!*unit || !strcmp(unit, "s"))
-		mult = NSEC;
-	else if (!strcmp(unit, "ms"))
-		mult = NSEC / 1000;
-	else if (!strcmp(unit, "us"))
-		mult = 1000;
-	else if (!strcmp(unit, "ns"))
-		mult = 1;
-	else if (!strcmp(unit, "m"))
-		mult = 60.0 * NSEC;
-	else if (!strcmp(unit, "h"))
-		mult = 3600.0 * NSEC;
-	else
-		return -EINVAL;
-	v *= mult;
-	if (v >= 9.2e18)
-		return -ERANGE;
-	*out = (uint64_t)v;
-	return 0;
-}
-
 static int parse_level_name(const char *s, size_t len)
 {
 	static const char *names[] = { "ok", "warn", "high", "critical" };
@@ -248,6 +168,8 @@ static int parse_level_name(const char *s, size_t len)
 enum args_result parse_args(int argc, char **argv, struct opts *o, char *err,
 			    size_t errlen)
 {
+	uint64_t mem_total =
+		(uint64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
 	uint64_t v;
 	char *end;
 	long n;
@@ -298,48 +220,49 @@ enum args_result parse_args(int argc, char **argv, struct opts *o, char *err,
 			o->mlock = false;
 			break;
 		case OPT_INTERVAL:
-			if (parse_duration(optarg, &o->interval_ns) ||
+			if (rc_parse_duration(optarg, &o->interval_ns) ||
 			    o->interval_ns < NSEC / 100)
 				BAD("invalid --interval '%s' (at least 10ms)",
 				    optarg);
 			break;
 		case OPT_DURATION:
-			if (parse_duration(optarg, &o->duration_ns) ||
+			if (rc_parse_duration(optarg, &o->duration_ns) ||
 			    !o->duration_ns)
 				BAD("invalid --duration '%s'", optarg);
 			break;
 		case OPT_HORIZON:
-			if (parse_duration(optarg, &o->horizon_ns))
+			if (rc_parse_duration(optarg, &o->horizon_ns))
 				BAD("invalid --horizon '%s'", optarg);
 			break;
 		case OPT_ACK_TIMEOUT:
-			if (parse_duration(optarg, &o->ack_timeout_ns) ||
+			if (rc_parse_duration(optarg, &o->ack_timeout_ns) ||
 			    !o->ack_timeout_ns)
 				BAD("invalid --ack-timeout '%s'", optarg);
 			break;
 		case OPT_BURST_WINDOW:
-			if (parse_duration(optarg, &o->burst_window_ns) ||
+			if (rc_parse_duration(optarg, &o->burst_window_ns) ||
 			    !o->burst_window_ns)
 				BAD("invalid --burst-window '%s'", optarg);
 			break;
 		case OPT_HEADROOM:
-			if (parse_size(optarg, &o->headroom))
+			if (rc_parse_size(optarg, mem_total, &o->headroom))
 				BAD("invalid --headroom '%s' (e.g. 2G, 512M)",
 				    optarg);
 			o->headroom_set = true;
 			break;
 		case OPT_INACTIVE:
-			if (parse_size(optarg, &o->inactive))
+			if (rc_parse_size(optarg, mem_total, &o->inactive))
 				BAD("invalid --inactive '%s' (e.g. 4G, 0)",
 				    optarg);
 			o->inactive_set = true;
 			break;
 		case OPT_RSS_STEP:
-			if (parse_size(optarg, &o->rss_step) || !o->rss_step)
+			if (rc_parse_size(optarg, mem_total, &o->rss_step) ||
+			    !o->rss_step)
 				BAD("invalid --rss-step '%s'", optarg);
 			break;
 		case OPT_BURST_FAULTS:
-			if (parse_size(optarg, &v) || !v)
+			if (rc_parse_size(optarg, mem_total, &v) || !v)
 				BAD("invalid --burst-faults '%s'", optarg);
 			o->burst_faults = v;
 			break;

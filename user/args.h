@@ -70,9 +70,4 @@ enum args_result parse_args(int argc, char **argv, struct opts *o, char *err,
 
 void print_usage(FILE *f);
 
-/* "512M", "2G", "1.5GiB", "4096" -> bytes. -EINVAL on garbage, -ERANGE. */
-int parse_size(const char *s, uint64_t *out);
-/* "500ms", "2s", "1.5", "1m" -> ns (plain numbers are seconds). */
-int parse_duration(const char *s, uint64_t *out);
-
 #endif /* RAMCACHE_ARGS_H */

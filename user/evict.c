@@ -9,15 +9,15 @@
 #include "evict.h"
 #include "json.h"
 
-#define NSEC 1000000000ULL
+#define NSEC	      1000000000ULL
 #define OPEN_RETRY_NS (NSEC / 2)
 /* After an ack, how long to wait for the RSS drop before giving up on it. */
-#define FREED_WAIT_NS NSEC
-#define COOL_BUSY_NS (2 * NSEC)
-#define COOL_PINNED_NS (60 * NSEC)
+#define FREED_WAIT_NS	NSEC
+#define COOL_BUSY_NS	(2 * NSEC)
+#define COOL_PINNED_NS	(60 * NSEC)
 #define COOL_TIMEOUT_NS (30 * NSEC)
 #define COOL_DRY_RUN_NS (5 * NSEC)
-#define MiB (1024.0 * 1024.0)
+#define MiB		(1024.0 * 1024.0)
 
 static const char *status_name(uint32_t s)
 {
@@ -216,7 +216,8 @@ static void done_event(struct evictor *ev, const struct inflight *f,
 		fprintf(ev->out->f, "%.1f MiB freed, ack after %.2f ms",
 			f->ack.bytes_freed / MiB, ack_lat / 1e6);
 	if (freed_lat)
-		fprintf(ev->out->f, ", RSS down after %.2f ms", freed_lat / 1e6);
+		fprintf(ev->out->f, ", RSS down after %.2f ms",
+			freed_lat / 1e6);
 	fputc('\n', ev->out->f);
 	fflush(ev->out->f);
 }
@@ -393,7 +394,8 @@ static void evict_event(struct evictor *ev, const struct ctl_entry *e,
 	}
 	out_clock(clk, sizeof(clk));
 	fprintf(ev->out->f,
-		"%s  %s #%llu %s (%.1f MiB, %s): headroom %.0f MiB, forecast %.0f MiB\n",
+		"%s  %s #%llu %s (%.1f MiB, %s): headroom %.0f MiB, forecast "
+		"%.0f MiB\n",
 		clk, seq ? "evict" : "would evict", (unsigned long long)seq,
 		e->label[0] ? e->label : "-", e->bytes / MiB,
 		reason_name(reason), headroom / MiB, predicted / MiB);
@@ -468,8 +470,8 @@ void evictor_evaluate(struct evictor *ev, uint64_t now, uint64_t headroom,
 	req.generation = ex.generation;
 	req.deficit = deficit;
 	req.phase = phase;
-	req.policy = ev->o->policy == SCORE_COST ? RC_POLICY_COST :
-						   RC_POLICY_RAM;
+	req.policy = ev->o->policy == SCORE_COST ? RC_POLICY_COST
+						 : RC_POLICY_RAM;
 	req.in_flight = unavailable;
 	req.ctx = &pc;
 	n = rc_select(&req, ev->picks, n, &covered);

@@ -66,7 +66,7 @@ void hist_print(FILE *f, const struct hist *h, const char *unit)
 		slot_range(i, &lo, &hi);
 		fprintf(f,
 			"%10" PRIu64 " -> %-10" PRIu64 " : %-10" PRIu64 " |%-*"
-									"s|\n",
+			"s|\n",
 			lo, hi, h->slots[i], BAR_WIDTH, bar);
 	}
 }

@@ -37,7 +37,7 @@ struct level_watch {
 
 /* What the agent knows that the files do not tell. */
 struct level_ctx {
-	pid_t pid; /* 0: no target */
+	pid_t pid;		/* 0: no target */
 	uint64_t direct_stalls; /* BPF counters since start */
 	uint64_t memcg_stalls;
 	uint64_t headroom;

@@ -62,7 +62,8 @@ int onlevel_run(const struct opts *o, int level, const char *level_name,
 		err = spawn_one(o->on_level[i].cmd, env);
 		if (err)
 			fprintf(stderr,
-				"ramcache-bpf: warning: failed to run --on-level command '%s': %s\n",
+				"ramcache-bpf: warning: failed to run "
+				"--on-level command '%s': %s\n",
 				o->on_level[i].cmd, strerror(-err));
 		else
 			started++;

@@ -183,7 +183,7 @@ void out_event(struct out *o, const void *data, size_t len)
 
 		fprintf(o->f,
 			"%s  fault_burst pid %u: %" PRIu64 " faults in %.1f ms "
-							   "on cpu %u\n",
+			"on cpu %u\n",
 			clk, h->tgid, (uint64_t)e->faults, e->window_ns / 1e6,
 			h->cpu);
 		break;
@@ -291,10 +291,10 @@ void out_summary(struct out *o, const struct summary *s)
 		fprintf(o->f, " system: %.0f faults/s,", s->faults_per_s);
 	fprintf(o->f,
 		" stalls direct %" PRIu64 " (%.1f ms) memcg %" PRIu64 " (%.1f "
-								      "ms), "
-								      "availabl"
-								      "e %.0f "
-								      "MiB",
+		"ms), "
+		"availabl"
+		"e %.0f "
+		"MiB",
 		s->stalls[0], s->stall_ns[0] / 1e6, s->stalls[1],
 		s->stall_ns[1] / 1e6, s->mem_available / MiB);
 	if (s->has_memcg)

@@ -49,6 +49,14 @@ struct summary {
 	uint64_t kswapd_wakes; /* since start */
 	uint64_t oom_kills;    /* since start */
 	const char *level;     /* pressure level name, or NULL */
+	const char *reasons;   /* comma-separated, or NULL */
+	bool has_eta;
+	double eta_s;
+	double refault_file_s, refault_anon_s; /* pages/s, system */
+	double swap_in_s, swap_out_s;	       /* pages/s, system */
+	double majflt_s;		       /* of the target */
+	bool psi;
+	double psi_some, psi_full;			  /* avg10, percent */
 	uint64_t evict_sent, evict_acked, evict_timeouts; /* since start */
 	uint64_t bytes_evicted;
 };

@@ -55,9 +55,9 @@ void sampler_rss(struct sampler *s, uint64_t ts_ns, uint64_t rss)
 		return;
 	/* what the target took since the last read came out of headroom */
 	if (rss >= s->read_rss)
-		s->headroom = s->read_headroom > rss - s->read_rss ?
-				      s->read_headroom - (rss - s->read_rss) :
-				      0;
+		s->headroom = s->read_headroom > rss - s->read_rss
+				      ? s->read_headroom - (rss - s->read_rss)
+				      : 0;
 	else
 		s->headroom = s->read_headroom + (s->read_rss - rss);
 	push(s, ts_ns, s->headroom);

@@ -25,10 +25,10 @@ struct sampler {
 	struct rc_cgroup cg;
 	struct rc_meminfo mi;
 	struct rc_cgroup_state cs;
-	uint64_t headroom; /* latest estimate */
+	uint64_t headroom;	/* latest estimate */
 	uint64_t read_headroom; /* at the last file read */
 	uint64_t read_rss; /* target RSS at the last file read, 0 unknown */
-	uint64_t rss; /* latest target RSS from BPF */
+	uint64_t rss;	   /* latest target RSS from BPF */
 	struct rc_sample ring[SAMPLER_RING];
 	unsigned int head, count;
 };

@@ -68,26 +68,4 @@ TEST(errors_name_the_flag)
 	ASSERT_EQ(PARSE(&o, err, "--version"), ARGS_VERSION, "version");
 }
 
-TEST(sizes_and_durations)
-{
-	uint64_t v;
-
-	ASSERT_OK(parse_size("4096", &v), "bytes");
-	ASSERT_EQ(v, 4096, "4096");
-	ASSERT_OK(parse_size("512M", &v), "512M");
-	ASSERT_EQ(v, 512ULL << 20, "512M");
-	ASSERT_OK(parse_size("2GiB", &v), "2GiB");
-	ASSERT_EQ(v, 2ULL << 30, "2GiB");
-	ASSERT_EQ(parse_size("", &v), -EINVAL, "empty");
-	ASSERT_EQ(parse_size("-1G", &v), -EINVAL, "negative");
-	ASSERT_EQ(parse_size("1Q", &v), -EINVAL, "unit");
-	ASSERT_EQ(parse_size("1e30", &v), -ERANGE, "huge");
-	ASSERT_OK(parse_duration("250ms", &v), "ms");
-	ASSERT_EQ(v, 250000000ULL, "250ms");
-	ASSERT_OK(parse_duration("1.5", &v), "plain seconds");
-	ASSERT_EQ(v, 1500000000ULL, "1.5s");
-	ASSERT_EQ(parse_duration("nan", &v), -EINVAL, "nan");
-	ASSERT_EQ(parse_duration("3 days", &v), -EINVAL, "days");
-}
-
 TEST_MAIN()
