@@ -5,7 +5,7 @@
  * into its own, and sampling nodes run in steps. Each prompt changes one
  * node's input (a seed, a text), so the nodes before it are cache hits and
  * the nodes from it on are recomputed, as in ComfyUI. Prompts use the
- * models in turn.
+ * models in turn, two prompts each.
  *
  * Safe points: between nodes and after each sampling step. There the
  * executor beats its heartbeat, obeys queued agent commands and, for the
@@ -353,7 +353,10 @@ static void report_prompt(struct run *r, unsigned int p, unsigned int m,
 	uint64_t evicted = r->cache.evicted;
 	char name[32];
 
-	node_name(o, changed, name, sizeof(name));
+	if (changed)
+		node_name(o, changed, name, sizeof(name));
+	else
+		snprintf(name, sizeof(name), "all");
 	if (report_json()) {
 		printf("{\"type\":\"demo_prompt\",\"prompt\":%u,\"prompts\":%u,"
 		       "\"model\":%u,\"model_loaded\":%s,\"changed_node\":",
@@ -363,14 +366,15 @@ static void report_prompt(struct run *r, unsigned int p, unsigned int m,
 		       ",\"entries\":%zu,\"evicted\":%" PRIu64 ",\"bytes_"
 		       "evicted\":"
 		       "%" PRIu64 ",\"rss_anon\":%" PRIu64 ",\"elapsed_ms\":"
-							   "%" PRIu64 "}"
+		       "%" PRIu64 "}"
 		       "\n",
 		       hits, computed, r->cache.bytes, r->cache.n, evicted,
 		       r->cache.bytes_evicted, rss_anon_bytes(),
 		       ms_since(r->start_ns));
 		return;
 	}
-	report_msg("prompt %u/%u: model-%u%s, new %s: %u cached, %u computed; "
+	report_msg("prompt %u/%u: model-%u%s, changed %s: %u cached, %u "
+		   "computed; "
 		   "cache %.0f MiB in %zu entries, %" PRIu64 " evicted so far, "
 		   "%.1f s",
 		   p + 1, o->prompts, m, loaded ? " (loaded)" : "", name, hits,
@@ -378,11 +382,34 @@ static void report_prompt(struct run *r, unsigned int p, unsigned int m,
 		   ms_since(r->start_ns) / 1000.0);
 }
 
-static int run_prompt(struct run *r, unsigned int p, uint64_t *params,
+/*
+ * What prompt @p changes, against the last prompt on the same model: most
+ * often the seed of the first sampler, sometimes the text, sometimes any
+ * node. Returns the node index.
+ */
+static unsigned int pick_change(const struct demo_opts *o, uint64_t *rng,
+				unsigned int p)
+{
+	unsigned int sampler = 1;
+
+	while (sampler < o->nodes - 1 && !node_samples(o, sampler))
+		sampler++;
+	*rng = mix(*rng, p);
+	switch (*rng % 4) {
+	case 0:
+	case 1:
+		return sampler;
+	case 2:
+		return 1;
+	}
+	return 1 + (*rng >> 8) % (o->nodes - 1);
+}
+
+static int run_prompt(struct run *r, unsigned int p, uint64_t (*params)[64],
 		      uint64_t *rng)
 {
 	const struct demo_opts *o = r->o;
-	unsigned int nodes = o->nodes, m = p % o->models, changed = 1;
+	unsigned int nodes = o->nodes, m = (p / 2) % o->models, changed = 0;
 	unsigned int hits = 0, computed = 0, i, start;
 	uint64_t keys[64];
 	uint64_t loads = r->st->model_loads;
@@ -392,13 +419,12 @@ static int run_prompt(struct run *r, unsigned int p, uint64_t *params,
 	if (r->rc)
 		ramcache_set_generation(r->rc, r->gen);
 	if (p > 0) {
-		*rng = mix(*rng, p);
-		changed = 1 + *rng % (nodes - 1);
-		params[changed]++;
+		changed = pick_change(o, rng, p);
+		params[m][changed]++;
 	}
 	keys[0] = mix(0x6d6f64656cULL, m);
 	for (i = 1; i < nodes; i++)
-		keys[i] = mix(mix(keys[i - 1], i), params[i]);
+		keys[i] = mix(mix(keys[i - 1], i), params[m][i]);
 
 	/* the last node whose output is still cached: start after it */
 	for (start = nodes - 1; start > 0; start--) {
@@ -498,10 +524,14 @@ int workload_run(const struct demo_opts *o, struct ramcache *rc,
 		 const char *model_dir, struct demo_stats *st)
 {
 	struct run r = { .o = o, .rc = rc, .st = st };
-	uint64_t params[64] = { 0 }, rng = 42;
+	uint64_t(*params)[64] = NULL;
+	uint64_t rng = 42;
 	int err;
 
 	cache_init(&r.cache, rc);
+	params = calloc(o->models, sizeof(*params));
+	if (!params)
+		return -ENOMEM;
 	err = memavail_init(&r.mem);
 	if (err)
 		goto out;
@@ -543,6 +573,7 @@ out:
 	st->bytes_evicted = r.cache.bytes_evicted;
 	cache_destroy(&r.cache);
 	memavail_free(&r.mem);
+	free(params);
 	if (r.model_paths) {
 		for (unsigned int m = 0; m < o->models; m++)
 			if (r.model_paths[m][0])
