@@ -29,7 +29,7 @@ static const char usage[] =
 	"  --nodes N                  nodes per prompt, model loader "
 	"included,\n"
 	"                             2..64 (default 6)\n"
-	"  --output-size SIZE         bytes of each node output (default 32M)\n"
+	"  --output-size SIZE         bytes of each node output (default 16M)\n"
 	"  --model-size SIZE          bytes of each model (default 96M)\n"
 	"  --models N                 models, used in turn by prompts (default "
 	"2)\n"
@@ -174,7 +174,7 @@ int demo_parse_args(struct demo_opts *o, int argc, char **argv)
 		.models = 2,
 		.steps = 10,
 		.step_ms = 30,
-		.output_size = 32 * MiB,
+		.output_size = 16 * MiB,
 		.model_size = 96 * MiB,
 	};
 	opterr = 0;

@@ -88,6 +88,7 @@ int model_load(struct demo_entry *e, const char *path, uint64_t size,
 		return -ENOMEM;
 	}
 	e->anon_len = size;
+	madvise(e->anon, size, MADV_HUGEPAGE);
 	for (off = 0; off < size; off += CHUNK) {
 		size_t n = size - off < CHUNK ? size - off : CHUNK;
 
