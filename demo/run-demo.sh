@@ -123,33 +123,42 @@ now_ms() {
 }
 
 # start_demo TAG ARGS...: the demo inside the cgroup, its lines prefixed.
+# Sets DEMO_PID, and JOB_PID: a subshell around it, so that bash has no
+# "Killed" to report when the OOM killer strikes.
 start_demo() {
-	local tag=$1 prefix
+	local tag=$1 prefix pidfile="$WORK/$1.pid"
 	shift
 	prefix=$(printf '  %-8s | ' "$tag")
-	sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG" \
-		"${RUNAS[@]}" "$DEMO" "${WORKLOAD[@]}" "$@" \
-		> >(tee -a "$WORK/$tag.log" | sed -u "s/^/$prefix/") 2>&1 &
-	DEMO_PID=$!
+	(
+		sh -c 'echo $$ >"$0" && echo $$ >"$1/cgroup.procs" && shift &&
+			exec "$@"' "$pidfile" "$CG" \
+			"${RUNAS[@]}" "$DEMO" "${WORKLOAD[@]}" "$@" 2>&1
+		exit $?
+	) 2>/dev/null > >(tee -a "$WORK/$tag.log" | sed -u "s/^/$prefix/") &
+	JOB_PID=$!
+	for _ in $(seq 200); do
+		[ -s "$pidfile" ] && break
+		sleep 0.01
+	done
+	DEMO_PID=$(cat "$pidfile")
 	PIDS+=("$DEMO_PID")
 	DEMO_PIDS+=("$DEMO_PID")
 }
 
-# wait_timeout PID: wait, killing it after $TIMEOUT s; sets RC and STALLED.
-wait_timeout() {
-	local pid=$1 end=$(($(date +%s) + TIMEOUT))
+# wait_demo: wait for it, killing it after $TIMEOUT s; sets RC and STALLED.
+wait_demo() {
+	local end=$(($(date +%s) + TIMEOUT))
 	STALLED=0
-	while kill -0 "$pid" 2>/dev/null; do
+	while kill -0 "$DEMO_PID" 2>/dev/null; do
 		if [ "$(date +%s)" -ge $end ]; then
 			STALLED=1
-			kill -KILL "$pid" 2>/dev/null
+			kill -KILL "$DEMO_PID" 2>/dev/null
 			break
 		fi
 		sleep 0.2
 	done
 	RC=0
-	# quietly: bash would report "Killed" for the OOM-killed one
-	{ wait "$pid"; } 2>/dev/null || RC=$?
+	wait "$JOB_PID" || RC=$?
 }
 
 echo "ramcache demo: a $LIMIT memory cgroup ($CG, cgroup v$CGV), no swap;"
@@ -159,7 +168,7 @@ echo "== 1/2: the classic cache (ramcache-demo --policy none), no agent"
 oom0=$(oom_kills)
 t0=$(now_ms)
 start_demo classic --policy none --model-dir "$WORK/classic"
-wait_timeout "$DEMO_PID"
+wait_demo
 classic_s=$(awk -v ms=$(($(now_ms) - t0)) 'BEGIN { printf "%.1f", ms / 1000 }')
 classic_ooms=$(($(oom_kills) - oom0))
 if [ $STALLED = 1 ]; then
@@ -190,7 +199,7 @@ done
 	> >(sed -u 's/^/  agent    | /') 2>&1 &
 AGENT_PID=$!
 PIDS+=("$AGENT_PID")
-wait_timeout "$DEMO_PID"
+wait_demo
 demo_rc=$RC
 demo_stalled=$STALLED
 agent_s=$(awk -v ms=$(($(now_ms) - t0)) 'BEGIN { printf "%.1f", ms / 1000 }')
