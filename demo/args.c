@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Command line of ramcache-demo. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "demo.h"
+
+#ifndef RAMCACHE_VERSION
+#define RAMCACHE_VERSION "0.0.0"
+#endif
+
+static const char usage[] =
+	"Usage: ramcache-demo [OPTION]...\n"
+	"Play a ComfyUI-like workflow: load models, cache node outputs across\n"
+	"prompts, and evict entries as the chosen policy says.\n"
+	"\n"
+	"  --policy none|local|agent  none: never evict (the classic cache);\n"
+	"                             local: evict after each node when our\n"
+	"                             available memory is below "
+	"--local-headroom;\n"
+	"                             agent: obey ramcache-bpf (local without "
+	"it)\n"
+	"                             (default agent)\n"
+	"  --prompts N                prompts to run (default 8)\n"
+	"  --nodes N                  nodes per prompt, model loader "
+	"included,\n"
+	"                             2..64 (default 6)\n"
+	"  --output-size SIZE         bytes of each node output (default 16M)\n"
+	"  --model-size SIZE          bytes of each model (default 96M)\n"
+	"  --models N                 models, used in turn by prompts (default "
+	"2)\n"
+	"  --steps N                  steps of each sampling node (default "
+	"10)\n"
+	"  --step-ms MS               time of one step or short node (default "
+	"30)\n"
+	"  --local-headroom SIZE      local policy: keep this much available\n"
+	"                             (default model size + 2 x output size)\n"
+	"  --model-dir DIR            where model files are generated (default "
+	"a\n"
+	"                             new directory in /var/tmp, removed at "
+	"exit)\n"
+	"  --wait-agent SECS          agent policy: wait up to SECS for the "
+	"agent\n"
+	"                             before the first prompt (default 0)\n"
+	"  --json                     JSON lines on stdout\n"
+	"  --help, --version\n"
+	"\n"
+	"SIZE takes a K, M or G suffix (powers of 1024).\n"
+	"Exit status: 0 all prompts ran, 1 error, 2 usage, 128+N killed by\n"
+	"signal N after cleaning up.\n";
+
+const char *demo_policy_name(enum demo_policy p)
+{
+	switch (p) {
+	case DEMO_POLICY_NONE:
+		return "none";
+	case DEMO_POLICY_LOCAL:
+		return "local";
+	case DEMO_POLICY_AGENT:
+		return "agent";
+	}
+	return "?";
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return -EINVAL;
+	switch (*end) {
+	case 'k':
+	case 'K':
+		v <<= 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		v <<= 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		v <<= 30;
+		end++;
+		break;
+	}
+	if (*end == 'i' && end[1] == 'B')
+		end += 2;
+	else if (*end == 'B')
+		end++;
+	if (*end || v == 0 || v > (1ULL << 40))
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int parse_uint(const char *s, unsigned int min, unsigned int max,
+		      unsigned int *out)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || v < min || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+enum {
+	OPT_POLICY = 256,
+	OPT_PROMPTS,
+	OPT_NODES,
+	OPT_OUTPUT_SIZE,
+	OPT_MODEL_SIZE,
+	OPT_MODELS,
+	OPT_STEPS,
+	OPT_STEP_MS,
+	OPT_LOCAL_HEADROOM,
+	OPT_MODEL_DIR,
+	OPT_WAIT_AGENT,
+	OPT_JSON,
+	OPT_HELP,
+	OPT_VERSION,
+};
+
+static const struct option longopts[] = {
+	{ "policy", required_argument, NULL, OPT_POLICY },
+	{ "prompts", required_argument, NULL, OPT_PROMPTS },
+	{ "nodes", required_argument, NULL, OPT_NODES },
+	{ "output-size", required_argument, NULL, OPT_OUTPUT_SIZE },
+	{ "model-size", required_argument, NULL, OPT_MODEL_SIZE },
+	{ "models", required_argument, NULL, OPT_MODELS },
+	{ "steps", required_argument, NULL, OPT_STEPS },
+	{ "step-ms", required_argument, NULL, OPT_STEP_MS },
+	{ "local-headroom", required_argument, NULL, OPT_LOCAL_HEADROOM },
+	{ "model-dir", required_argument, NULL, OPT_MODEL_DIR },
+	{ "wait-agent", required_argument, NULL, OPT_WAIT_AGENT },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ "version", no_argument, NULL, OPT_VERSION },
+	{ NULL, 0, NULL, 0 },
+};
+
+static int bad(const char *opt, const char *val)
+{
+	fprintf(stderr, "ramcache-demo: invalid value for --%s: '%s'\n", opt,
+		val);
+	fprintf(stderr, "Try 'ramcache-demo --help'.\n");
+	return -DEMO_EXIT_USAGE;
+}
+
+/*
+ * Fill @o from the command line. Returns 0 to run, 1 when --help or
+ * --version answered, or -DEMO_EXIT_USAGE.
+ */
+int demo_parse_args(struct demo_opts *o, int argc, char **argv)
+{
+	int c, idx;
+
+	*o = (struct demo_opts){
+		.policy = DEMO_POLICY_AGENT,
+		.prompts = 8,
+		.nodes = 6,
+		.models = 2,
+		.steps = 10,
+		.step_ms = 30,
+		.output_size = 16 * MiB,
+		.model_size = 96 * MiB,
+	};
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", longopts, &idx)) != -1) {
+		const char *name = c >= OPT_POLICY && c <= OPT_VERSION
+					   ? longopts[c - OPT_POLICY].name
+					   : NULL;
+
+		switch (c) {
+		case OPT_POLICY:
+			if (!strcmp(optarg, "none"))
+				o->policy = DEMO_POLICY_NONE;
+			else if (!strcmp(optarg, "local"))
+				o->policy = DEMO_POLICY_LOCAL;
+			else if (!strcmp(optarg, "agent"))
+				o->policy = DEMO_POLICY_AGENT;
+			else
+				return bad(name, optarg);
+			break;
+		case OPT_PROMPTS:
+			if (parse_uint(optarg, 1, 1000000, &o->prompts))
+				return bad(name, optarg);
+			break;
+		case OPT_NODES:
+			if (parse_uint(optarg, 2, 64, &o->nodes))
+				return bad(name, optarg);
+			break;
+		case OPT_MODELS:
+			if (parse_uint(optarg, 1, 64, &o->models))
+				return bad(name, optarg);
+			break;
+		case OPT_STEPS:
+			if (parse_uint(optarg, 1, 10000, &o->steps))
+				return bad(name, optarg);
+			break;
+		case OPT_STEP_MS:
+			if (parse_uint(optarg, 0, 60000, &o->step_ms))
+				return bad(name, optarg);
+			break;
+		case OPT_WAIT_AGENT:
+			if (parse_uint(optarg, 0, 3600, &o->wait_agent_s))
+				return bad(name, optarg);
+			break;
+		case OPT_OUTPUT_SIZE:
+			if (parse_size(optarg, &o->output_size))
+				return bad(name, optarg);
+			break;
+		case OPT_MODEL_SIZE:
+			if (parse_size(optarg, &o->model_size))
+				return bad(name, optarg);
+			break;
+		case OPT_LOCAL_HEADROOM:
+			if (parse_size(optarg, &o->local_headroom))
+				return bad(name, optarg);
+			break;
+		case OPT_MODEL_DIR:
+			o->model_dir = optarg;
+			break;
+		case OPT_JSON:
+			o->json = true;
+			break;
+		case OPT_HELP:
+			fputs(usage, stdout);
+			return 1;
+		case OPT_VERSION:
+			printf("ramcache-demo %s\n", RAMCACHE_VERSION);
+			return 1;
+		default:
+			fprintf(stderr, "ramcache-demo: unknown option '%s'\n",
+				argv[optind - 1]);
+			fprintf(stderr, "Try 'ramcache-demo --help'.\n");
+			return -DEMO_EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "ramcache-demo: unexpected argument '%s'\n",
+			argv[optind]);
+		return -DEMO_EXIT_USAGE;
+	}
+	if (!o->local_headroom)
+		o->local_headroom = o->model_size + 2 * o->output_size;
+	return 0;
+}

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The agent's commands arrive at any time but may only be obeyed at a safe
+ * point of the executor. A thread blocks in ramcache_wait() and queues each
+ * command; the executor pops them at node boundaries and sampling steps.
+ */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "demo.h"
+
+/* How long one wait lasts, so that cmdq_stop() is prompt. */
+#define WAIT_MS 100
+
+static void *cmdq_thread(void *arg)
+{
+	struct cmdq *q = arg;
+	struct ramcache_command cmd;
+
+	while (!q->stop) {
+		int r = ramcache_wait(q->rc, &cmd, WAIT_MS);
+
+		if (r < 0) {
+			report_err("failed to wait for commands: %s",
+				   strerror(-r));
+			usleep(WAIT_MS * 1000);
+			continue;
+		}
+		if (r == 0)
+			continue;
+		pthread_mutex_lock(&q->lock);
+		while (q->tail - q->head == CMDQ_LEN && !q->stop)
+			pthread_cond_wait(&q->space, &q->lock);
+		q->q[q->tail++ % CMDQ_LEN] = cmd;
+		pthread_mutex_unlock(&q->lock);
+	}
+	return NULL;
+}
+
+int cmdq_start(struct cmdq *q, struct ramcache *rc)
+{
+	int err;
+
+	memset(q, 0, sizeof(*q));
+	q->rc = rc;
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_cond_init(&q->space, NULL);
+	err = pthread_create(&q->thread, NULL, cmdq_thread, q);
+	if (err)
+		return -err;
+	q->running = true;
+	return 0;
+}
+
+void cmdq_stop(struct cmdq *q)
+{
+	if (!q->running)
+		return;
+	pthread_mutex_lock(&q->lock);
+	q->stop = 1;
+	pthread_cond_broadcast(&q->space);
+	pthread_mutex_unlock(&q->lock);
+	pthread_join(q->thread, NULL);
+	q->running = false;
+}
+
+bool cmdq_pop(struct cmdq *q, struct ramcache_command *cmd)
+{
+	bool got = false;
+
+	if (!q->rc)
+		return false;
+	pthread_mutex_lock(&q->lock);
+	if (q->head != q->tail) {
+		*cmd = q->q[q->head++ % CMDQ_LEN];
+		got = true;
+		pthread_cond_signal(&q->space);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return got;
+}

@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * ramcache-demo: arguments, the control page, the model directory, signals
+ * and the final summary. The workload itself is in workload.c.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "demo.h"
+
+static void on_signal(int sig)
+{
+	demo_stop_signal = sig;
+}
+
+static void catch_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
+static void report_done(const struct demo_opts *o, const struct demo_stats *st)
+{
+	if (report_json()) {
+		printf("{\"type\":\"demo_done\",\"policy\":\"%s\",\"prompts\":%"
+		       "u,"
+		       "\"evicted\":%" PRIu64 ",\"bytes_evicted\":%" PRIu64
+		       ",\"acks\":%" PRIu64 ",\"acks_evicted\":%" PRIu64
+		       ",\"acks_busy\":%" PRIu64 ",\"acks_not_found\":%" PRIu64
+		       ",\"local_evictions\":%" PRIu64 ",\"computed\":%" PRIu64
+		       ",\"hits\":%" PRIu64 ",\"model_loads\":%" PRIu64
+		       ",\"peak_cached_bytes\":%" PRIu64 ",\"elapsed_ms\":"
+		       "%" PRIu64 ",\"interru"
+		       "pted\":%s}"
+		       "\n",
+		       demo_policy_name(o->policy), st->prompts, st->evicted,
+		       st->bytes_evicted, st->acks, st->acks_evicted,
+		       st->acks_busy, st->acks_not_found, st->local_evictions,
+		       st->computed, st->hits, st->model_loads, st->peak_cached,
+		       st->elapsed_ms, demo_stop_signal ? "true" : "false");
+		return;
+	}
+	report_msg("done: %u/%u prompts in %.1f s, %" PRIu64 " evictions "
+		   "(%.0f MiB), %" PRIu64 " agent commands acked, %" PRIu64
+		   " outputs computed, %" PRIu64 " cache hits, %" PRIu64
+		   " model loads, peak cache %.0f MiB",
+		   st->prompts, o->prompts, st->elapsed_ms / 1000.0,
+		   st->evicted, (double)st->bytes_evicted / MiB, st->acks,
+		   st->computed, st->hits, st->model_loads,
+		   (double)st->peak_cached / MiB);
+}
+
+int main(int argc, char **argv)
+{
+	struct demo_stats st = { 0 };
+	struct ramcache *rc = NULL;
+	struct demo_opts o;
+	char tmpdir[] = "/var/tmp/ramcache-demo-XXXXXX";
+	const char *dir;
+	int err, ret = DEMO_EXIT_ERROR;
+
+	err = demo_parse_args(&o, argc, argv);
+	if (err)
+		return err > 0 ? DEMO_EXIT_OK : -err;
+	report_init(o.json);
+	catch_signals();
+
+	if (o.model_dir) {
+		dir = o.model_dir;
+		if (mkdir(dir, 0700) && errno != EEXIST) {
+			report_err("failed to create model directory %s: %s",
+				   dir, strerror(errno));
+			return DEMO_EXIT_ERROR;
+		}
+	} else {
+		dir = mkdtemp(tmpdir);
+		if (!dir) {
+			report_err("failed to create a directory in /var/tmp: "
+				   "%s (use --model-dir)",
+				   strerror(errno));
+			return DEMO_EXIT_ERROR;
+		}
+	}
+
+	/* the classic cache knows nothing of ramcache */
+	if (o.policy != DEMO_POLICY_NONE) {
+		err = ramcache_create(&rc, NULL, 0, 0);
+		if (err) {
+			report_err("failed to create the control page: %s",
+				   strerror(-err));
+			goto out;
+		}
+	}
+	if (o.json) {
+		printf("{\"type\":\"demo_start\",\"pid\":%d,\"policy\":\"%s\","
+		       "\"control\":",
+		       getpid(), demo_policy_name(o.policy));
+		if (rc)
+			json_str(ramcache_path(rc));
+		else
+			fputs("null", stdout);
+		printf(",\"prompts\":%u,\"nodes\":%u,\"models\":%u,"
+		       "\"model_size\":%" PRIu64 ",\"output_size\":%" PRIu64
+		       "}\n",
+		       o.prompts, o.nodes, o.models, o.model_size,
+		       o.output_size);
+	} else {
+		report_msg("pid %d, policy %s, control page %s", getpid(),
+			   demo_policy_name(o.policy),
+			   rc ? ramcache_path(rc) : "(none)");
+	}
+
+	err = workload_run(&o, rc, dir, &st);
+	report_done(&o, &st);
+	if (demo_stop_signal)
+		ret = 128 + demo_stop_signal;
+	else if (!err)
+		ret = DEMO_EXIT_OK;
+out:
+	ramcache_destroy(rc, true);
+	if (!o.model_dir)
+		rmdir(dir);
+	return ret;
+}
