@@ -13,7 +13,7 @@
 
 struct seen {
 	int n;
-	char last[256];
+	char last[256] __attribute__((aligned(8))); /* read as event structs */
 	int type;
 };
 
