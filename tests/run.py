@@ -2,7 +2,8 @@
 """Run every test suite and print one summary line.
 
 A suite is an executable that prints TAP: the C unit tests in
-$OUTPUT/tests/test_*, and the Python suites tests/integration/test_*.py and
+$OUTPUT/tests/test_*, the same built with ASan+UBSan in
+$OUTPUT/asan/tests/test_* (named asan/test_*), and the Python suites tests/integration/test_*.py and
 comfyui/tests/test_*.py. A suite that exits non-zero without reporting a
 failing case counts as one failure, so a crash is never lost.
 
@@ -29,6 +30,13 @@ def suites():
             path = os.path.join(tdir, name)
             if name.startswith("test_") and os.access(path, os.X_OK):
                 yield name, [path]
+    # the same C tests built with ASan+UBSan (make hardening)
+    adir = os.path.join(OUTPUT, "asan", "tests")
+    if os.path.isdir(adir):
+        for name in sorted(os.listdir(adir)):
+            path = os.path.join(adir, name)
+            if name.startswith("test_") and os.access(path, os.X_OK):
+                yield f"asan/{name}", [path]
     for sub in ("tests/integration", "comfyui/tests"):
         d = os.path.join(ROOT, sub)
         if not os.path.isdir(d):
