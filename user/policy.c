@@ -533,7 +533,8 @@ int rc_parse_size(const char *s, uint64_t total, uint64_t *out)
 			return -EINVAL;
 		return finish(num, den, total, 100, out);
 	}
-	if (*p && (u = strchr(units, *p & ~0x20)) && *p != '\0') {
+	/* ' ' & ~0x20 is NUL, which strchr finds at the end of units */
+	if (*p && *p != ' ' && (u = strchr(units, *p & ~0x20))) {
 		mult = (unsigned __int128)1 << (10 * (u - units + 1));
 		p++;
 		if ((p[0] == 'i' || p[0] == 'I') &&

@@ -765,6 +765,8 @@ TEST(parse_size)
 		{ "+1", 0, -EINVAL, 0 },
 		{ "1.5.3", 0, -EINVAL, 0 },
 		{ "12 M", 0, -EINVAL, 0 },
+		{ "1 ", 0, -EINVAL, 0 },
+		{ "12 B", 0, -EINVAL, 0 },
 		{ " 12M", 0, -EINVAL, 0 },
 		{ "1X", 0, -EINVAL, 0 },
 		{ "1MM", 0, -EINVAL, 0 },
