@@ -175,7 +175,11 @@ CPPCHECK_FLAGS := --quiet --error-exitcode=1 --enable=warning,portability \
 		  -D__x86_64__ -D_GNU_SOURCE -Iinclude -Iuser -Ibpf -Idemo -Ilib
 
 .PHONY: hardening
-.SECONDARY: $(ASAN_USER_OBJS) $(ASAN_LIB_OBJS)
+.SECONDARY: $(ASAN_USER_OBJS) $(ASAN_LIB_OBJS) $(SKELS)
+
+# test_bpf includes the skeleton: without this, touching a test after the
+# skeleton was deleted as an intermediate file broke the build.
+$(UNIT_BINS) $(ASAN_UNIT_BINS): $(SKELS)
 
 hardening: $(ASAN_UNIT_BINS) $(FUZZ_BIN) $(FUZZ_DIR)/seeds/.done
 test: hardening
