@@ -221,9 +221,11 @@ fuzz: $(FUZZ_BIN) $(FUZZ_DIR)/seeds/.done
 		-timeout=5 -rss_limit_mb=1024 -print_final_stats=1 \
 		-artifact_prefix=fuzz-corpus/ fuzz-corpus $(FUZZ_DIR)/seeds
 
-lint:
-	$(call msg,CPPCHECK,user lib demo)
-	$(Q)cppcheck $(CPPCHECK_FLAGS) user lib demo
+LINT_DIRS := user lib demo tests/fuzz tests/helpers
+
+lint: | deps
+	$(call msg,CPPCHECK,$(LINT_DIRS))
+	$(Q)cppcheck $(CPPCHECK_FLAGS) $(LINT_DIRS)
 
 soak: all
 	$(Q)OUTPUT=$(OUTPUT) SOAK_SECONDS=$(SOAK_SECONDS) \
