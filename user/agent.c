@@ -41,6 +41,7 @@
 #define FORECAST_WINDOW_NS NSEC
 #define EVAL_MIN_GAP_NS	   (2 * 1000000ULL)
 #define BTF_PATH	   "/sys/kernel/btf/vmlinux"
+#define DROP_WARN_NS	   (10 * NSEC)
 
 struct target {
 	pid_t pid; /* 0: none */
@@ -68,6 +69,7 @@ struct agent {
 	uint64_t mem_total;
 	uint64_t last_summary_ns, next_level_ns, next_match_ns, last_eval_ns;
 	uint64_t end_ns;
+	uint64_t drops_told, next_drop_warn_ns;
 	bool stop;
 	int exit_code;
 	const char *exit_reason;
@@ -419,6 +421,23 @@ static void find_match(struct agent *a, uint64_t now)
 	out_target(&a->out, "attached", pid, a->t.comm);
 }
 
+/* Lost events are never silent: a warning at most every DROP_WARN_NS. */
+static void check_drops(struct agent *a, uint64_t now)
+{
+	uint64_t drops = bpfstate_stat(&a->bpf, RC_STAT_DROPS);
+
+	metrics_set_ringbuf_drops(&a->m, drops);
+	if (drops <= a->drops_told || now < a->next_drop_warn_ns)
+		return;
+	out_warn(&a->out,
+		 "ring buffer full: %llu events dropped (%llu in all); the "
+		 "agent is falling behind the kernel",
+		 (unsigned long long)(drops - a->drops_told),
+		 (unsigned long long)drops);
+	a->drops_told = drops;
+	a->next_drop_warn_ns = now + DROP_WARN_NS;
+}
+
 static void on_tick(struct agent *a)
 {
 	uint64_t now = now_ns();
@@ -436,7 +455,7 @@ static void on_tick(struct agent *a)
 		update_level(a, now);
 		a->next_level_ns = now + LEVEL_PERIOD_NS;
 	}
-	metrics_set_ringbuf_drops(&a->m, bpfstate_stat(&a->bpf, RC_STAT_DROPS));
+	check_drops(a, now);
 	if (now - a->last_summary_ns >= a->o->interval_ns)
 		summary(a, now);
 	onlevel_reap();
