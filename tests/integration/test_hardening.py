@@ -18,8 +18,7 @@ import tempfile
 import threading
 import time
 
-from rctest import (AGENT, DEMO, HELPERS, Agent, Skip, main, require_root,
-                    test)
+from rctest import DEMO, HELPERS, Agent, main, require_root, test
 
 EXECUTOR = os.path.join(HELPERS, "executor")
 MEMHOG = os.path.join(HELPERS, "memhog")
@@ -218,8 +217,9 @@ def page_of_another_uid_is_refused():
 
 
 @test
-def page_made_world_writable_after_open_is_dropped():
-    """chmod after attach: the next open would refuse it, keep it open?"""
+def header_scribbled_after_open_is_harmless():
+    """The header is read once at open; garbage written over it later
+    changes nothing the agent relies on (offsets are its own copy)."""
     require_root()
     with scratch_dir() as d, sleeper() as target:
         path = os.path.join(d, "page")
@@ -390,12 +390,9 @@ def agent_sigkill_is_seen_and_restart_continues_the_sequence():
         assert done and done[0]["dups"] == 0, done
         seqs = [e["seq"] for e in p.events if e["type"] == "cmd"]
         assert seqs == sorted(set(seqs)), "a command was taken twice"
-        # every command agent 2 issued and the executor took was acked
-        acked = {e["seq"] for e in a2.of_type("evict_done")
-                 if e["status"] == "evicted"}
-        taken2 = {s for s in seqs if s in set(posted2)}
-        assert taken2 and taken2 - acked <= {max(posted2)} | set(
-            posted2[-64:]), "commands taken but never acked"
+        # every command agent 2 posted was answered or reported at exit
+        reported = {e["seq"] for e in a2.of_type("evict_done")}
+        assert set(posted2) <= reported, set(posted2) - reported
     finally:
         p.kill()
         p.wait()
