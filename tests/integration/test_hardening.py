@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 
-from rctest import DEMO, HELPERS, Agent, main, require_root, test
+from rctest import AGENT, DEMO, HELPERS, Agent, main, require_root, test
 
 EXECUTOR = os.path.join(HELPERS, "executor")
 MEMHOG = os.path.join(HELPERS, "memhog")
@@ -533,6 +533,30 @@ def stalled_agent_never_blocks_the_kernel_and_reports_drops():
 
 
 # ------------------------------------------------------ privileges
+
+def one_line_error(argv, code, needle):
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == code, (r.returncode, lines)
+    assert len(lines) == 1 and lines[0].startswith("ramcache-bpf: "), lines
+    assert needle in lines[0], lines
+
+
+@test
+def root_without_capabilities_is_exit_3():
+    require_root()
+    one_line_error(["setpriv", "--bounding-set=-all", AGENT, "--duration",
+                    "1"], 3, "CAP_BPF")
+
+
+@test
+def no_btf_is_exit_5():
+    """/sys/kernel/btf hidden in a private mount namespace."""
+    require_root()
+    one_line_error(["unshare", "--mount", "sh", "-c",
+                    "mount -t tmpfs none /sys/kernel/btf && exec \"$0\" "
+                    "--duration 1", AGENT], 5, "BTF")
+
 
 @test
 def executor_library_needs_no_privileges():
