@@ -109,21 +109,6 @@ static void sleep_ms(struct run *r, unsigned int ms)
 	}
 }
 
-static const char *status_name(uint32_t s)
-{
-	switch (s) {
-	case RAMCACHE_ACK_EVICTED:
-		return "evicted";
-	case RAMCACHE_ACK_NOT_FOUND:
-		return "not_found";
-	case RAMCACHE_ACK_BUSY:
-		return "busy";
-	case RAMCACHE_ACK_PINNED:
-		return "pinned";
-	}
-	return "?";
-}
-
 static void report_evict(const char *by, const char *label, uint64_t id,
 			 uint64_t seq, uint32_t status, uint64_t bytes,
 			 uint64_t latency_ns)
@@ -135,13 +120,13 @@ static void report_evict(const char *by, const char *label, uint64_t id,
 		json_str(label);
 		printf(",\"status\":\"%s\",\"bytes_freed\":%" PRIu64
 		       ",\"latency_us\":%" PRIu64 "}\n",
-		       status_name(status), bytes, latency_ns / 1000);
+		       ramcache_status_name(status), bytes, latency_ns / 1000);
 		return;
 	}
 	if (seq)
 		report_msg("agent cmd %" PRIu64 ": %s %s, %.1f MiB freed, "
 			   "%.2f ms after it was issued",
-			   seq, status_name(status), label[0] ? label : "?",
+			   seq, ramcache_status_name(status), label[0] ? label : "?",
 			   (double)bytes / MiB, latency_ns / 1e6);
 	else
 		report_msg("local: evicted %s, %.1f MiB freed", label,
