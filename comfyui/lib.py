@@ -51,11 +51,12 @@ class Command(ctypes.Structure):
 
 
 def candidates():
-    """Paths tried in order; the last is a bare name for the loader."""
-    out = []
+    """Paths tried in order; the last is a bare name for the loader.
+    $RAMCACHE_LIB, when set, is the only one."""
     env = os.environ.get("RAMCACHE_LIB")
     if env:
-        out.append(env)
+        return [env]  # an explicit choice: never fall back behind its back
+    out = []
     here = os.path.dirname(os.path.realpath(__file__))
     project = os.path.dirname(here)
     out.append(os.path.join(project, "build", "libramcache.so"))
