@@ -60,6 +60,7 @@ class Bridge:
         self.dynprompt = None
         self.execution_list = None
         self.prompts = 0
+        self.in_prompt = False
         # entry ids
         self._next_id = 1
         self._ids = {}  # (id(cache), key) -> entry id
@@ -88,7 +89,13 @@ class Bridge:
             log.log(level, "ramcache: " + msg, *args)
 
     def attach(self, executor):
-        """Called from PromptExecutor.__init__ on ComfyUI's prompt worker."""
+        """Called from PromptExecutor.__init__ on ComfyUI's prompt worker.
+        An executor some node builds while a prompt runs (to run a
+        sub-workflow) is not ComfyUI's: keep the one we have."""
+        if self.in_prompt:
+            self.say_once("nested", logging.INFO, "ignoring a PromptExecutor "
+                          "built inside a prompt")
+            return
         self.executor = weakref.ref(executor)
         self.exec_thread = threading.get_ident()
         if self.page is None and self.disabled is None:
@@ -122,6 +129,13 @@ class Bridge:
             with self.pub_lock:
                 self.page.close(unlink=True)
             self.page = None
+
+    def owns(self, executor):
+        return self.executor is not None and self.executor() is executor
+
+    def owns_caches(self, caches):
+        ex = self.executor() if self.executor else None
+        return ex is not None and getattr(ex, "caches", None) is caches
 
     def outputs(self):
         """executor.caches.outputs, read afresh: reset() replaces it."""

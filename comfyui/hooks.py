@@ -66,11 +66,15 @@ def _leave_prompt():
 def _wrap_execute_method(orig):
     @functools.wraps(orig)
     def execute(self, *args, **kwargs):
+        if not BRIDGE.owns(self):
+            return orig(self, *args, **kwargs)
         with BRIDGE.exec_lock:
             _guard("prompt start", _enter_prompt)
+            BRIDGE.in_prompt = True
             try:
                 return orig(self, *args, **kwargs)
             finally:
+                BRIDGE.in_prompt = False
                 _guard("prompt end", _leave_prompt)
     setattr(execute, _MARK, True)
     return execute
@@ -95,19 +99,23 @@ def _node_args(args, kwargs):
         if name in kwargs:
             return kwargs[name]
         return args[i] if len(args) > i else None
-    return arg(1, "dynprompt"), arg(3, "current_item"), arg(7, "execution_list")
+    return (arg(1, "dynprompt"), arg(2, "caches"), arg(3, "current_item"),
+            arg(7, "execution_list"))
 
 
 def _before_node(args, kwargs):
-    dynprompt, node_id, execution_list = _node_args(args, kwargs)
+    dynprompt, caches, node_id, execution_list = _node_args(args, kwargs)
+    if not BRIDGE.owns_caches(caches):
+        return  # a sub-workflow's executor, not ComfyUI's
     BRIDGE.safe_point(republish=True)  # nothing runs: the widest window
     BRIDGE.running = node_id
     BRIDGE.dynprompt = dynprompt
     BRIDGE.execution_list = execution_list
 
 
-def _after_node():
-    BRIDGE.running = None
+def _after_node(args, kwargs):
+    if BRIDGE.owns_caches(_node_args(args, kwargs)[1]):
+        BRIDGE.running = None
 
 
 def _wrap_node_execute(orig):
@@ -118,7 +126,7 @@ def _wrap_node_execute(orig):
             try:
                 return await orig(*args, **kwargs)
             finally:
-                _guard("after node", _after_node)
+                _guard("after node", _after_node, args, kwargs)
     else:
         @functools.wraps(orig)
         def execute(*args, **kwargs):
@@ -126,7 +134,7 @@ def _wrap_node_execute(orig):
             try:
                 return orig(*args, **kwargs)
             finally:
-                _guard("after node", _after_node)
+                _guard("after node", _after_node, args, kwargs)
     setattr(execute, _MARK, True)
     return execute
 

@@ -405,6 +405,37 @@ def null_cache_does_nothing_and_says_so_once():
         w.stop()
 
 
+class Nested:
+    """A node running a sub-workflow with its own PromptExecutor."""
+    FUNCTION = "run"
+    RETURN_TYPES = ("TENSOR",)
+
+    def run(self, value):
+        inner = execution.PromptExecutor(env.comfyui_main.Server(),
+                                         cache_type=execution.CacheType.CLASSIC,
+                                         cache_args={"ram": 0})
+        inner.execute({"t": node("MakeTensor", mib=1), "s": node("Sink", value=["t", 0])},
+                      "inner", {}, ["s"])
+        assert inner.success
+        return (value,)
+
+
+@test
+def ignores_an_executor_built_inside_a_prompt():
+    w = fresh()
+    env.nodes.NODE_CLASS_MAPPINGS["Nested"] = Nested
+    try:
+        p = {"t": node("MakeTensor", mib=1, tag="outer"), "n": node("Nested", value=["t", 0]),
+             "s": node("Sink", value=["n", 0])}
+        ok, msgs = w.run(p, ["s"], "p1")
+        assert ok, msgs
+        assert BRIDGE.executor() is w.executor
+        assert BRIDGE.outputs() is outputs(w)
+        assert len(agent().entries()) == len(outputs(w).cache) == 3
+    finally:
+        w.stop()
+
+
 @test
 def status_node_shows_the_agent():
     w = fresh()
