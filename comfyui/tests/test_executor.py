@@ -414,8 +414,12 @@ class Nested:
         inner = execution.PromptExecutor(env.comfyui_main.Server(),
                                          cache_type=execution.CacheType.CLASSIC,
                                          cache_args={"ram": 0})
-        inner.execute({"t": node("MakeTensor", mib=1), "s": node("Sink", value=["t", 0])},
-                      "inner", {}, ["s"])
+        # asyncio.run cannot nest: run the sub-workflow on a helper thread
+        th = threading.Thread(target=inner.execute, args=(
+            {"t": node("MakeTensor", mib=1), "s": node("Sink", value=["t", 0])},
+            "inner", {}, ["s"]))
+        th.start()
+        th.join(10)
         assert inner.success
         return (value,)
 
