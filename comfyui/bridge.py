@@ -192,9 +192,16 @@ class Bridge:
             return
         outputs = self.outputs()
         k = evict.kind(outputs)
-        if k == "null":
+        ex = self.executor() if self.executor else None
+        if ex is not None and not hasattr(ex, "caches"):
+            self.say_once("old", logging.WARNING, "this ComfyUI has no "
+                          "executor.caches (too old): nothing to publish or evict")
+        elif k == "null":
             self.say_once("null", logging.INFO, "the intermediate cache is "
                           "disabled (--cache-none): nothing to publish or evict")
+        else:
+            self.say_once("kind", logging.INFO, "publishing ComfyUI's %s output "
+                          "cache (%s)", k, type(outputs).__name__)
         gen = evict.generation(outputs)
         if gen is None:
             gen = self.prompts

@@ -107,10 +107,13 @@ def _before_node(args, kwargs):
     dynprompt, caches, node_id, execution_list = _node_args(args, kwargs)
     if not BRIDGE.owns_caches(caches):
         return  # a sub-workflow's executor, not ComfyUI's
-    BRIDGE.safe_point(republish=True)  # nothing runs: the widest window
-    BRIDGE.running = node_id
+    # The execution list first: its pending nodes and the staged one must be
+    # protected already at this, the widest safe point.
     BRIDGE.dynprompt = dynprompt
     BRIDGE.execution_list = execution_list
+    BRIDGE.running = None
+    BRIDGE.safe_point(republish=True)
+    BRIDGE.running = node_id
 
 
 def _after_node(args, kwargs):

@@ -218,6 +218,44 @@ def evicts_at_a_sampling_step_of_a_long_node():
 
 
 @test
+def serves_commands_between_nodes():
+    """A node without a progress bar: the command waits for the next node
+    boundary, where what pending nodes still read stays protected."""
+    w = fresh()
+    a = agent()
+    a.start_heartbeat()
+    try:
+        eid, key = two_prompts(w)
+        log = {}
+
+        def post():
+            listened, _ = entry_for(w, "t")
+            log["old"] = a.post(eid)
+            log["listened"] = a.post(listened)
+            assert a.wait_taken(log["listened"])
+            assert a.ack(log["old"]) is None  # not inside a node without steps
+            return 1
+
+        def check():
+            log["acks"] = (a.wait_ack(log["old"], 2), a.wait_ack(log["listened"], 2))
+            return 1
+        env.CALLS.update(post=post, check=check)
+        p = {"t": node("MakeTensor", mib=2, tag="read-later"),
+             "c1": node("Call", tag="post", value=["t", 0]),
+             "c2": node("Call", tag="check", value=["c1", 0]),
+             "s": node("Sink", value=["c2", 0], other=["t", 0])}
+        ok, msgs = w.run(p, ["s"], "p2")
+        assert ok, msgs
+        old, listened = log["acks"]
+        assert old and old["status"] == lib.ACK_EVICTED, old
+        assert listened and listened["status"] == lib.ACK_BUSY, listened
+        assert key not in outputs(w).cache
+    finally:
+        a.stop_heartbeat()
+        w.stop()
+
+
+@test
 def never_evicts_what_the_running_node_uses():
     w = fresh()
     a = agent()
