@@ -151,12 +151,3 @@ def worker(cache_type="RAM_PRESSURE", ram=0.0, ram_inactive=0.0):
             "ram_inactive": ram_inactive}
     return comfyui_main.Worker(server, getattr(execution.CacheType, cache_type), args)
 
-
-def wait_for(pred, timeout=5.0, every=0.005):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(every)
-    return pred()

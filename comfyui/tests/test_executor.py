@@ -8,7 +8,7 @@ import threading
 import time
 
 import env
-from env import MiB, node, wait_for
+from env import MiB, node
 from fakeagent import FakeAgent
 from rctest import main, test
 

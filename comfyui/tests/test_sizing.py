@@ -10,7 +10,6 @@ from comfy.model_patcher import ModelPatcher
 import execution
 import importlib.util
 import os
-import sys
 
 _spec = importlib.util.spec_from_file_location(
     "rc_sizing", os.path.join(env.PKG, "sizing.py"))

@@ -4,7 +4,6 @@ execute_async() under asyncio.run on the prompt worker thread."""
 import asyncio
 import enum
 import logging
-import sys
 from typing import NamedTuple
 
 import comfy.memory_management

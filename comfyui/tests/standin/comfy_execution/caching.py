@@ -2,7 +2,6 @@
 attributes and ram_release's bookkeeping. Keys are plain hashable tuples."""
 import time
 
-import nodes
 
 # Overridden by the tests to play "available RAM" for ram_release.
 def virtual_memory_available():
