@@ -64,6 +64,7 @@ class Bridge:
         # entry ids
         self._next_id = 1
         self._ids = {}  # (id(cache), key) -> entry id
+        self._id_key = {}  # entry id -> (id(cache), key)
         self._where = {}  # entry id -> (weakref(cache), key)
         self._published = {}  # entry id -> what we last wrote
         self._sizes = {}  # entry id -> (id(value), bytes, has_model)
@@ -125,10 +126,16 @@ class Bridge:
         if self._listener is not None:
             self._listener.join(timeout=2)
             self._listener = None
-        if self.page is not None:
+        # not while the executor is inside serve(): it reads the page
+        locked = self.exec_lock.acquire(timeout=2)
+        try:
             with self.pub_lock:
-                self.page.close(unlink=True)
-            self.page = None
+                page, self.page = self.page, None
+                if page is not None:
+                    page.close(unlink=True)
+        finally:
+            if locked:
+                self.exec_lock.release()
 
     def owns(self, executor):
         return self.executor is not None and self.executor() is executor
@@ -171,6 +178,7 @@ class Bridge:
             eid = self._next_id
             self._next_id += 1
             self._ids[k] = eid
+            self._id_key[eid] = k
             self._where[eid] = (weakref.ref(cache), key)
         return eid
 
@@ -254,12 +262,10 @@ class Bridge:
                     self.say_once("full", logging.WARNING,
                                   "control page full, some entries are not published")
         for eid in [e for e in self._where if e not in seen]:
-            _, key = self._where.pop(eid)
+            del self._where[eid]
+            self._ids.pop(self._id_key.pop(eid), None)
             self._sizes.pop(eid, None)
             self._last_use.pop(eid, None)
-            for k2, v in list(self._ids.items()):
-                if v == eid:
-                    del self._ids[k2]
 
     # ------------------------------------------------------------ evicting
 
