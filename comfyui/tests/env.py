@@ -125,6 +125,18 @@ class Call:
         return (CALLS[tag](),)
 
 
+class Expand:
+    """Graph expansion: a tensor and a sampler reading it, as children."""
+    FUNCTION = "run"
+    RETURN_TYPES = ("TENSOR", "TENSOR")
+
+    def run(self, mib, steps=3, tag=""):
+        return {"expand": {
+            "x1": node("MakeTensor", mib=mib, tag="child" + tag),
+            "x2": node("Sampler", steps=steps, latent=["x1", 0], tag="child" + tag)},
+            "result": (["x2", 0], ["x1", 0])}
+
+
 class Sink:
     FUNCTION = "run"
     OUTPUT_NODE = True
@@ -137,6 +149,7 @@ class Sink:
 nodes.NODE_CLASS_MAPPINGS.update({
     "MakeTensor": MakeTensor, "MakeViewPair": MakeViewPair,
     "LoadModel": LoadModel, "Sampler": Sampler, "Sink": Sink, "Call": Call,
+    "Expand": Expand,
 })
 
 

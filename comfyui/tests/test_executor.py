@@ -183,6 +183,50 @@ def publishes_and_evicts_subcache_entries():
 
 
 @test
+def handles_graph_expansion():
+    """Children of an expanded node: published, protected while the parent
+    still waits for them, evictable afterwards."""
+    a = agent()
+    a.start_heartbeat()
+    try:
+        for kind in ("CLASSIC", "LRU", "RAM_PRESSURE"):
+            w = fresh(kind)
+            try:
+                log = {}
+
+                def step(i):
+                    if i == 1:
+                        x1, _ = entry_for(w, "x1")
+                        log["seq"] = a.post(x1)
+                        assert a.wait_taken(log["seq"])
+                env.STEP_HOOK[:] = [step]
+                p = {"e": node("Expand", mib=3, tag=kind), "s": node("Sink", value=["e", 0])}
+                ok, msgs = w.run(p, ["s"], "p1")
+                assert ok, (kind, msgs)
+                ack = a.wait_ack(log["seq"])
+                assert ack["status"] == lib.ACK_BUSY, (kind, ack)  # x2 runs on it
+                out = outputs(w)
+                eid, key = entry_for(w, "x1")
+                e = a.entries()[eid]
+                assert e["bytes"] == 3 * MiB and e["label"] == "x1:MakeTensor", (kind, e)
+                holder = pkg.evict.locate(out, "x1")[0]
+                if kind == "CLASSIC":
+                    assert holder is not out and holder in out.subcaches.values()
+                else:
+                    parent = out.cache_key_set.get_data_key("e")
+                    assert key in out.children[parent], kind
+                seq = a.post(eid)  # idle now: nothing needs it
+                ack = a.wait_ack(seq)
+                assert ack["status"] == lib.ACK_EVICTED, (kind, ack)
+                assert key not in holder.cache
+            finally:
+                env.STEP_HOOK.clear()
+                w.stop()
+    finally:
+        a.stop_heartbeat()
+
+
+@test
 def evicts_at_a_sampling_step_of_a_long_node():
     w = fresh()
     a = agent()

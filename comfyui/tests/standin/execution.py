@@ -72,6 +72,16 @@ async def execute(server, dynprompt, caches, current_item, extra_data, executed,
     if cached is not None:
         execution_list.cache_update(unique_id, cached)
         return ExecutionResult.SUCCESS, None, None
+    if unique_id in pending_subgraph_results:
+        # the expansion ran: gather its results
+        outputs = []
+        for from_id, socket in pending_subgraph_results.pop(unique_id):
+            outputs.append(execution_list.get_cache(from_id, unique_id).outputs[socket])
+        entry = CacheEntry(ui={}, outputs=outputs)
+        await caches.outputs.set(unique_id, entry)
+        execution_list.cache_update(unique_id, entry)
+        executed.add(unique_id)
+        return ExecutionResult.SUCCESS, None, None
     try:
         kwargs = {}
         for name, value in node["inputs"].items():
@@ -87,6 +97,18 @@ async def execute(server, dynprompt, caches, current_item, extra_data, executed,
         nodes.before_node_execution()
         result = getattr(obj, class_def.FUNCTION)(**kwargs)
         ui = {}
+        if isinstance(result, dict) and "expand" in result:
+            # graph expansion: ephemeral children with this node as parent
+            new_ids = list(result["expand"])
+            for child_id, info in result["expand"].items():
+                dynprompt.add_ephemeral_node(child_id, info, unique_id, unique_id)
+            await caches.outputs.ensure_subcache_for(unique_id, new_ids)
+            await caches.objects.ensure_subcache_for(unique_id, new_ids)
+            links = [tuple(link) for link in result["result"]]
+            for from_id, socket in links:
+                execution_list.add_strong_link(from_id, socket, unique_id)
+            pending_subgraph_results[unique_id] = links
+            return ExecutionResult.PENDING, None, None
         if isinstance(result, dict):
             ui = result.get("ui", {})
             result = result.get("result", ())
@@ -138,6 +160,7 @@ class PromptExecutor:
                 await cache.set_prompt(dynamic_prompt, prompt.keys(), None)
                 cache.clean_unused()
             executed = set()
+            pending_subgraph_results = {}
             execution_list = ExecutionList(dynamic_prompt, self.caches.outputs)
             for node_id in execute_outputs:
                 execution_list.add_node(node_id)
@@ -148,7 +171,7 @@ class PromptExecutor:
                     break
                 result, error, ex = await execute(
                     self.server, dynamic_prompt, self.caches, node_id, extra_data,
-                    executed, prompt_id, execution_list, {}, {}, {})
+                    executed, prompt_id, execution_list, pending_subgraph_results, {}, {})
                 self.success = result != ExecutionResult.FAILURE
                 if result == ExecutionResult.FAILURE:
                     self.add_message("execution_error" if not isinstance(
@@ -156,6 +179,9 @@ class PromptExecutor:
                         else "execution_interrupted",
                         {"node_id": node_id, "exception": repr(ex)}, broadcast=False)
                     break
+                if result == ExecutionResult.PENDING:
+                    execution_list.unstage_node_execution()
+                    continue
                 execution_list.complete_node_execution()
                 if self.cache_type == CacheType.RAM_PRESSURE:
                     comfy.memory_management.extra_ram_release(ram_headroom)

@@ -61,14 +61,15 @@ class ExecutionList:
         self.blockers.setdefault(node_id, set())
         self.blocking.setdefault(node_id, set())
         for value in self.dynprompt.get_node(node_id)["inputs"].values():
-            if not is_link(value):
-                continue
-            from_id = value[0]
-            if not self.is_cached(from_id) or from_id in self.pendingNodes:
-                self.add_node(from_id)
-                self.blockers[node_id].add(from_id)
-                self.blocking[from_id].add(node_id)
-            self.cache_link(from_id, node_id)
+            if is_link(value):
+                self.add_strong_link(value[0], value[1], node_id)
+
+    def add_strong_link(self, from_node_id, from_socket, to_node_id):
+        if not self.is_cached(from_node_id) or from_node_id in self.pendingNodes:
+            self.add_node(from_node_id)
+            self.blockers[to_node_id].add(from_node_id)
+            self.blocking[from_node_id].add(to_node_id)
+        self.cache_link(from_node_id, to_node_id)
 
     def cache_link(self, from_node_id, to_node_id):
         self.execution_cache.setdefault(to_node_id, {})[from_node_id] = \
