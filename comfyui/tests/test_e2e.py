@@ -68,9 +68,14 @@ class Child:
         return self.proc.stderr.read()
 
     def kill(self):
+        """Stop the child and remove its page, even after an OOM kill."""
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        try:
+            os.unlink(f"/dev/shm/ramcache-{self.pid}")
+        except FileNotFoundError:
+            pass
 
 
 @test
