@@ -17,6 +17,7 @@ answers HTTP but runs nothing.
 import functools
 import inspect
 import logging
+import threading
 
 from .bridge import BRIDGE
 
@@ -42,7 +43,8 @@ def _wrap_init(orig):
     def __init__(self, *args, **kwargs):
         orig(self, *args, **kwargs)
         _guard("executor capture", BRIDGE.attach, self)
-        _guard("first publish", _locked_publish)
+        if BRIDGE.owns(self):
+            _guard("first publish", _locked_publish)
     setattr(__init__, _MARK, True)
     return __init__
 
@@ -53,7 +55,7 @@ def _locked_publish():
 
 
 def _enter_prompt():
-    BRIDGE.exec_thread = __import__("threading").get_ident()
+    BRIDGE.exec_thread = threading.get_ident()
     BRIDGE.prompts += 1
     _check_cache_args()
 
@@ -83,10 +85,11 @@ def _wrap_execute_method(orig):
 def _wrap_reset(orig):
     @functools.wraps(orig)
     def reset(self, *args, **kwargs):
+        if not BRIDGE.owns(self):  # being built, or not ComfyUI's
+            return orig(self, *args, **kwargs)
         with BRIDGE.exec_lock:
             r = orig(self, *args, **kwargs)
-            if BRIDGE.executor is not None and BRIDGE.executor() is self:
-                _guard("reset", BRIDGE.publish)
+            _guard("reset", BRIDGE.publish)
             return r
     setattr(reset, _MARK, True)
     return reset

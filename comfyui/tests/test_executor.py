@@ -492,17 +492,24 @@ class Nested:
     FUNCTION = "run"
     RETURN_TYPES = ("TENSOR",)
 
-    def run(self, value):
-        inner = execution.PromptExecutor(env.comfyui_main.Server(),
-                                         cache_type=execution.CacheType.CLASSIC,
-                                         cache_args={"ram": 0})
+    def run(self, value, helper=False):
+        def build():
+            return execution.PromptExecutor(env.comfyui_main.Server(),
+                                            cache_type=execution.CacheType.CLASSIC,
+                                            cache_args={"ram": 0})
+
+        def sub(box):
+            if helper:
+                box.append(build())
+            box[0].execute({"t": node("MakeTensor", mib=1), "s": node("Sink", value=["t", 0])},
+                           "inner", {}, ["s"])
+        box = [] if helper else [build()]
         # asyncio.run cannot nest: run the sub-workflow on a helper thread
-        th = threading.Thread(target=inner.execute, args=(
-            {"t": node("MakeTensor", mib=1), "s": node("Sink", value=["t", 0])},
-            "inner", {}, ["s"]))
+        th = threading.Thread(target=sub, args=(box,))
         th.start()
         th.join(10)
-        assert inner.success
+        assert not th.is_alive(), "the sub-workflow hangs"
+        assert box[0].success
         return (value,)
 
 
@@ -512,12 +519,13 @@ def ignores_an_executor_built_inside_a_prompt():
     env.nodes.NODE_CLASS_MAPPINGS["Nested"] = Nested
     try:
         p = {"t": node("MakeTensor", mib=1, tag="outer"), "n": node("Nested", value=["t", 0]),
-             "s": node("Sink", value=["n", 0])}
+             "h": node("Nested", value=["n", 0], helper=True),
+             "s": node("Sink", value=["h", 0])}
         ok, msgs = w.run(p, ["s"], "p1")
         assert ok, msgs
         assert BRIDGE.executor() is w.executor
         assert BRIDGE.outputs() is outputs(w)
-        assert len(agent().entries()) == len(outputs(w).cache) == 3
+        assert len(agent().entries()) == len(outputs(w).cache) == 4
     finally:
         w.stop()
 
