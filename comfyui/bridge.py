@@ -47,7 +47,6 @@ def _malloc_trim():
 
 class Bridge:
     def __init__(self):
-        self.so = None
         self.page = None
         self.disabled = None  # reason string once we gave up
         self.executor = None  # weakref to PromptExecutor
@@ -68,8 +67,7 @@ class Bridge:
         self._where = {}  # entry id -> (weakref(cache), key)
         self._published = {}  # entry id -> what we last wrote
         self._sizes = {}  # entry id -> (id(value), bytes, has_model)
-        self._last_use = {}  # entry id -> (used_generation, mono ns)
-        self._full = False
+        self._last_use = {}  # entry id -> (used_generation, mono ns, wall)
         # command flow
         self.inbox = queue.Queue()
         self.outbox = queue.Queue()
@@ -115,7 +113,6 @@ class Bridge:
             self.disabled = str(e)
             log.warning("ramcache: %s; ComfyUI runs unchanged.", e)
             return
-        self.so = so
         log.info("ramcache: control page %s (library %s)", self.page.path, where)
         self._listener = threading.Thread(target=self._listen, name="ramcache",
                                           daemon=True)
@@ -231,13 +228,17 @@ class Bridge:
                 memo = self._sizes[eid] = (id(value), nbytes, has_model)
             ug = evict.used_generation(outputs, key)
             ug = gen if ug is None else ug
+            # last use: RAMPressureCache's wall stamp on the page's clock,
+            # else when we first saw this generation; unchanged stays put
             wall = evict.last_use_wall(outputs, key)
-            if wall is not None:
+            prev = self._last_use.get(eid)
+            if prev and prev[0] == ug and prev[2] == wall:
+                last = prev[1]
+            elif wall is not None:
                 last = evict.wall_to_mono_ns(wall, now_wall, now)
             else:
-                prev = self._last_use.get(eid)
-                last = prev[1] if prev and prev[0] == ug else now
-            self._last_use[eid] = (ug, last)
+                last = now
+            self._last_use[eid] = (ug, last, wall)
             flags = lib.F_ACTIVE if evict.is_active(outputs, cache, key) else 0
             if memo[2]:
                 flags |= lib.F_MODEL
