@@ -160,7 +160,8 @@ def node(cls, **inputs):
 def worker(cache_type="RAM_PRESSURE", ram=0.0, ram_inactive=0.0):
     server = comfyui_main.Server()
     comfyui_main.hijack_progress(server)
-    args = {"lru": 100 if cache_type == "LRU" else 0, "ram": ram,
-            "ram_inactive": ram_inactive}
+    args = {"lru": 100 if cache_type == "LRU" else 0, "ram": ram}
+    if ram_inactive is not None:  # None: a ComfyUI with one --cache-ram value
+        args["ram_inactive"] = ram_inactive
     return comfyui_main.Worker(server, getattr(execution.CacheType, cache_type), args)
 

@@ -531,6 +531,36 @@ def ignores_an_executor_built_inside_a_prompt():
 
 
 @test
+def says_how_comfyui_shares_the_cache():
+    """--cache-ram takes one value in older ComfyUI, two in newer ones; with
+    an inactive headroom above 0 ComfyUI competes for the inactive part."""
+    a = agent()
+    a.start_heartbeat()
+    try:
+        for inactive, text in ((None, "takes one --cache-ram value"),
+                               (4.0, "run with '--cache-ram 2.0 0'")):
+            BRIDGE._said.discard("args")
+            w = fresh(ram=2.0, ram_inactive=inactive)
+            try:
+                assert w.run({"t": node("MakeTensor", mib=1, tag=str(inactive)),
+                              "s": node("Sink", value=["t", 0])}, ["s"], "p")[0]
+                assert env.LOG.grep(text), (text, env.LOG.lines[-5:])
+            finally:
+                w.stop()
+        BRIDGE._said.discard("args")
+        n = len(env.LOG.grep("--cache-ram"))
+        w = fresh(ram=2.0, ram_inactive=0.0)  # as documented: quiet
+        try:
+            assert w.run({"t": node("MakeTensor", mib=1, tag="zero"),
+                          "s": node("Sink", value=["t", 0])}, ["s"], "p")[0]
+            assert len(env.LOG.grep("--cache-ram")) == n
+        finally:
+            w.stop()
+    finally:
+        a.stop_heartbeat()
+
+
+@test
 def status_node_shows_the_agent():
     w = fresh()
     a = agent()
