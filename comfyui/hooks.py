@@ -2,7 +2,8 @@
 load before the prompt worker starts):
 
   execution.PromptExecutor.__init__  find the executor, open the page
-  execution.PromptExecutor.execute   hold exec_lock, count prompts, publish
+  execution.PromptExecutor.execute   hold exec_lock, count prompts, publish;
+                                     the executor running prompts is ComfyUI's
   execution.PromptExecutor.reset     hold exec_lock, publish the new cache
   execution.execute                  safe point between nodes; remember the
                                      running node and the execution list
@@ -68,6 +69,10 @@ def _leave_prompt():
 def _wrap_execute_method(orig):
     @functools.wraps(orig)
     def execute(self, *args, **kwargs):
+        if not BRIDGE.owns(self) and not BRIDGE.in_prompt:
+            # a prompt run outside any other is the prompt worker's: follow
+            # it even if another executor was built after it
+            _guard("executor capture", BRIDGE.attach, self)
         if not BRIDGE.owns(self):
             return orig(self, *args, **kwargs)
         with BRIDGE.exec_lock:

@@ -526,6 +526,16 @@ def ignores_an_executor_built_inside_a_prompt():
         assert BRIDGE.executor() is w.executor
         assert BRIDGE.outputs() is outputs(w)
         assert len(agent().entries()) == len(outputs(w).cache) == 4
+        # built outside a prompt (an extension at start-up): the worker's
+        # next prompt takes ComfyUI's executor back
+        stray = execution.PromptExecutor(env.comfyui_main.Server(),
+                                         cache_type=execution.CacheType.CLASSIC,
+                                         cache_args={"ram": 0})
+        assert BRIDGE.executor() is stray
+        ok, msgs = w.run(p, ["s"], "p2")
+        assert ok, msgs
+        assert BRIDGE.executor() is w.executor and BRIDGE.exec_thread == w.thread.ident
+        assert len(agent().entries()) == len(outputs(w).cache) == 4
     finally:
         w.stop()
 
