@@ -239,7 +239,7 @@ class Bridge:
             else:
                 last = now
             self._last_use[eid] = (ug, last, wall)
-            flags = lib.F_ACTIVE if evict.is_active(outputs, cache, key) else 0
+            flags = lib.F_ACTIVE if evict.is_active(outputs, key) else 0
             if memo[2]:
                 flags |= lib.F_MODEL
             cost = int(float(getattr(value, "exec_time", 0) or 0) * 1e9)
@@ -314,11 +314,11 @@ class Bridge:
                 continue
             key = where[1]
             ck = (id(cache), key)
-            busy = ck in keep if keep is not None else evict.is_active(outputs, cache, key)
+            busy = ck in keep if keep is not None else evict.is_active(outputs, key)
             if busy:
                 results.append([c, lib.ACK_BUSY, 0])
                 continue
-            evict.remove(outputs, cache, key)
+            evict.remove(cache, key)
             estimates[c.seq] = self._sizes.get(c.entry_id, (0, 0))[1]
             results.append([c, lib.ACK_EVICTED, 0])
         if estimates:

@@ -7,7 +7,6 @@ Every ComfyUI attribute is read with getattr: the cache classes differ
 between versions (classic HierarchicalCache with per-expansion subcaches,
 LRUCache, RAMPressureCache, NullCache).
 """
-import time
 
 
 def kind(outputs):
@@ -21,32 +20,33 @@ def kind(outputs):
     return "classic"
 
 
-def walk(outputs):
-    """Yield (cache, key, value) for every stored entry, subcaches included."""
+def caches(outputs):
+    """The outputs cache and every subcache under it (graph expansion)."""
     stack, seen = [outputs], set()
     while stack:
         c = stack.pop()
         if id(c) in seen:
             continue
         seen.add(id(c))
-        store = getattr(c, "cache", None)
-        if isinstance(store, dict):
-            for key, value in list(store.items()):
-                yield c, key, value
+        yield c
         subs = getattr(c, "subcaches", None)
         if isinstance(subs, dict):
             stack.extend(subs.values())
 
 
+def walk(outputs):
+    """Yield (cache, key, value) for every stored entry, subcaches included."""
+    for c in caches(outputs):
+        store = getattr(c, "cache", None)
+        if isinstance(store, dict):
+            for key, value in list(store.items()):
+                yield c, key, value
+
+
 def node_of_key(outputs):
     """{(id(cache), key): node_id} from each cache's key set."""
     out = {}
-    stack, seen = [outputs], set()
-    while stack:
-        c = stack.pop()
-        if id(c) in seen:
-            continue
-        seen.add(id(c))
+    for c in caches(outputs):
         keys = getattr(getattr(c, "cache_key_set", None), "keys", None)
         if isinstance(keys, dict):
             for node_id, key in keys.items():
@@ -54,9 +54,6 @@ def node_of_key(outputs):
                     out.setdefault((id(c), key), node_id)
                 except TypeError:  # an unhashable key is never in the dict
                     pass
-        subs = getattr(c, "subcaches", None)
-        if isinstance(subs, dict):
-            stack.extend(subs.values())
     return out
 
 
@@ -73,7 +70,7 @@ def used_generation(outputs, key):
     return None
 
 
-def is_active(outputs, cache, key):
+def is_active(outputs, key):
     """Used by the prompt running now (or the last one, between prompts)."""
     gen = generation(outputs)
     if gen is None:
@@ -149,25 +146,21 @@ def needed(outputs, running, dynprompt, execution_list):
     return out
 
 
-def remove(outputs, cache, key):
-    """Drop key like ram_release does; the removed value, or None."""
+def remove(cache, key):
+    """Drop key from the cache holding it, like ram_release does: the LRU and
+    RAM caches keep every entry and its bookkeeping in the root cache, the
+    classic cache keeps none. The removed value, or None."""
     store = getattr(cache, "cache", None)
     if not isinstance(store, dict) or key not in store:
         return None
     value = store.pop(key)
     for name in ("used_generation", "timestamps", "children"):
-        d = getattr(outputs, name, None)
+        d = getattr(cache, name, None)
         if isinstance(d, dict):
             d.pop(key, None)
-        if cache is not outputs:
-            d = getattr(cache, name, None)
-            if isinstance(d, dict):
-                d.pop(key, None)
     return value
 
 
-def wall_to_mono_ns(ts, now_wall=None, now_mono=None):
+def wall_to_mono_ns(ts, now_wall, now_mono):
     """A time.time() stamp on the CLOCK_MONOTONIC ns scale of the page."""
-    now_wall = time.time() if now_wall is None else now_wall
-    now_mono = time.monotonic_ns() if now_mono is None else now_mono
     return max(1, now_mono - int(max(0.0, now_wall - ts) * 1e9))
