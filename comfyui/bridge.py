@@ -289,8 +289,17 @@ class Bridge:
             except queue.Empty:
                 break
         if cmds:
-            for r in self.serve(cmds):
-                self.outbox.put(r)
+            self.answer(cmds, lambda *r: self.outbox.put(r))
+
+    def answer(self, cmds, sink):
+        """serve(cmds) and pass every result to sink(cmd, status, freed),
+        "busy" for all when serving failed: each command gets its ack."""
+        results = [(c, lib.ACK_BUSY, 0) for c in cmds]
+        try:
+            results = self.serve(cmds)
+        finally:
+            for r in results:
+                sink(*r)
 
     def serve(self, cmds):
         """Evict for each command; [(cmd, status, bytes_freed)]."""
@@ -346,7 +355,9 @@ class Bridge:
             try:
                 self._listen_once()
             except Exception:  # keep listening; the page may recover
-                log.exception("ramcache: listener error")
+                if "listener" not in self._said:
+                    log.exception("ramcache: listener error (further ones not logged)")
+                    self._said.add("listener")
                 time.sleep(0.5)
 
     def _listen_once(self):
@@ -367,8 +378,7 @@ class Bridge:
             return
         if self.exec_lock.acquire(blocking=False):
             try:  # no prompt runs: the cache is ours for a moment
-                for c, status, freed in self.serve([cmd]):
-                    self.page.ack(c, status, freed)
+                self.answer([cmd], self.page.ack)
             finally:
                 self.exec_lock.release()
         else:

@@ -403,14 +403,22 @@ def swallows_its_own_errors():
         eid, _ = two_prompts(w)
         BRIDGE.serve = broken
 
+        log = {}
+
         def step(i):
             if i == 0:
-                assert a.wait_taken(a.post(eid))
+                log["seq"] = a.post(eid)
+                assert a.wait_taken(log["seq"])
         env.STEP_HOOK.append(step)
         p = {"k": node("Sampler", steps=3, tag="err"), "s": node("Sink", value=["k", 0])}
         ok, msgs = w.run(p, ["s"], "p2")
         assert ok, msgs
         assert env.LOG.grep("ramcache: error at")
+        ack = a.wait_ack(log["seq"])  # answered all the same
+        assert ack and ack["status"] == lib.ACK_BUSY, ack
+        seq = a.post(eid)  # and when idle, on the listener thread
+        ack = a.wait_ack(seq)
+        assert ack and ack["status"] == lib.ACK_BUSY, ack
     finally:
         BRIDGE.serve = orig
         a.stop_heartbeat()
