@@ -579,6 +579,26 @@ def says_how_comfyui_shares_the_cache():
 
 
 @test
+def wraps_the_sync_execute_of_older_versions():
+    """ComfyUI before async nodes: execute(...) is a plain function."""
+    w = fresh()
+    try:
+        seen = {}
+
+        def execute(server, dynprompt, caches, current_item, extra_data, executed,
+                    prompt_id, execution_list, pending_subgraph_results):
+            seen["running"] = BRIDGE.running
+            return "done"
+        wrapped = pkg.hooks._wrap_node_execute(execute)
+        BRIDGE.exec_thread = threading.get_ident()
+        r = wrapped(None, None, w.executor.caches, "n1", {}, set(), "p", None, {})
+        assert r == "done" and seen["running"] == "n1" and BRIDGE.running is None
+    finally:
+        BRIDGE.exec_thread = w.thread.ident
+        w.stop()
+
+
+@test
 def status_node_shows_the_agent():
     w = fresh()
     a = agent()
