@@ -10,7 +10,7 @@ import threading
 import time
 
 MAGIC = 0x314C544343524152
-SYS_futex = 202
+SYS_futex = {"x86_64": 202, "aarch64": 98, "riscv64": 98}.get(os.uname().machine, 202)
 FUTEX_WAKE = 1
 
 # header
