@@ -110,7 +110,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (why != CTL_OK || !lay.max_entries || !lay.ring_size ||
 		    (lay.ring_size & (lay.ring_size - 1)) ||
 		    lay.total_size !=
-			    ramcache_ctl_size(lay.max_entries, lay.ring_size))
+			    ramcache_ctl_size(lay.max_entries, lay.ring_size) ||
+		    lay.acks_off + (uint64_t)lay.ring_size *
+					    sizeof(struct ramcache_ctl_ack) !=
+			    lay.total_size)
 			abort(); /* accepted something it should not have */
 		entries_off = lay.entries_off;
 		acks_off = lay.acks_off;
