@@ -126,8 +126,9 @@ static void report_evict(const char *by, const char *label, uint64_t id,
 	if (seq)
 		report_msg("agent cmd %" PRIu64 ": %s %s, %.1f MiB freed, "
 			   "%.2f ms after it was issued",
-			   seq, ramcache_status_name(status), label[0] ? label : "?",
-			   (double)bytes / MiB, latency_ns / 1e6);
+			   seq, ramcache_status_name(status),
+			   label[0] ? label : "?", (double)bytes / MiB,
+			   latency_ns / 1e6);
 	else
 		report_msg("local: evicted %s, %.1f MiB freed", label,
 			   (double)bytes / MiB);
