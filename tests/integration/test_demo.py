@@ -366,7 +366,9 @@ def demo_with_agent_finishes():
         acked = [e for e in agent.of_type("evict_done")
                  if e["status"] == "evicted" and e["ack_latency_ns"] > 0]
         assert acked, f"no evict_done with a latency: {agent.events[-20:]}"
-        assert not agent.of_type("oom_kill")
+        # only the demo's: other processes on the machine may be OOM-killed
+        assert not [e for e in agent.of_type("oom_kill")
+                    if e.get("victim_pid") == demo.proc.pid]
         check_cleaned(demo, d)
 
 
