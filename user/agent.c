@@ -32,6 +32,7 @@
 #include "metrics_http.h"
 #include "onlevel.h"
 #include "output.h"
+#include "outstream.h"
 #include "sampler.h"
 
 #define NSEC		   1000000000ULL
@@ -69,7 +70,7 @@ struct agent {
 	uint64_t mem_total;
 	uint64_t last_summary_ns, next_level_ns, next_match_ns, last_eval_ns;
 	uint64_t end_ns;
-	uint64_t drops_told, next_drop_warn_ns;
+	uint64_t drops_told, out_told, next_drop_warn_ns;
 	bool stop;
 	int exit_code;
 	const char *exit_reason;
@@ -426,15 +427,26 @@ static void check_drops(struct agent *a, uint64_t now)
 {
 	uint64_t drops = bpfstate_stat(&a->bpf, RC_STAT_DROPS);
 
+	uint64_t lines = outstream_dropped();
+
 	metrics_set_ringbuf_drops(&a->m, drops);
-	if (drops <= a->drops_told || now < a->next_drop_warn_ns)
+	if (now < a->next_drop_warn_ns ||
+	    (drops <= a->drops_told && lines <= a->out_told))
 		return;
-	out_warn(&a->out,
-		 "ring buffer full: %llu events dropped (%llu in all); the "
-		 "agent is falling behind the kernel",
-		 (unsigned long long)(drops - a->drops_told),
-		 (unsigned long long)drops);
+	if (drops > a->drops_told)
+		out_warn(&a->out,
+			 "ring buffer full: %llu events dropped (%llu in all); "
+			 "the agent is falling behind the kernel",
+			 (unsigned long long)(drops - a->drops_told),
+			 (unsigned long long)drops);
+	if (lines > a->out_told)
+		out_warn(&a->out,
+			 "stdout not read: %llu output lines dropped (%llu in "
+			 "all)",
+			 (unsigned long long)(lines - a->out_told),
+			 (unsigned long long)lines);
 	a->drops_told = drops;
+	a->out_told = lines;
 	a->next_drop_warn_ns = now + DROP_WARN_NS;
 }
 
@@ -681,6 +693,7 @@ int agent_run(const struct opts *o)
 	int code, err;
 
 	verbose = o->verbose;
+	a.out.f = outstream_open(STDOUT_FILENO, stdout);
 	libbpf_set_print(libbpf_print);
 	metrics_init(&a.m);
 	level_init(&a.lw, NULL);
@@ -754,5 +767,7 @@ cleanup:
 	if (a.epfd >= 0)
 		close(a.epfd);
 	metrics_destroy(&a.m);
+	if (a.out.f != stdout)
+		fclose(a.out.f);
 	return code;
 }
