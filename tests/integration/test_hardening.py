@@ -502,8 +502,9 @@ def fault_storm_is_kept_up_with_and_cpu_is_bounded():
           f"agent CPU {cpu:.2f} s in {wall:.2f} s wall")
     # every fault is an event: delivered, or counted as dropped
     assert bursts + drops + unread >= n * pages, (bursts, drops, unread)
-    if drops:
-        assert warnings(a, "events dropped"), "drops without a warning"
+    if drops:  # on stderr: the JSON copy may be one of the lines dropped
+        assert [ln for ln in a.stderr if "events dropped" in ln], \
+            "drops without a warning"
     assert cpu < wall, f"agent used {cpu:.2f} s CPU in {wall:.2f} s"
 
 
@@ -569,8 +570,11 @@ def stalled_agent_never_blocks_the_kernel_and_reports_drops():
             wall = storm(n, pages)
         finally:
             os.kill(a.proc.pid, signal.SIGCONT)
-        w = wait_warning(a, "events dropped", timeout=30)
-        assert w, a.events[-5:]
+        end = time.monotonic() + 30
+        while time.monotonic() < end and not [
+                ln for ln in a.stderr if "events dropped" in ln]:
+            time.sleep(0.1)
+        assert [ln for ln in a.stderr if "events dropped" in ln], a.stderr
         s = a.wait_for(lambda e: e.get("type") == "summary" and
                        e.get("drops", 0) > 0, timeout=10)
         assert s, "no summary with drops"
