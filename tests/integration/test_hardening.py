@@ -371,7 +371,7 @@ def agent_sigkill_is_seen_and_restart_continues_the_sequence():
         assert lost, "executor never noticed the dead agent"
         dt = (lost["t_ns"] - kill_ns) / 1e9
         print(f"# heartbeat loss seen {dt:.2f} s after SIGKILL")
-        assert dt <= 2.1, f"took {dt:.2f} s"
+        assert dt <= 2.0, f"took {dt:.2f} s"
         last1 = max(e["seq"] for e in p.events if e["type"] == "cmd")
         posted1 = [e["seq"] for e in a1.of_type("evict")]
         assert posted1 and max(posted1) >= last1
