@@ -18,13 +18,18 @@ static const char usage[] =
 	"Play a ComfyUI-like workflow: load models, cache node outputs across\n"
 	"prompts, and evict entries as the chosen policy says.\n"
 	"\n"
-	"  --policy none|local|agent  none: never evict (the classic cache);\n"
+	"  --policy none|local|agent|psi\n"
+	"                             none: never evict (the classic cache);\n"
 	"                             local: evict after each node when our\n"
 	"                             available memory is below "
 	"--local-headroom;\n"
 	"                             agent: obey ramcache-bpf (local without "
 	"it)\n"
-	"                             (default agent)\n"
+	"                             psi: evict like local, but only when a "
+	"PSI\n"
+	"                             trigger fires (default agent)\n"
+	"  --psi-trigger SPEC         psi policy: the trigger (default\n"
+	"                             \"some 150000 2000000\")\n"
 	"  --prompts N                prompts to run (default 8)\n"
 	"  --nodes N                  nodes per prompt, model loader "
 	"included,\n"
@@ -62,6 +67,8 @@ const char *demo_policy_name(enum demo_policy p)
 		return "local";
 	case DEMO_POLICY_AGENT:
 		return "agent";
+	case DEMO_POLICY_PSI:
+		return "psi";
 	}
 	return "?";
 }
@@ -128,6 +135,7 @@ enum {
 	OPT_LOCAL_HEADROOM,
 	OPT_MODEL_DIR,
 	OPT_WAIT_AGENT,
+	OPT_PSI_TRIGGER,
 	OPT_JSON,
 	OPT_HELP,
 	OPT_VERSION,
@@ -145,6 +153,7 @@ static const struct option longopts[] = {
 	{ "local-headroom", required_argument, NULL, OPT_LOCAL_HEADROOM },
 	{ "model-dir", required_argument, NULL, OPT_MODEL_DIR },
 	{ "wait-agent", required_argument, NULL, OPT_WAIT_AGENT },
+	{ "psi-trigger", required_argument, NULL, OPT_PSI_TRIGGER },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -176,6 +185,7 @@ int demo_parse_args(struct demo_opts *o, int argc, char **argv)
 		.step_ms = 30,
 		.output_size = 16 * MiB,
 		.model_size = 96 * MiB,
+		.psi_trigger = "some 150000 2000000",
 	};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", longopts, &idx)) != -1) {
@@ -191,6 +201,8 @@ int demo_parse_args(struct demo_opts *o, int argc, char **argv)
 				o->policy = DEMO_POLICY_LOCAL;
 			else if (!strcmp(optarg, "agent"))
 				o->policy = DEMO_POLICY_AGENT;
+			else if (!strcmp(optarg, "psi"))
+				o->policy = DEMO_POLICY_PSI;
 			else
 				return bad(name, optarg);
 			break;
@@ -229,6 +241,12 @@ int demo_parse_args(struct demo_opts *o, int argc, char **argv)
 		case OPT_LOCAL_HEADROOM:
 			if (parse_size(optarg, &o->local_headroom))
 				return bad(name, optarg);
+			break;
+		case OPT_PSI_TRIGGER:
+			if (strncmp(optarg, "some ", 5) &&
+			    strncmp(optarg, "full ", 5))
+				return bad(name, optarg);
+			o->psi_trigger = optarg;
 			break;
 		case OPT_MODEL_DIR:
 			o->model_dir = optarg;

@@ -38,7 +38,9 @@ static void report_done(const struct demo_opts *o, const struct demo_stats *st)
 		       "\"evicted\":%" PRIu64 ",\"bytes_evicted\":%" PRIu64
 		       ",\"acks\":%" PRIu64 ",\"acks_evicted\":%" PRIu64
 		       ",\"acks_busy\":%" PRIu64 ",\"acks_not_found\":%" PRIu64
-		       ",\"local_evictions\":%" PRIu64 ",\"computed\":%" PRIu64
+		       ",\"local_evictions\":%" PRIu64 ",\"psi_events\":"
+						       "%" PRIu64 ",\"computed"
+								  "\":%" PRIu64
 		       ",\"hits\":%" PRIu64 ",\"model_loads\":%" PRIu64
 		       ",\"peak_cached_bytes\":%" PRIu64 ",\"elapsed_ms\":"
 		       "%" PRIu64 ",\"interru"
@@ -47,8 +49,9 @@ static void report_done(const struct demo_opts *o, const struct demo_stats *st)
 		       demo_policy_name(o->policy), st->prompts, st->evicted,
 		       st->bytes_evicted, st->acks, st->acks_evicted,
 		       st->acks_busy, st->acks_not_found, st->local_evictions,
-		       st->computed, st->hits, st->model_loads, st->peak_cached,
-		       st->elapsed_ms, demo_stop_signal ? "true" : "false");
+		       st->psi_events, st->computed, st->hits, st->model_loads,
+		       st->peak_cached, st->elapsed_ms,
+		       demo_stop_signal ? "true" : "false");
 		return;
 	}
 	report_msg("done: %u/%u prompts in %.1f s, %" PRIu64 " evictions "

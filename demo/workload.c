@@ -31,6 +31,7 @@ struct run {
 	struct demo_cache cache;
 	struct cmdq cmdq;
 	struct memavail mem;
+	struct psi_watch psi;
 	struct demo_stats *st;
 	char (*model_paths)[PATH_MAX];
 	uint64_t gen;
@@ -173,12 +174,15 @@ static void serve_command(struct run *r, const struct ramcache_command *cmd)
 		     ramcache_now_ns() - cmd->issue_ns);
 }
 
-static void local_evict(struct run *r)
+/* @force: evict one entry even with enough available memory */
+static void local_evict(struct run *r, bool force)
 {
 	uint64_t avail;
 	struct demo_entry *e;
 
-	while ((avail = memavail_read(&r->mem)) < r->o->local_headroom) {
+	while ((avail = memavail_read(&r->mem)) < r->o->local_headroom ||
+	       force) {
+		force = false;
 		char label[RAMCACHE_LABEL_LEN];
 		uint64_t id, bytes;
 
@@ -205,6 +209,16 @@ static void safe_point(struct run *r, bool boundary)
 		r->st->peak_cached = r->cache.bytes;
 	if (r->o->policy == DEMO_POLICY_NONE)
 		return;
+	if (r->o->policy == DEMO_POLICY_PSI) {
+		unsigned int n = psi_take(&r->psi);
+
+		/* at any safe point: the trigger is the whole policy */
+		if (n) {
+			r->st->psi_events += n;
+			local_evict(r, true);
+		}
+		return;
+	}
 	if (r->o->policy == DEMO_POLICY_AGENT) {
 		while (cmdq_pop(&r->cmdq, &cmd))
 			serve_command(r, &cmd);
@@ -223,7 +237,7 @@ static void safe_point(struct run *r, bool boundary)
 			return;
 	}
 	if (boundary)
-		local_evict(r);
+		local_evict(r, false);
 }
 
 /* Write every page of [off, off + len) of @e, reading @in as we go. */
@@ -550,6 +564,14 @@ int workload_run(const struct demo_opts *o, struct ramcache *rc,
 			goto out;
 		}
 	}
+	if (o->policy == DEMO_POLICY_PSI) {
+		err = psi_start(&r.psi, &r.mem, o->psi_trigger);
+		if (err) {
+			report_err("failed to set the PSI trigger \"%s\": %s",
+				   o->psi_trigger, strerror(-err));
+			goto out;
+		}
+	}
 	r.start_ns = ramcache_now_ns();
 	for (unsigned int p = 0; p < o->prompts && !demo_stop_signal; p++) {
 		err = run_prompt(&r, p, params, &rng);
@@ -561,6 +583,7 @@ int workload_run(const struct demo_opts *o, struct ramcache *rc,
 	}
 	st->elapsed_ms = ms_since(r.start_ns);
 out:
+	psi_stop(&r.psi);
 	cmdq_stop(&r.cmdq);
 	/* commands taken but not served still get their answer */
 	if (rc) {
