@@ -260,11 +260,13 @@ def faultbench(cfg, agent_mode, other_pid):
                                + " ".join(fb.err[-3:]))
         out = {"pages_per_s": res["pages_per_s"], "pages": res["pages"]}
         if agent:
-            cpu1, rss = proc_cpu_rss(agent.pid) if agent.rc is None \
-                else (None, None)
-            agent.stop() if agent_mode == "other" else agent.wait(15)
-            if cpu1 is None:
-                cpu1 = ru_cpu(agent.rusage)
+            if agent_mode == "other":
+                cpu1, rss = proc_cpu_rss(agent.pid)
+                agent.stop()
+            else:
+                # it exits with its target: whole-life CPU from wait4
+                agent.wait(15)
+                cpu1, rss = ru_cpu(agent.rusage), None
             sums = agent.of_type("summary")
             out["agent"] = {
                 "cpu_s": cpu1 - cpu0, "wall_s": wall,
@@ -352,13 +354,14 @@ def bench_footprint(cfg, overhead):
         "idle: agent --no-evict tracking a sleeping process for "
         f"{cfg['idle_s']} s, CPU from /proc/PID/stat, RSS = VmRSS "
         "(the agent mlocks its memory); storm: the agent tracking "
-        "faultbench itself (overhead section), CPU over the run, RSS at "
-        "the end, drops from its last summary"),
+        "faultbench itself (overhead section), CPU from wait4 over the "
+        "agent's life (start-up included) / the benchmark's wall time, "
+        "RSS = peak (ru_maxrss), drops from its last summary"),
         "idle": idle}
     if storm:
         out["storm"] = {
             "cpu_frac": statistics.median(a["cpu_frac"] for a in storm),
-            "rss": max(a["rss_end"] or 0 for a in storm),
+            "rss": max(a["maxrss"] for a in storm),
             "maxrss": max(a["maxrss"] for a in storm),
             "drops": max(a["drops"] for a in storm),
             "faults_per_s_of_target": None, "runs": len(storm)}
