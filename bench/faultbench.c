@@ -9,7 +9,8 @@
  *   faultbench [--size SIZE] [--rounds N] [--wait]
  *
  * --wait prints {"type":"ready","pid":N} and waits for a line on stdin,
- * so that an agent can start tracking this process first.
+ * so that an agent can start tracking this process first, and after the
+ * result waits for another line (or EOF) before exiting.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,5 +113,8 @@ int main(int argc, char **argv)
 	       "\"cpu_seconds\":%.6f,\"pages_per_s\":%.1f,"
 	       "\"pages_per_cpu_s\":%.1f}\n",
 	       pages, dt, cpu, pages / dt, cpu > 0 ? pages / cpu : 0.0);
+	/* --wait: stay until told, so the agent can be read while we live */
+	if (wait && !fgets(line, sizeof(line), stdin))
+		return sink == 42;
 	return sink == 42;
 }

@@ -58,6 +58,7 @@ FULL = {
     "overhead_rounds": 15, "fault_size": "16M", "fault_rounds": 15,
     "idle_s": 5.0,
     "reaction_trials": 12, "outcome_rounds": 3, "zram": True,
+    "noswap_rounds": 2,
     "limit": 384 * MiB,
     "workload": ["--prompts", 8, "--nodes", 6, "--models", 2,
                  "--model-size", "96M", "--output-size", "16M",
@@ -70,6 +71,7 @@ QUICK = {
     "overhead_rounds": 1, "fault_size": "4M", "fault_rounds": 5,
     "idle_s": 1.0,
     "reaction_trials": 1, "outcome_rounds": 1, "zram": False,
+    "noswap_rounds": 1,
     "limit": 160 * MiB,
     "workload": ["--prompts", 4, "--nodes", 4, "--models", 2,
                  "--model-size", "32M", "--output-size", "8M",
@@ -236,7 +238,51 @@ def ru_cpu(ru):
 
 # ------------------------------------------------------------ 1. overhead
 
-def faultbench(cfg, agent_mode, other_pid):
+def bpf_prog_stats(pid):
+    """{prog name or id: (run_time_ns, run_cnt)} of the BPF programs that
+    process @pid holds, from /proc/PID/fdinfo (needs BPF stats on)."""
+    out = {}
+    fd_dir = f"/proc/{pid}/fdinfo"
+    for fd in os.listdir(fd_dir):
+        info = {}
+        with contextlib.suppress(OSError):
+            with open(os.path.join(fd_dir, fd)) as f:
+                for line in f:
+                    k, _, v = line.partition(":")
+                    info[k.strip()] = v.strip()
+        if "prog_id" in info and "run_time_ns" in info:
+            with contextlib.suppress(OSError):
+                name = os.readlink(f"/proc/{pid}/fd/{fd}")
+            out[info["prog_id"]] = (int(info["run_time_ns"]),
+                                    int(info["run_cnt"]), name)
+    return out
+
+
+class BpfStats:
+    """BPF_ENABLE_STATS: run-time accounting of every BPF program while
+    the returned fd is open (closed at exit, even on a crash)."""
+    NR = {"x86_64": 321, "aarch64": 280}
+
+    def __init__(self):
+        import ctypes
+        self.fd = -1
+        nr = self.NR.get(platform.machine())
+        if nr is None:
+            self.error = "no bpf syscall number for this architecture"
+            return
+        libc = ctypes.CDLL(None, use_errno=True)
+        attr = (ctypes.c_uint32 * 16)()  # enable_stats.type = 0 (RUN_TIME)
+        fd = libc.syscall(nr, 32, ctypes.byref(attr), 4)  # BPF_ENABLE_STATS
+        self.error = None if fd >= 0 else os.strerror(ctypes.get_errno())
+        self.fd = fd
+
+    def close(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def faultbench(cfg, agent_mode, other_pid, progstats=False):
     """One run; returns pages/s and, when tracked, the agent's numbers."""
     argv = [FAULTBENCH, "--size", cfg["fault_size"], "--rounds",
             cfg["fault_rounds"], "--wait"]
@@ -254,12 +300,16 @@ def faultbench(cfg, agent_mode, other_pid):
         fb.send()
         res = fb.wait_type("result", 300)
         wall = time.monotonic() - t0
+        stats = bpf_prog_stats(agent.pid) if progstats and agent else None
+        with contextlib.suppress(OSError):
+            fb.p.stdin.close()
         fb.wait(30)
         if not res:
             raise RuntimeError("faultbench gave no result: "
                                + " ".join(fb.err[-3:]))
         out = {"pages_per_s": res["pages_per_s"], "pages": res["pages"],
-               "pages_per_cpu_s": res["pages_per_cpu_s"]}
+               "pages_per_cpu_s": res["pages_per_cpu_s"],
+               "prog_stats": stats}
         if agent:
             if agent_mode == "other":
                 cpu1, rss = proc_cpu_rss(agent.pid)
@@ -306,6 +356,7 @@ def bench_overhead(cfg):
                 log(f"overhead round {r + 1}: {m}: "
                     f"{res['pages_per_s']:.0f} pages/s, "
                     f"{res['pages_per_cpu_s']:.0f} pages/CPU-s")
+        bpfcost = bpf_cost(cfg) if is_root() else None
     finally:
         if other:
             other.kill()
@@ -340,7 +391,40 @@ def bench_overhead(cfg):
                          "met": out["ratios"]["self"]["slowdown"]
                          <= TARGET_OVERHEAD}
     out["storm_agents"] = agents
+    out["bpf_cost"] = bpfcost
     return out
+
+
+def bpf_cost(cfg):
+    """One more tracked run with the kernel's BPF run-time stats on: the
+    programs' own time per fault against the benchmark's CPU per fault."""
+    st = BpfStats()
+    if st.fd < 0:
+        return {"skipped": f"BPF_ENABLE_STATS failed: {st.error}"}
+    try:
+        res = faultbench(cfg, "self", None, progstats=True)
+    finally:
+        st.close()
+    progs = res.get("prog_stats") or {}
+    if not progs:
+        return {"skipped": "no BPF program fds found in the agent"}
+    total_ns = sum(v[0] for v in progs.values())
+    total_cnt = sum(v[1] for v in progs.values())
+    fault = max(progs.values(), key=lambda v: v[1])  # the busiest: faults
+    per_run = fault[0] / fault[1] if fault[1] else None
+    fault_cpu_ns = 1e9 / res["pages_per_cpu_s"]
+    return {"runs_fault_prog": fault[1], "ns_per_fault_prog_run": per_run,
+            "all_progs_ns": total_ns, "all_progs_runs": total_cnt,
+            "benchmark_cpu_ns_per_fault": fault_cpu_ns,
+            "pages": res["pages"],
+            "direct_overhead": (total_ns / res["pages"]) / fault_cpu_ns,
+            "note": (
+                "BPF_ENABLE_STATS on for this one run only (it is global "
+                "while on); run counts include other processes' faults "
+                "over the agent's life, so the direct overhead = all "
+                "programs' run time / the benchmark's pages, against its "
+                "CPU time per page, is an upper bound; it leaves out the "
+                "tracepoint's own trampoline")}
 
 
 # ------------------------------------------------------------ 5. footprint
@@ -457,12 +541,24 @@ class PsiWatch:
             os.close(self.fd)
 
 
+def memcg_swap(cg):
+    """Bytes of the memcg's memory in swap now."""
+    if cg.version == 2:
+        with contextlib.suppress(OSError, ValueError):
+            return int(cg.read("memory.swap.current"))
+        return 0
+    st = memcg_stat(cg)
+    return st.get("total_swap", st.get("swap", 0))
+
+
 class Sampler:
-    """Available memory of a memcg every 10 ms, (mono_ns, bytes)."""
+    """Available memory of a memcg every 10 ms, (mono_ns, bytes), and
+    the peak of its swap use."""
 
     def __init__(self, cg):
         self.cg = cg
         self.trace = []
+        self.swap_peak = 0
         self._stop = False
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
@@ -471,6 +567,7 @@ class Sampler:
         while not self._stop:
             with contextlib.suppress(OSError, ValueError):
                 self.trace.append((mono_ns(), memcg_avail(self.cg)))
+                self.swap_peak = max(self.swap_peak, memcg_swap(self.cg))
             time.sleep(0.01)
 
     def close(self):
@@ -674,6 +771,7 @@ def run_outcome(cfg, policy, swap):
         swpin0 = vmstat("pswpin")
         demo = gated_demo(cg, d, dpolicy, cfg, extra)
         agent = None
+        sampler = Sampler(cg)
         try:
             flags = cfg["agent_flags"] if policy == "agent" \
                 else ["--no-evict"]
@@ -684,6 +782,7 @@ def run_outcome(cfg, policy, swap):
             wall = time.monotonic() - t0
         finally:
             demo.kill()
+            sampler.close()
             if agent:
                 agent.stop()
         st1 = memcg_stat(cg)
@@ -705,7 +804,8 @@ def run_outcome(cfg, policy, swap):
         "stall_ns": sum(e.get("latency_ns", 0) for e in rec),
         "stalls": len(rec),
         "majfaults": st1.get(maj_key, 0) - st0.get(maj_key, 0),
-        "swapins": swpin, "bytes_evicted": evicted,
+        "swapins_system": swpin, "swap_peak": sampler.swap_peak,
+        "bytes_evicted": evicted,
         "psi_events": done.get("psi_events") if done else None,
         "evict_done": [{k: e.get(k) for k in (
             "status", "ack_latency_ns", "freed_latency_ns",
@@ -715,19 +815,26 @@ def run_outcome(cfg, policy, swap):
     }
 
 
-def bench_outcomes(cfg):
+@contextlib.contextmanager
+def no_swap():
+    yield False
+
+
+def bench_outcomes(cfg, zram=True):
     if not is_root():
         return {"skipped": "needs root (memcg, BPF)"}
     note = []
     runs = []
-    with maybe_zram(cfg, note) as swap:
-        for r in range(cfg["outcome_rounds"]):
+    rounds = cfg["outcome_rounds"] if zram else cfg["noswap_rounds"]
+    with (maybe_zram(cfg, note) if zram else no_swap()) as swap:
+        for r in range(rounds):
             order = POLICIES if r % 2 == 0 else list(reversed(POLICIES))
             for p in order:
                 res = run_outcome(cfg, p, swap)
                 res["round"] = r
                 runs.append(res)
-                log(f"outcome round {r + 1}: {p}: rc {res['rc']}, oom "
+                log(f"outcome ({'zram' if swap else 'no swap'}) round "
+                    f"{r + 1}: {p}: rc {res['rc']}, oom "
                     f"{res['oom_kills']}, {res['prompts']} prompts, "
                     f"{res['wall_s']:.1f} s, stall "
                     f"{res['stall_ns'] / 1e6:.0f} ms")
@@ -746,7 +853,8 @@ def bench_outcomes(cfg):
             "stalls_median": statistics.median(x["stalls"] for x in rs),
             "majfaults_median": statistics.median(
                 x["majfaults"] for x in rs),
-            "swapins_median": statistics.median(x["swapins"] for x in rs),
+            "swap_peak_median": statistics.median(
+                x["swap_peak"] for x in rs),
             "bytes_evicted_median": statistics.median(
                 x["bytes_evicted"] for x in rs),
             "completion_ratio": (statistics.median(fin) / base_s
@@ -759,13 +867,16 @@ def bench_outcomes(cfg):
         f"demo workload {' '.join(map(str, cfg['workload']))} in a "
         f"{cfg['limit'] // MiB} MiB memcg"
         + (" with 1 GiB of zram swap" if swap else " without swap")
-        + f", {cfg['outcome_rounds']} round(s), policies interleaved, "
+        + f", {rounds} round(s), policies interleaved, "
         "medians; unconstrained = classic cache in an 8 GiB memcg. "
         "Reclaim stall = sum of the executor's direct+memcg reclaim "
         "latencies seen by ramcache-bpf (--no-evict for the other "
         "policies, so every run is traced the same way); major faults = "
-        "the memcg's pgmajfault; swap-ins = /proc/vmstat pswpin "
-        "(system-wide) during the run; completion = demo elapsed time / "
+        "the memcg's pgmajfault, swap-ins included (cgroup v1 has no "
+        "per-memcg swap-in counter, and /proc/vmstat pswpin is shared with "
+        "every other process that swaps to the same zram device, so it is "
+        "only kept in the JSON); swap used = peak of the memcg's swap "
+        "(sampled every 10 ms); completion = demo elapsed time / "
         "unconstrained median, finished runs only, (min-max) over runs: "
         "differences inside the baseline's own spread are noise. PSI policy: demo "
         f"--policy psi, trigger '{PSI_TRIGGER}'"
@@ -778,11 +889,11 @@ def bench_outcomes(cfg):
 
 # ------------------------------------------------------------ 3. eviction
 
-def bench_eviction(outcomes):
+def bench_eviction(outcomes, noswap):
     if "runs" not in outcomes:
         return {"skipped": outcomes.get("skipped", "no outcome runs")}
-    done = [e for r in outcomes["runs"] if r["policy"] == "agent"
-            for e in r["evict_done"]]
+    done = [e for r in outcomes["runs"] + noswap.get("runs", [])
+            if r["policy"] == "agent" for e in r["evict_done"]]
     acked = [e for e in done if e.get("ack_latency_ns") is not None]
     ack = [e["ack_latency_ns"] / 1e6 for e in acked]
     freed = [e["freed_latency_ns"] / 1e6 for e in done
@@ -793,7 +904,8 @@ def bench_eviction(outcomes):
         statuses[e["status"]] = statuses.get(e["status"], 0) + 1
     comfy = os.path.join(ROOT, "comfyui")
     return {"method": (
-        "every eviction command of the ramcache-bpf outcome runs: post = "
+        "every eviction command of the ramcache-bpf outcome runs (both "
+        "variants): post = "
         "issue_ns on the control page; ack = the executor's ack_ns; RSS "
         "drop = the first rss_stat event (BPF) after which RSS fell by "
         "half the entry's size from its peak since the post"),
@@ -821,6 +933,40 @@ def fmt_ms(v):
 
 def fmt_mib(b):
     return "-" if b is None else f"{b / MiB:.0f} MiB"
+
+
+def outcomes_table(oc, title):
+    L = [title, ""]
+    if "skipped" in oc:
+        L += [f"Skipped: {oc['skipped']}", ""]
+    else:
+        L += [oc["method"] + ".", ""]
+        if oc["notes"]:
+            L += ["Notes: " + "; ".join(oc["notes"]) + ".", ""]
+        L += ["| policy | finished | OOM kills | reclaim stall ms | "
+              "major faults (incl. swap-ins) | swap used (peak) | evicted "
+              "| completion vs "
+              "unconstrained |", "|---|---|---|---|---|---|---|---|"]
+        names = {"unconstrained": "classic cache, no limit (baseline)",
+                 "none": "classic cache (no eviction)",
+                 "local": "ComfyUI-style local eviction",
+                 "psi": "PSI-trigger-driven eviction",
+                 "agent": "ramcache-bpf"}
+        for k, row in oc["rows"].items():
+            comp = ("-" if row["completion_ratio"] is None
+                    else f"{row['completion_ratio']:.2f}x "
+                    f"({row['completion_range'][0]:.2f}-"
+                    f"{row['completion_range'][1]:.2f})")
+            if row["finished"] < row["runs"]:
+                comp += (f" ({row['runs'] - row['finished']} of "
+                         f"{row['runs']} did not finish)")
+            L.append(f"| {names[k]} | {row['finished']}/{row['runs']} | "
+                     f"{row['oom_kills']} | {fmt_ms(row['stall_ms_median'])}"
+                     f" | {row['majfaults_median']:.0f} | "
+                     f"{fmt_mib(row['swap_peak_median'])} | "
+                     f"{fmt_mib(row['bytes_evicted_median'])} | {comp} |")
+        L.append("")
+    return L
 
 
 def report(res):
@@ -852,6 +998,18 @@ def report(res):
                      f"{r['ratio_iqr'][1]:.3f} | "
                      f"{r['slowdown'] * 100:+.1f}% | "
                      f"{r['median_wall']:.0f} | {r['ratio_wall']:.3f} |")
+        bc = o.get("bpf_cost") or {}
+        if "direct_overhead" in bc:
+            L += ["", f"Direct cost (kernel BPF run-time stats, one extra "
+                  f"tracked run): the fault program ran {bc['runs_fault_prog']}"
+                  f" times at {bc['ns_per_fault_prog_run']:.0f} ns each; all "
+                  f"the agent's programs took {bc['all_progs_ns'] / 1e6:.1f}"
+                  f" ms for {bc['pages']} benchmark faults of "
+                  f"{bc['benchmark_cpu_ns_per_fault'] / 1e3:.1f} us CPU "
+                  f"each: **{bc['direct_overhead'] * 100:.2f}%** "
+                  f"({bc['note']})."]
+        elif bc:
+            L += ["", f"Direct cost: not measured ({bc.get('skipped')})."]
         if "target" in o:
             met = o["target"]["met"]
             L += ["", "The BPF fault program is attached system-wide and "
@@ -926,36 +1084,9 @@ def report(res):
         L += ["", f"Command statuses: {c['statuses']}. The demo obeys "
               "commands only at safe points (after each sampling step or "
               "node, --step-ms apart), which is most of post -> ack.", ""]
-    oc = res["outcomes"]
-    L += ["## 4. Outcomes", ""]
-    if "skipped" in oc:
-        L += [f"Skipped: {oc['skipped']}", ""]
-    else:
-        L += [oc["method"] + ".", ""]
-        if oc["notes"]:
-            L += ["Notes: " + "; ".join(oc["notes"]) + ".", ""]
-        L += ["| policy | finished | OOM kills | reclaim stall ms | "
-              "major faults | swap-ins | evicted | completion vs "
-              "unconstrained |", "|---|---|---|---|---|---|---|---|"]
-        names = {"unconstrained": "classic cache, no limit (baseline)",
-                 "none": "classic cache (no eviction)",
-                 "local": "ComfyUI-style local eviction",
-                 "psi": "PSI-trigger-driven eviction",
-                 "agent": "ramcache-bpf"}
-        for k, row in oc["rows"].items():
-            comp = ("-" if row["completion_ratio"] is None
-                    else f"{row['completion_ratio']:.2f}x "
-                    f"({row['completion_range'][0]:.2f}-"
-                    f"{row['completion_range'][1]:.2f})")
-            if row["finished"] < row["runs"]:
-                comp += (f" ({row['runs'] - row['finished']} of "
-                         f"{row['runs']} did not finish)")
-            L.append(f"| {names[k]} | {row['finished']}/{row['runs']} | "
-                     f"{row['oom_kills']} | {fmt_ms(row['stall_ms_median'])}"
-                     f" | {row['majfaults_median']:.0f} | "
-                     f"{row['swapins_median']:.0f} | "
-                     f"{fmt_mib(row['bytes_evicted_median'])} | {comp} |")
-        L.append("")
+    L += outcomes_table(res["outcomes"], "## 4. Outcomes")
+    L += outcomes_table(res["outcomes_noswap"],
+                        "## 4b. Outcomes without swap")
     L += ["## Targets and misses", ""] + [f"- {n}" for n in res["verdicts"]]
     L.append("")
     return "\n".join(L)
@@ -966,9 +1097,20 @@ def verdicts(res):
     o = res["overhead"]
     if "target" in o:
         s = o["ratios"]["self"]["slowdown"] * 100
+        q = o["ratios"]["self"]["ratio_iqr"]
         v.append(("Met" if o["target"]["met"] else "MISSED")
-                 + f": fault-path overhead when tracked {s:+.1f}% "
-                 "(target <= 2%).")
+                 + f" (median of rounds): fault-path overhead when tracked "
+                 f"{s:+.1f}% (target <= 2%); but the per-round ratios' IQR "
+                 f"is {q[0]:.3f}-{q[1]:.3f}, so this shared machine's "
+                 "noise is far larger than 2% and the end-to-end figure "
+                 "neither proves nor refutes the target.")
+        bc = o.get("bpf_cost") or {}
+        if "direct_overhead" in bc:
+            d = bc["direct_overhead"] * 100
+            v.append(("Met" if d <= 2 else "MISSED")
+                     + f" (direct cost): the agent's BPF programs add "
+                     f"{d:.2f}% to the CPU cost of a fault (kernel BPF "
+                     "stats, upper bound, trampoline not included).")
     r = res["reaction"]
     if "rows" in r:
         rb, psi = r["rows"]["ramcache-bpf"], r["rows"]["psi"]
@@ -991,19 +1133,27 @@ def verdicts(res):
             v.append(f"A check after each node ({k[11:]} nodes) noticed "
                      f"too late or never in {nc['missed_frac'] * 100:.0f}%"
                      " of ramps (phases).")
-    oc = res["outcomes"]
-    if "rows" in oc:
+    for oc in (res["outcomes"], res.get("outcomes_noswap", {})):
+        if "rows" not in oc:
+            continue
+        var = "with zram swap" if oc.get("swap") else "without swap"
         a = oc["rows"]["agent"]
         if a["oom_kills"] or a["finished"] < a["runs"]:
-            v.append(f"MISSED: ramcache-bpf runs finished "
+            v.append(f"MISSED ({var}): ramcache-bpf runs finished "
                      f"{a['finished']}/{a['runs']} with {a['oom_kills']} "
                      "OOM kills.")
         for p in ("none", "local", "psi"):
             row = oc["rows"][p]
             if row["finished"] < row["runs"]:
-                v.append(f"Policy '{p}' lost: finished "
+                v.append(f"Policy '{p}' lost ({var}): finished "
                          f"{row['finished']}/{row['runs']} runs, "
                          f"{row['oom_kills']} OOM kills.")
+        worse = [p for p in ("local", "psi")
+                 if oc["rows"][p]["stall_ms_median"] < a["stall_ms_median"]]
+        if worse:
+            v.append(f"MISSED ({var}): ramcache-bpf's executor stalled "
+                     f"longer in reclaim ({fmt_ms(a['stall_ms_median'])} ms)"
+                     f" than with {', '.join(worse)}.")
     if not v:
         v.append("No target was measured (sections skipped).")
     v.append("Not measured: eviction latency of the ComfyUI package's "
@@ -1065,7 +1215,12 @@ def main():
                         if want("footprint") else skipped)
     res["reaction"] = bench_reaction(cfg) if want("reaction") else skipped
     res["outcomes"] = bench_outcomes(cfg) if want("outcomes") else skipped
-    res["eviction"] = bench_eviction(res["outcomes"])
+    res["outcomes_noswap"] = (bench_outcomes(cfg, zram=False)
+                              if want("outcomes") and cfg["zram"]
+                              else {"skipped": "quick mode runs one variant"
+                                    if cfg is QUICK else "not selected"})
+    res["eviction"] = bench_eviction(res["outcomes"],
+                                     res["outcomes_noswap"])
     res["verdicts"] = verdicts(res)
     res["seconds"] = time.monotonic() - t0
     jpath = args.json or os.path.join(out, "results.json")
