@@ -251,11 +251,18 @@ def bpf_prog_stats(pid):
                     k, _, v = line.partition(":")
                     info[k.strip()] = v.strip()
         if "prog_id" in info and "run_time_ns" in info:
-            with contextlib.suppress(OSError):
-                name = os.readlink(f"/proc/{pid}/fd/{fd}")
             out[info["prog_id"]] = (int(info["run_time_ns"]),
-                                    int(info["run_cnt"]), name)
-    return out
+                                    int(info["run_cnt"]))
+    named = {}
+    for pid_, v in out.items():  # names while the programs are loaded
+        name = pid_
+        with contextlib.suppress(Exception):
+            js = subprocess.run(["bpftool", "prog", "show", "id", pid_,
+                                 "--json"], capture_output=True,
+                                text=True, timeout=10).stdout
+            name = json.loads(js).get("name", pid_)
+        named[name] = v
+    return named
 
 
 class BpfStats:
@@ -410,10 +417,14 @@ def bpf_cost(cfg):
         return {"skipped": "no BPF program fds found in the agent"}
     total_ns = sum(v[0] for v in progs.values())
     total_cnt = sum(v[1] for v in progs.values())
-    fault = max(progs.values(), key=lambda v: v[1])  # the busiest: faults
+    faults = [v for k, v in progs.items() if k.startswith("fault")]
+    fault = faults[0] if faults else max(progs.values(), key=lambda v: v[1])
+    per_prog = {k: {"run_time_ns": v[0], "runs": v[1]}
+                for k, v in progs.items() if v[1]}
     per_run = fault[0] / fault[1] if fault[1] else None
     fault_cpu_ns = 1e9 / res["pages_per_cpu_s"]
     return {"runs_fault_prog": fault[1], "ns_per_fault_prog_run": per_run,
+            "per_prog": per_prog,
             "all_progs_ns": total_ns, "all_progs_runs": total_cnt,
             "benchmark_cpu_ns_per_fault": fault_cpu_ns,
             "pages": res["pages"],
@@ -659,6 +670,10 @@ def bench_reaction(cfg):
         "before any reclaim). PSI: first POLLPRI of the trigger "
         f"'{PSI_TRIGGER}' on "
         + (trials[0]["psi_path"] if trials else "?")
+        + (" (cgroup v1: no per-cgroup PSI, so the system-wide trigger "
+           "also fires on other processes' stalls on this shared machine; "
+           "a fire before the executor's first reclaim is not its own)"
+           if rctest.memcg_version() == 1 else "")
         + ". Node check: ComfyUI-style check of available memory "
         "(limit - usage + inactive file, sampled every 10 ms) against "
         f"{headroom // MiB} MiB after each node, node boundaries at "
@@ -747,9 +762,9 @@ def maybe_zram(cfg, note):
         note.append("no zram swap (quick mode)")
         yield False
         return
-    end = time.monotonic() + 60
+    end = time.monotonic() + 180
     while not zram_free() and time.monotonic() < end:
-        time.sleep(2)
+        time.sleep(1)
     try:
         z = ZramSwap(1 << 30)
     except Skip as e:
@@ -827,6 +842,10 @@ def bench_outcomes(cfg, zram=True):
     runs = []
     rounds = cfg["outcome_rounds"] if zram else cfg["noswap_rounds"]
     with (maybe_zram(cfg, note) if zram else no_swap()) as swap:
+        if zram and cfg["zram"] and not swap:
+            return {"skipped": "; ".join(note) + " (someone else's test "
+                    "held it for 3 minutes); see the run without swap",
+                    "notes": note}
         for r in range(rounds):
             order = POLICIES if r % 2 == 0 else list(reversed(POLICIES))
             for p in order:
@@ -1007,7 +1026,12 @@ def report(res):
                   f" ms for {bc['pages']} benchmark faults of "
                   f"{bc['benchmark_cpu_ns_per_fault'] / 1e3:.1f} us CPU "
                   f"each: **{bc['direct_overhead'] * 100:.2f}%** "
-                  f"({bc['note']})."]
+                  f"({bc['note']}). Per program (ms, runs): "
+                  + ", ".join(f"{k} {v['run_time_ns'] / 1e6:.1f} ms/"
+                              f"{v['runs']}" for k, v in sorted(
+                                  bc.get("per_prog", {}).items(),
+                                  key=lambda kv: -kv[1]["run_time_ns"]))
+                  + "."]
         elif bc:
             L += ["", f"Direct cost: not measured ({bc.get('skipped')})."]
         if "target" in o:
@@ -1148,8 +1172,10 @@ def verdicts(res):
                 v.append(f"Policy '{p}' lost ({var}): finished "
                          f"{row['finished']}/{row['runs']} runs, "
                          f"{row['oom_kills']} OOM kills.")
+        # only against policies that finished: a killed run stalls less
         worse = [p for p in ("local", "psi")
-                 if oc["rows"][p]["stall_ms_median"] < a["stall_ms_median"]]
+                 if oc["rows"][p]["finished"] == oc["rows"][p]["runs"]
+                 and oc["rows"][p]["stall_ms_median"] < a["stall_ms_median"]]
         if worse:
             v.append(f"MISSED ({var}): ramcache-bpf's executor stalled "
                      f"longer in reclaim ({fmt_ms(a['stall_ms_median'])} ms)"
