@@ -5,13 +5,11 @@
  * to the kernel (munmap, then malloc_trim for the small stuff).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "demo.h"
 

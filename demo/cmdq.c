@@ -18,7 +18,7 @@ static void *cmdq_thread(void *arg)
 	struct cmdq *q = arg;
 	struct ramcache_command cmd;
 
-	while (!q->stop) {
+	while (!__atomic_load_n(&q->stop, __ATOMIC_RELAXED)) {
 		int r = ramcache_wait(q->rc, &cmd, WAIT_MS);
 
 		if (r < 0) {
@@ -58,7 +58,7 @@ void cmdq_stop(struct cmdq *q)
 	if (!q->running)
 		return;
 	pthread_mutex_lock(&q->lock);
-	q->stop = 1;
+	__atomic_store_n(&q->stop, 1, __ATOMIC_RELAXED);
 	pthread_cond_broadcast(&q->space);
 	pthread_mutex_unlock(&q->lock);
 	pthread_join(q->thread, NULL);

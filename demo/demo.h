@@ -129,7 +129,7 @@ struct cmdq {
 	struct ramcache *rc;
 	pthread_t thread;
 	bool running;
-	volatile int stop;
+	int stop; /* atomic */
 };
 int cmdq_start(struct cmdq *q, struct ramcache *rc);
 void cmdq_stop(struct cmdq *q);

@@ -25,6 +25,9 @@
 
 volatile int demo_stop_signal;
 
+/* What a node needs besides its output: huge-page rounding, small stuff. */
+#define ALLOC_SLACK (16 * MiB)
+
 struct run {
 	const struct demo_opts *o;
 	struct ramcache *rc;
@@ -77,14 +80,6 @@ static uint64_t ms_since(uint64_t t0)
 	return (ramcache_now_ns() - t0) / 1000000;
 }
 
-static void sleep_ms(unsigned int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-
-	while (nanosleep(&ts, &ts) && errno == EINTR && !demo_stop_signal)
-		;
-}
-
 /* Called often, even inside long copies: keep the heartbeat fresh. */
 static void tick(void *arg)
 {
@@ -100,19 +95,19 @@ static void tick(void *arg)
 	}
 }
 
-static const char *status_name(uint32_t s)
+/* The "GPU" time of a step: asleep, but beating the heartbeat. */
+static void sleep_ms(struct run *r, unsigned int ms)
 {
-	switch (s) {
-	case RAMCACHE_ACK_EVICTED:
-		return "evicted";
-	case RAMCACHE_ACK_NOT_FOUND:
-		return "not_found";
-	case RAMCACHE_ACK_BUSY:
-		return "busy";
-	case RAMCACHE_ACK_PINNED:
-		return "pinned";
+	uint64_t end = ramcache_now_ns() + ms * 1000000ULL, now;
+
+	while (!demo_stop_signal && (now = ramcache_now_ns()) < end) {
+		uint64_t left = end - now;
+		struct timespec ts = { 0, left < 50000000 ? (long)left
+							  : 50000000 };
+
+		nanosleep(&ts, NULL);
+		tick(r);
 	}
-	return "?";
 }
 
 static void report_evict(const char *by, const char *label, uint64_t id,
@@ -126,14 +121,15 @@ static void report_evict(const char *by, const char *label, uint64_t id,
 		json_str(label);
 		printf(",\"status\":\"%s\",\"bytes_freed\":%" PRIu64
 		       ",\"latency_us\":%" PRIu64 "}\n",
-		       status_name(status), bytes, latency_ns / 1000);
+		       ramcache_status_name(status), bytes, latency_ns / 1000);
 		return;
 	}
 	if (seq)
 		report_msg("agent cmd %" PRIu64 ": %s %s, %.1f MiB freed, "
 			   "%.2f ms after it was issued",
-			   seq, status_name(status), label[0] ? label : "?",
-			   (double)bytes / MiB, latency_ns / 1e6);
+			   seq, ramcache_status_name(status),
+			   label[0] ? label : "?", (double)bytes / MiB,
+			   latency_ns / 1e6);
 	else
 		report_msg("local: evicted %s, %.1f MiB freed", label,
 			   (double)bytes / MiB);
@@ -174,15 +170,12 @@ static void serve_command(struct run *r, const struct ramcache_command *cmd)
 		     ramcache_now_ns() - cmd->issue_ns);
 }
 
-/* @force: evict one entry even with enough available memory */
-static void local_evict(struct run *r, bool force)
+/* Evict what the running node does not need until @want is available. */
+static void evict_until(struct run *r, uint64_t want)
 {
-	uint64_t avail;
 	struct demo_entry *e;
 
-	while ((avail = memavail_read(&r->mem)) < r->o->local_headroom ||
-	       force) {
-		force = false;
+	while (memavail_read(&r->mem) < want) {
 		char label[RAMCACHE_LABEL_LEN];
 		uint64_t id, bytes;
 
@@ -198,11 +191,37 @@ static void local_evict(struct run *r, bool force)
 	}
 }
 
+/* --policy psi: the trigger fired, so free at least one entry. */
+static void evict_one(struct run *r)
+{
+	struct demo_entry *e = cache_pick_victim(&r->cache);
+	char label[RAMCACHE_LABEL_LEN];
+	uint64_t id, bytes;
+
+	if (!e)
+		return;
+	snprintf(label, sizeof(label), "%s", e->label);
+	id = e->id;
+	bytes = cache_evict(&r->cache, e);
+	r->st->local_evictions++;
+	report_evict("local", label, id, 0, RAMCACHE_ACK_EVICTED, bytes, 0);
+}
+
+/*
+ * Before every big allocation, whatever the policy but none: the process
+ * never allocates into certain OOM, even while an agent it trusts is late
+ * (it is declared dead only after RAMCACHE_HEARTBEAT_TIMEOUT_NS).
+ */
+static void make_room(struct run *r, uint64_t bytes)
+{
+	if (r->o->policy != DEMO_POLICY_NONE)
+		evict_until(r, bytes + ALLOC_SLACK);
+}
+
 /* @boundary: between nodes, where the local policy runs too. */
 static void safe_point(struct run *r, bool boundary)
 {
 	struct ramcache_command cmd;
-	bool alive;
 
 	tick(r);
 	if (r->cache.bytes > r->st->peak_cached)
@@ -215,11 +234,14 @@ static void safe_point(struct run *r, bool boundary)
 		/* at any safe point: the trigger is the whole policy */
 		if (n) {
 			r->st->psi_events += n;
-			local_evict(r, true);
+			evict_one(r);
+			evict_until(r, r->o->local_headroom);
 		}
 		return;
 	}
 	if (r->o->policy == DEMO_POLICY_AGENT) {
+		bool alive;
+
 		while (cmdq_pop(&r->cmdq, &cmd))
 			serve_command(r, &cmd);
 		alive = ramcache_agent_alive(r->rc);
@@ -237,7 +259,7 @@ static void safe_point(struct run *r, bool boundary)
 			return;
 	}
 	if (boundary)
-		local_evict(r, false);
+		evict_until(r, r->o->local_headroom);
 }
 
 /* Write every page of [off, off + len) of @e, reading @in as we go. */
@@ -276,6 +298,7 @@ static struct demo_entry *compute_node(struct run *r, unsigned int i,
 	e->key = key;
 	node_name(o, i, name, sizeof(name));
 	snprintf(e->label, sizeof(e->label), "%s@p%u", name, prompt + 1);
+	make_room(r, o->output_size);
 	e->anon = mmap(NULL, o->output_size, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (e->anon == MAP_FAILED) {
@@ -295,7 +318,7 @@ static struct demo_entry *compute_node(struct run *r, unsigned int i,
 				fill(e, in, off,
 				     e->anon_len - off < per ? e->anon_len - off
 							     : per);
-			sleep_ms(o->step_ms);
+			sleep_ms(r, o->step_ms);
 			safe_point(r, false);
 		}
 		if ((size_t)o->steps * per < e->anon_len)
@@ -303,7 +326,7 @@ static struct demo_entry *compute_node(struct run *r, unsigned int i,
 			     e->anon_len - o->steps * per);
 	} else {
 		fill(e, in, 0, e->anon_len);
-		sleep_ms(o->step_ms);
+		sleep_ms(r, o->step_ms);
 	}
 	e->cost_ns = ramcache_now_ns() - t0;
 	e->used_generation = r->gen;
@@ -335,6 +358,7 @@ static struct demo_entry *get_model(struct run *r, unsigned int m)
 	if (!e)
 		return NULL;
 	t0 = ramcache_now_ns();
+	make_room(r, r->o->model_size);
 	err = model_load(e, r->model_paths[m], r->o->model_size, tick, r);
 	if (err) {
 		report_err("failed to load model %s: %s", r->model_paths[m],
@@ -506,7 +530,7 @@ static void wait_agent(struct run *r)
 			return;
 		}
 		tick(r);
-		sleep_ms(20);
+		sleep_ms(r, 20);
 	}
 }
 
@@ -514,7 +538,6 @@ static int generate_models(struct run *r, const char *dir)
 {
 	const struct demo_opts *o = r->o;
 	uint64_t t0 = ramcache_now_ns();
-	int err;
 
 	r->model_paths = calloc(o->models, sizeof(*r->model_paths));
 	if (!r->model_paths)
@@ -522,8 +545,8 @@ static int generate_models(struct run *r, const char *dir)
 	for (unsigned int m = 0; m < o->models && !demo_stop_signal; m++) {
 		snprintf(r->model_paths[m], PATH_MAX, "%s/model-%u.bin", dir,
 			 m);
-		err = model_generate(r->model_paths[m], o->model_size, m, tick,
-				     r);
+		int err = model_generate(r->model_paths[m], o->model_size, m,
+					 tick, r);
 		if (err) {
 			report_err("failed to write model file %s: %s",
 				   r->model_paths[m], strerror(-err));

@@ -63,4 +63,10 @@ struct ramcache {
 #define rc_store(p, v)	       __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define rc_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 
+/*
+ * Remove control pages in @dir named ramcache-<pid> that belong to our uid
+ * and whose process is gone. Returns how many, or -errno.
+ */
+int rc_sweep_stale(const char *dir);
+
 #endif /* RAMCACHE_LIB_INTERNAL_H */

@@ -114,7 +114,7 @@ fail:
 RC_API int ramcache_create(struct ramcache **out, const char *path,
 			   uint32_t max_entries, uint32_t ring_size)
 {
-	char buf[PATH_MAX];
+	char buf[PATH_MAX], def[64];
 	struct ramcache *rc;
 	int err;
 
@@ -131,6 +131,9 @@ RC_API int ramcache_create(struct ramcache **out, const char *path,
 	err = resolve_path(path, buf, sizeof(buf));
 	if (err)
 		return err;
+	snprintf(def, sizeof(def), RAMCACHE_CTL_PATH_FMT, (int)getpid());
+	if (!strcmp(buf, def))
+		rc_sweep_stale("/dev/shm");
 
 	rc = calloc(1, sizeof(*rc));
 	if (!rc)

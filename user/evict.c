@@ -19,38 +19,6 @@
 #define COOL_DRY_RUN_NS (5 * NSEC)
 #define MiB		(1024.0 * 1024.0)
 
-static const char *status_name(uint32_t s)
-{
-	switch (s) {
-	case RAMCACHE_ACK_EVICTED:
-		return "evicted";
-	case RAMCACHE_ACK_NOT_FOUND:
-		return "not_found";
-	case RAMCACHE_ACK_BUSY:
-		return "busy";
-	case RAMCACHE_ACK_PINNED:
-		return "pinned";
-	default:
-		return "unknown";
-	}
-}
-
-static const char *reason_name(uint32_t r)
-{
-	switch (r) {
-	case RAMCACHE_REASON_HEADROOM:
-		return "headroom";
-	case RAMCACHE_REASON_INACTIVE:
-		return "inactive";
-	case RAMCACHE_REASON_FORECAST:
-		return "forecast";
-	case RAMCACHE_REASON_RECLAIM:
-		return "reclaim";
-	default:
-		return "unknown";
-	}
-}
-
 int evictor_init(struct evictor *ev, const struct opts *o, struct out *out,
 		 struct metrics *m, pid_t pid, uid_t uid,
 		 const struct rc_thresholds *thr)
@@ -248,7 +216,7 @@ static void complete(struct evictor *ev, uint64_t now)
 				metrics_evict_freed(ev->m,
 						    f->freed_ns - f->issue_ns);
 			}
-			done_event(ev, f, status_name(f->ack.status));
+			done_event(ev, f, ramcache_status_name(f->ack.status));
 			retire(ev, i);
 			continue;
 		}
@@ -387,7 +355,7 @@ static void evict_event(struct evictor *ev, const struct ctl_entry *e,
 		jw_u64(&w, "id", e->id);
 		jw_str(&w, "label", e->label);
 		jw_u64(&w, "bytes", e->bytes);
-		jw_str(&w, "reason", reason_name(reason));
+		jw_str(&w, "reason", ramcache_reason_name(reason));
 		jw_bool(&w, "active", e->flags & RAMCACHE_F_ACTIVE);
 		jw_u64(&w, "headroom", headroom);
 		jw_u64(&w, "forecast", predicted);
@@ -400,7 +368,7 @@ static void evict_event(struct evictor *ev, const struct ctl_entry *e,
 		"%.0f MiB\n",
 		clk, seq ? "evict" : "would evict", (unsigned long long)seq,
 		e->label[0] ? e->label : "-", e->bytes / MiB,
-		reason_name(reason), headroom / MiB, predicted / MiB);
+		ramcache_reason_name(reason), headroom / MiB, predicted / MiB);
 	fflush(ev->out->f);
 }
 
@@ -487,7 +455,9 @@ void evictor_evaluate(struct evictor *ev, uint64_t now, uint64_t headroom,
 			evict_event(ev, e, 0, reason, headroom, predicted, now);
 			continue;
 		}
-		if (ev->nr_inflight >= EVICT_MAX_INFLIGHT)
+		/* no more outstanding than the ack ring holds: none is lost */
+		if (ev->nr_inflight >= EVICT_MAX_INFLIGHT ||
+		    ev->nr_inflight >= (int)ev->ctl.lay.ring_size)
 			break;
 		if (ctl_post(&ev->ctl, e->id, reason, now, &seq))
 			break;

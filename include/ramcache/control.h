@@ -145,6 +145,39 @@ struct ramcache_ctl {
 	uint8_t pad2[16];
 };
 
+/* Names of statuses and reasons, as the agent's JSON spells them. */
+static inline const char *ramcache_status_name(uint32_t status)
+{
+	switch (status) {
+	case RAMCACHE_ACK_EVICTED:
+		return "evicted";
+	case RAMCACHE_ACK_NOT_FOUND:
+		return "not_found";
+	case RAMCACHE_ACK_BUSY:
+		return "busy";
+	case RAMCACHE_ACK_PINNED:
+		return "pinned";
+	default:
+		return "unknown";
+	}
+}
+
+static inline const char *ramcache_reason_name(uint32_t reason)
+{
+	switch (reason) {
+	case RAMCACHE_REASON_HEADROOM:
+		return "headroom";
+	case RAMCACHE_REASON_INACTIVE:
+		return "inactive";
+	case RAMCACHE_REASON_FORECAST:
+		return "forecast";
+	case RAMCACHE_REASON_RECLAIM:
+		return "reclaim";
+	default:
+		return "unknown";
+	}
+}
+
 static inline uint64_t ramcache_ctl_size(uint32_t max_entries, uint32_t ring)
 {
 	return sizeof(struct ramcache_ctl) +

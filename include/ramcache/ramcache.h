@@ -47,7 +47,9 @@ struct ramcache_command {
  * Create the control page for this process at @path, or at
  * $RAMCACHE_CONTROL, or at /dev/shm/ramcache-<pid> when @path is NULL.
  * An existing file of ours is replaced. @max_entries and @ring_size of 0
- * pick the defaults.
+ * pick the defaults. At the default path, pages left in /dev/shm by our
+ * uid's executors that died (ramcache-<pid> of a pid that is gone) are
+ * removed first.
  */
 int ramcache_create(struct ramcache **out, const char *path,
 		    uint32_t max_entries, uint32_t ring_size);

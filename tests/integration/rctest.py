@@ -83,9 +83,14 @@ def memcg_version():
 
 
 class Memcg:
-    """A scratch memory cgroup named ramcache-test-*, removed on exit."""
+    """A scratch memory cgroup named ramcache-test-*, removed on exit.
 
-    def __init__(self, limit, swap_limit=None, name=None):
+    swap_limit is how much of the cgroup may go to swap: 0 (the default)
+    keeps tests deterministic on machines where swap is on, None leaves
+    the kernel's default.
+    """
+
+    def __init__(self, limit, swap_limit=0, name=None):
         self.version = memcg_version()
         if self.version == 0:
             raise Skip("no memory cgroup controller")
@@ -104,8 +109,9 @@ class Memcg:
                     with contextlib.suppress(OSError):
                         self._w("memory.memsw.limit_in_bytes",
                                 str(limit + swap_limit))
-                with contextlib.suppress(OSError):
-                    self._w("memory.swappiness", "60")
+                    with contextlib.suppress(OSError):
+                        self._w("memory.swappiness",
+                                "0" if swap_limit == 0 else "60")
         except BaseException:
             self.remove()
             raise

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sys/mman.h>
@@ -540,7 +541,9 @@ static void *ack_storm(void *arg)
 		const struct ramcache_command *cmd = &st->cmd[st->n & 1];
 
 		ramcache_ack(st->rc, cmd, RAMCACHE_ACK_EVICTED, cmd->seq * 10);
-		st->n++;
+		/* Pause now and then so some reads find a quiet slot. */
+		if (!(++st->n & 1023))
+			sched_yield();
 	}
 	return NULL;
 }
@@ -572,8 +575,9 @@ TEST(torn_acks)
 	st.rc = rc;
 	if (!ASSERT_OK(pthread_create(&th, NULL, ack_storm, &st), "thread"))
 		goto out;
-	end = now_ms() + 300;
-	while (now_ms() < end) {
+	/* Enough races to matter, bounded in time on a slow machine. */
+	end = now_ms() + 3000;
+	while (now_ms() < end && (good < 200 || calls < 20000)) {
 		int n = ctl_read_acks(&c, acks, 1);
 
 		calls++;
@@ -630,6 +634,94 @@ TEST(executor_skips_bad_slots)
 	ASSERT_EQ(ramcache_poll(rc, &cmd), 1, "real command taken");
 	ASSERT_EQ(cmd.entry_id, 9, "entry");
 	ASSERT_EQ(ramcache_poll(rc, &cmd), 0, "once");
+out:
+	ctl_close(&c);
+	ramcache_destroy(rc, true);
+	unlink(path);
+}
+
+struct pub_storm {
+	struct ramcache *rc;
+	volatile int stop;
+	uint64_t v;
+};
+
+/* Rewrites 8 entries forever; within one entry every field holds v. */
+static void *pub_storm(void *arg)
+{
+	struct pub_storm *st = arg;
+	char label[RAMCACHE_LABEL_LEN + 1];
+
+	while (!st->stop) {
+		uint64_t v = ++st->v;
+		struct ramcache_entry_info info = {
+			.id = 1 + v % 8,
+			.bytes = v,
+			.last_use_ns = v,
+			.used_generation = v,
+			.cost_ns = v,
+			.flags = (uint32_t)v,
+			.label = label,
+		};
+
+		snprintf(label, sizeof(label), "v%" PRIu64, v);
+		ramcache_publish(st->rc, &info);
+		if (!(v % 64))
+			ramcache_remove(st->rc, 1 + (v / 64) % 8);
+	}
+	return NULL;
+}
+
+/* Snapshots taken while the table changes are each internally whole. */
+TEST(entries_under_writer)
+{
+	struct ramcache *rc = NULL;
+	struct ctl c = { .fd = -1 };
+	struct pub_storm st = { 0 };
+	struct ctl_entry ents[8];
+	long snaps = 0, busy = 0, mixed = 0;
+	char want[RAMCACHE_LABEL_LEN + 1];
+	pthread_t th;
+	char path[128];
+	uint64_t end;
+
+	page_path(path, sizeof(path), "pubstorm");
+	if (!ASSERT_OK(ramcache_create(&rc, path, 8, 4), "create"))
+		goto out;
+	if (!ASSERT_OK(ctl_open(&c, path, geteuid(), getpid()), "ctl_open"))
+		goto out;
+	st.rc = rc;
+	if (!ASSERT_OK(pthread_create(&th, NULL, pub_storm, &st), "thread"))
+		goto out;
+	end = now_ms() + 3000;
+	while (now_ms() < end && snaps < 20000) {
+		int n = ctl_read_entries(&c, ents, 8);
+
+		if (n == -EAGAIN) {
+			busy++;
+			continue;
+		}
+		if (!ASSERT_GE(n, 0, "snapshot"))
+			break;
+		snaps++;
+		for (int i = 0; i < n; i++) {
+			const struct ctl_entry *e = &ents[i];
+
+			snprintf(want, sizeof(want), "v%" PRIu64, e->bytes);
+			if (e->last_use_ns != e->bytes ||
+			    e->cost_ns != e->bytes ||
+			    e->flags != (uint32_t)e->bytes ||
+			    e->used_generation != e->bytes ||
+			    strcmp(e->label, want) || e->id != 1 + e->bytes % 8)
+				mixed++;
+		}
+	}
+	st.stop = 1;
+	pthread_join(th, NULL);
+	printf("# %" PRIu64 " publishes, %ld snapshots, %ld busy\n", st.v,
+	       snaps, busy);
+	ASSERT_EQ(mixed, 0, "no entry mixes two writes");
+	ASSERT_GE(snaps, 100, "snapshots taken");
 out:
 	ctl_close(&c);
 	ramcache_destroy(rc, true);

@@ -1,0 +1,389 @@
+"""The running side: one control page per process, the executor it serves,
+and the listener thread that talks to the agent.
+
+Threads:
+  - the executor thread (ComfyUI's prompt worker) publishes the cache and
+    evicts at safe points (hooks.py calls safe_point());
+  - the listener thread is the only one that waits for and acks commands
+    (libramcache allows one consumer). It stamps the heartbeat, hands
+    commands to the executor, and acks what the executor did. When no prompt
+    runs it may evict itself, holding exec_lock, which the executor holds for
+    the whole of execute() and reset(): the cache is never touched by two
+    threads at once.
+"""
+import collections
+import ctypes
+import gc
+import logging
+import os
+import queue
+import threading
+import time
+import weakref
+
+from . import evict, lib, sizing
+
+log = logging.getLogger("ramcache")
+
+HEARTBEAT_S = 0.25
+WAIT_IDLE_MS = 250
+WAIT_BUSY_MS = 10
+
+
+def _rss():
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _malloc_trim():
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc
+
+
+class Bridge:
+    def __init__(self):
+        self.page = None
+        self.disabled = None  # reason string once we gave up
+        self.executor = None  # weakref to PromptExecutor
+        self.exec_thread = None
+        self.exec_lock = threading.RLock()
+        self.pub_lock = threading.Lock()  # publish-side library calls
+        self.interrupt_types = ()
+        # what the executor is doing, set by the hooks
+        self.running = None
+        self.dynprompt = None
+        self.execution_list = None
+        self.prompts = 0
+        self.in_prompt = False
+        # entry ids
+        self._next_id = 1
+        self._ids = {}  # (id(cache), key) -> entry id
+        self._id_key = {}  # entry id -> (id(cache), key)
+        self._where = {}  # entry id -> (weakref(cache), key)
+        self._published = {}  # entry id -> what we last wrote
+        self._sizes = {}  # entry id -> (id(value), bytes, has_model)
+        self._last_use = {}  # entry id -> (used_generation, mono ns, wall)
+        # command flow
+        self.inbox = queue.Queue()
+        self.outbox = queue.Queue()
+        self.outstanding = 0
+        self.evictions = collections.deque(maxlen=8)
+        self.evicted_total = 0
+        self.freed_total = 0
+        self._said = set()
+        self._stop = threading.Event()
+        self._listener = None
+        self._last_beat = 0.0
+
+    # ------------------------------------------------------------ setup
+
+    def say_once(self, tag, level, msg, *args):
+        if tag not in self._said:
+            self._said.add(tag)
+            log.log(level, "ramcache: " + msg, *args)
+
+    def attach(self, executor):
+        """Called from PromptExecutor.__init__ on ComfyUI's prompt worker.
+        An executor some node builds while a prompt runs (to run a
+        sub-workflow) is not ComfyUI's: keep the one we have."""
+        if self.in_prompt:
+            self.say_once("nested", logging.INFO, "ignoring a PromptExecutor "
+                          "built inside a prompt")
+            return
+        self.executor = weakref.ref(executor)
+        self.exec_thread = threading.get_ident()
+        if self.page is None and self.disabled is None:
+            self._open()
+
+    def _open(self):
+        so, where = lib.find()
+        if so is None:
+            self.disabled = "libramcache not found"
+            log.warning("ramcache: libramcache not found (%s); build it with "
+                        "'make' or set RAMCACHE_LIB. ComfyUI runs unchanged.", where)
+            return
+        try:
+            self.page = lib.Page(so)
+        except OSError as e:
+            self.disabled = str(e)
+            log.warning("ramcache: %s; ComfyUI runs unchanged.", e)
+            return
+        log.info("ramcache: control page %s (library %s)", self.page.path, where)
+        self._listener = threading.Thread(target=self._listen, name="ramcache",
+                                          daemon=True)
+        self._listener.start()
+
+    def close(self):
+        self._stop.set()
+        if self._listener is not None:
+            self._listener.join(timeout=2)
+            self._listener = None
+        # not while the executor is inside serve(): it reads the page
+        locked = self.exec_lock.acquire(timeout=2)
+        try:
+            with self.pub_lock:
+                page, self.page = self.page, None
+                if page is not None:
+                    page.close(unlink=True)
+        finally:
+            if locked:
+                self.exec_lock.release()
+
+    def owns(self, executor):
+        return self.executor is not None and self.executor() is executor
+
+    def owns_caches(self, caches):
+        ex = self.executor() if self.executor else None
+        return ex is not None and getattr(ex, "caches", None) is caches
+
+    def outputs(self):
+        """executor.caches.outputs, read afresh: reset() replaces it."""
+        ex = self.executor() if self.executor else None
+        caches = getattr(ex, "caches", None)
+        return getattr(caches, "outputs", None)
+
+    def agent_alive(self):
+        return self.page is not None and self.page.agent_alive()
+
+    def status(self):
+        """A dict for the status node and the tests."""
+        st = {"library": self.page is not None, "reason": self.disabled,
+              "attached": False, "level": "unknown", "headroom": 0,
+              "target": 0, "cache": evict.kind(self.outputs()),
+              "evicted": self.evicted_total, "freed": self.freed_total,
+              "last": list(self.evictions),
+              "path": self.page.path if self.page else None}
+        if self.page is not None:
+            st["attached"] = self.page.agent_alive()
+            lv = self.page.level()
+            st["level"] = lib.LEVELS[lv] if lv < len(lib.LEVELS) else str(lv)
+            st["headroom"] = self.page.headroom()
+            st["target"] = self.page.target()
+        return st
+
+    # ------------------------------------------------------------ publishing
+
+    def _entry_id(self, cache, key):
+        k = (id(cache), key)
+        eid = self._ids.get(k)
+        if eid is None:
+            eid = self._next_id
+            self._next_id += 1
+            self._ids[k] = eid
+            self._id_key[eid] = k
+            self._where[eid] = (weakref.ref(cache), key)
+        return eid
+
+    def _label(self, names, cache, key, dynprompt):
+        node_id = names.get((id(cache), key))
+        if node_id is None:
+            return "?"
+        cls = ""
+        if dynprompt is not None:
+            try:
+                cls = dynprompt.get_node(node_id).get("class_type", "")
+            except Exception:
+                pass
+        return f"{node_id}:{cls}" if cls else str(node_id)
+
+    def publish(self):
+        """Mirror the outputs cache into the page: add, update, remove."""
+        if self.page is None:
+            return
+        outputs = self.outputs()
+        k = evict.kind(outputs)
+        ex = self.executor() if self.executor else None
+        if ex is not None and not hasattr(ex, "caches"):
+            self.say_once("old", logging.WARNING, "this ComfyUI has no "
+                          "executor.caches (too old): nothing to publish or evict")
+        elif k == "null":
+            self.say_once("null", logging.INFO, "the intermediate cache is "
+                          "disabled (--cache-none): nothing to publish or evict")
+        else:
+            self.say_once("kind", logging.INFO, "publishing ComfyUI's %s output "
+                          "cache (%s)", k, type(outputs).__name__)
+        gen = evict.generation(outputs)
+        if gen is None:
+            gen = self.prompts
+        now = time.monotonic_ns()
+        now_wall = time.time()
+        names = evict.node_of_key(outputs) if k != "null" else {}
+        dynprompt = getattr(outputs, "dynprompt", None) or self.dynprompt
+        seen = set()
+        rows = []
+        for cache, key, value in (evict.walk(outputs) if k != "null" else ()):
+            try:
+                eid = self._entry_id(cache, key)
+            except TypeError:
+                continue  # unhashable key
+            seen.add(eid)
+            memo = self._sizes.get(eid)
+            if memo is None or memo[0] != id(value):
+                nbytes, has_model = sizing.entry_size(value)
+                memo = self._sizes[eid] = (id(value), nbytes, has_model)
+            ug = evict.used_generation(outputs, key)
+            ug = gen if ug is None else ug
+            # last use: RAMPressureCache's wall stamp on the page's clock,
+            # else when we first saw this generation; unchanged stays put
+            wall = evict.last_use_wall(outputs, key)
+            prev = self._last_use.get(eid)
+            if prev and prev[0] == ug and prev[2] == wall:
+                last = prev[1]
+            elif wall is not None:
+                last = evict.wall_to_mono_ns(wall, now_wall, now)
+            else:
+                last = now
+            self._last_use[eid] = (ug, last, wall)
+            flags = lib.F_ACTIVE if evict.is_active(outputs, key) else 0
+            if memo[2]:
+                flags |= lib.F_MODEL
+            cost = int(float(getattr(value, "exec_time", 0) or 0) * 1e9)
+            row = (memo[1], last, ug, flags, cost)
+            rows.append((eid, row, cache, key))
+        gone = [eid for eid in self._published if eid not in seen]
+        with self.pub_lock:
+            if self.page is None:
+                return
+            self.page.set_generation(gen)
+            for eid in gone:
+                self.page.remove(eid)
+                del self._published[eid]
+            for eid, row, cache, key in rows:
+                if self._published.get(eid) == row:
+                    continue
+                label = self._label(names, cache, key, dynprompt)
+                if self.page.publish(eid, row[0], row[1], row[2], row[3], label, row[4]):
+                    self._published[eid] = row
+                else:
+                    self.say_once("full", logging.WARNING,
+                                  "control page full, some entries are not published")
+        for eid in [e for e in self._where if e not in seen]:
+            del self._where[eid]
+            self._ids.pop(self._id_key.pop(eid), None)
+            self._sizes.pop(eid, None)
+            self._last_use.pop(eid, None)
+
+    # ------------------------------------------------------------ evicting
+
+    def on_executor_thread(self):
+        return self.exec_thread is not None and threading.get_ident() == self.exec_thread
+
+    def pending(self):
+        return not self.inbox.empty()
+
+    def safe_point(self, republish):
+        """Executor thread only: publish if asked, serve queued commands."""
+        if self.page is None or not self.on_executor_thread():
+            return
+        if republish:
+            self.publish()
+        cmds = []
+        while True:
+            try:
+                cmds.append(self.inbox.get_nowait())
+            except queue.Empty:
+                break
+        if cmds:
+            self.answer(cmds, lambda *r: self.outbox.put(r))
+
+    def answer(self, cmds, sink):
+        """serve(cmds) and pass every result to sink(cmd, status, freed),
+        "busy" for all when serving failed: each command gets its ack."""
+        results = [(c, lib.ACK_BUSY, 0) for c in cmds]
+        try:
+            results = self.serve(cmds)
+        finally:
+            for r in results:
+                sink(*r)
+
+    def serve(self, cmds):
+        """Evict for each command; [(cmd, status, bytes_freed)]."""
+        outputs = self.outputs()
+        k = evict.kind(outputs)
+        if not self.page.agent_alive():
+            self.say_once("dead", logging.INFO, "agent gone: commands left "
+                          "unanswered by eviction, ComfyUI's own policy applies")
+            return [(c, lib.ACK_BUSY, 0) for c in cmds]
+        if k == "null":
+            return [(c, lib.ACK_NOT_FOUND, 0) for c in cmds]
+        keep = evict.needed(outputs, self.running, self.dynprompt, self.execution_list)
+        results = []
+        estimates = {}
+        before = _rss()
+        for c in cmds:
+            where = self._where.get(c.entry_id)
+            cache = where[0]() if where else None
+            if cache is None or where[1] not in getattr(cache, "cache", {}):
+                results.append([c, lib.ACK_NOT_FOUND, 0])
+                continue
+            key = where[1]
+            ck = (id(cache), key)
+            busy = ck in keep if keep is not None else evict.is_active(outputs, key)
+            if busy:
+                results.append([c, lib.ACK_BUSY, 0])
+                continue
+            evict.remove(cache, key)
+            estimates[c.seq] = self._sizes.get(c.entry_id, (0, 0))[1]
+            results.append([c, lib.ACK_EVICTED, 0])
+        if estimates:
+            gc.collect()
+            _malloc_trim()
+            freed = max(0, before - _rss())
+            total_est = sum(estimates.values())
+            for r in results:
+                if r[1] != lib.ACK_EVICTED:
+                    continue
+                share = estimates[r[0].seq] / total_est if total_est else 1 / len(estimates)
+                r[2] = int(freed * share)
+                self.evicted_total += 1
+                self.freed_total += r[2]
+                self.evictions.append({"id": r[0].entry_id, "bytes": r[2],
+                                       "reason": lib.REASONS.get(r[0].reason, "?"),
+                                       "time": time.time()})
+            self.publish()
+        return [tuple(r) for r in results]
+
+    # ------------------------------------------------------------ listener
+
+    def _listen(self):
+        while not self._stop.is_set():
+            try:
+                self._listen_once()
+            except Exception:  # keep listening; the page may recover
+                if "listener" not in self._said:
+                    log.exception("ramcache: listener error (further ones not logged)")
+                    self._said.add("listener")
+                time.sleep(0.5)
+
+    def _listen_once(self):
+        while True:
+            try:
+                cmd, status, freed = self.outbox.get_nowait()
+            except queue.Empty:
+                break
+            self.page.ack(cmd, status, freed)
+            self.outstanding -= 1
+        now = time.monotonic()
+        if now - self._last_beat >= HEARTBEAT_S:
+            with self.pub_lock:
+                self.page.heartbeat()
+            self._last_beat = now
+        cmd = self.page.wait(WAIT_BUSY_MS if self.outstanding else WAIT_IDLE_MS)
+        if cmd is None:
+            return
+        if self.exec_lock.acquire(blocking=False):
+            try:  # no prompt runs: the cache is ours for a moment
+                self.answer([cmd], self.page.ack)
+            finally:
+                self.exec_lock.release()
+        else:
+            self.outstanding += 1
+            self.inbox.put(cmd)
+
+
+BRIDGE = Bridge()

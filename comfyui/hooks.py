@@ -1,0 +1,234 @@
+"""Where this package plugs into ComfyUI, all at import time (custom nodes
+load before the prompt worker starts):
+
+  execution.PromptExecutor.__init__  find the executor, open the page
+  execution.PromptExecutor.execute   hold exec_lock, count prompts, publish;
+                                     the executor running prompts is ComfyUI's
+  execution.PromptExecutor.reset     hold exec_lock, publish the new cache
+  execution.execute                  safe point between nodes; remember the
+                                     running node and the execution list
+  comfy.utils.set_progress_bar_global_hook
+                                     wrap the hook main.py installs: a safe
+                                     point at every sampling step
+
+Nothing here may let an exception escape into ComfyUI's worker thread except
+InterruptProcessingException: a worker thread that dies leaves a server that
+answers HTTP but runs nothing.
+"""
+import functools
+import inspect
+import logging
+import threading
+
+from .bridge import BRIDGE
+
+log = logging.getLogger("ramcache")
+
+_MARK = "__ramcache_wrapped__"
+
+
+def _guard(where, fn, *args):
+    """Run one of our own steps; swallow everything but an interrupt."""
+    try:
+        fn(*args)
+    except BRIDGE.interrupt_types:
+        raise
+    except Exception:
+        BRIDGE.say_once("err-" + where, logging.ERROR,
+                        "error at %s (further ones not logged)", where)
+        log.debug("ramcache: error at %s", where, exc_info=True)
+
+
+def _wrap_init(orig):
+    @functools.wraps(orig)
+    def __init__(self, *args, **kwargs):
+        orig(self, *args, **kwargs)
+        _guard("executor capture", BRIDGE.attach, self)
+        if BRIDGE.owns(self):
+            _guard("first publish", _locked_publish)
+    setattr(__init__, _MARK, True)
+    return __init__
+
+
+def _locked_publish():
+    with BRIDGE.exec_lock:
+        BRIDGE.publish()
+
+
+def _enter_prompt():
+    BRIDGE.exec_thread = threading.get_ident()
+    BRIDGE.prompts += 1
+    _check_cache_args()
+
+
+def _leave_prompt():
+    BRIDGE.running = BRIDGE.dynprompt = BRIDGE.execution_list = None
+    BRIDGE.safe_point(republish=True)
+
+
+def _wrap_execute_method(orig):
+    @functools.wraps(orig)
+    def execute(self, *args, **kwargs):
+        if not BRIDGE.owns(self) and not BRIDGE.in_prompt:
+            # a prompt run outside any other is the prompt worker's: follow
+            # it even if another executor was built after it
+            _guard("executor capture", BRIDGE.attach, self)
+        if not BRIDGE.owns(self):
+            return orig(self, *args, **kwargs)
+        with BRIDGE.exec_lock:
+            _guard("prompt start", _enter_prompt)
+            BRIDGE.in_prompt = True
+            try:
+                return orig(self, *args, **kwargs)
+            finally:
+                BRIDGE.in_prompt = False
+                _guard("prompt end", _leave_prompt)
+    setattr(execute, _MARK, True)
+    return execute
+
+
+def _wrap_reset(orig):
+    @functools.wraps(orig)
+    def reset(self, *args, **kwargs):
+        if not BRIDGE.owns(self):  # being built, or not ComfyUI's
+            return orig(self, *args, **kwargs)
+        with BRIDGE.exec_lock:
+            r = orig(self, *args, **kwargs)
+            _guard("reset", BRIDGE.publish)
+            return r
+    setattr(reset, _MARK, True)
+    return reset
+
+
+# execution.execute(server, dynprompt, caches, current_item, extra_data,
+#                   executed, prompt_id, execution_list, ...)
+def _node_args(args, kwargs):
+    def arg(i, name):
+        if name in kwargs:
+            return kwargs[name]
+        return args[i] if len(args) > i else None
+    return (arg(1, "dynprompt"), arg(2, "caches"), arg(3, "current_item"),
+            arg(7, "execution_list"))
+
+
+def _before_node(args, kwargs):
+    dynprompt, caches, node_id, execution_list = _node_args(args, kwargs)
+    if not BRIDGE.owns_caches(caches):
+        return  # a sub-workflow's executor, not ComfyUI's
+    # The execution list first: its pending nodes and the staged one must be
+    # protected already at this, the widest safe point.
+    BRIDGE.dynprompt = dynprompt
+    BRIDGE.execution_list = execution_list
+    BRIDGE.running = None
+    BRIDGE.safe_point(republish=True)
+    BRIDGE.running = node_id
+
+
+def _after_node(args, kwargs):
+    if BRIDGE.owns_caches(_node_args(args, kwargs)[1]):
+        BRIDGE.running = None
+
+
+def _wrap_node_execute(orig):
+    if inspect.iscoroutinefunction(orig):
+        @functools.wraps(orig)
+        async def execute(*args, **kwargs):
+            _guard("before node", _before_node, args, kwargs)
+            try:
+                return await orig(*args, **kwargs)
+            finally:
+                _guard("after node", _after_node, args, kwargs)
+    else:
+        @functools.wraps(orig)
+        def execute(*args, **kwargs):
+            _guard("before node", _before_node, args, kwargs)
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                _guard("after node", _after_node, args, kwargs)
+    setattr(execute, _MARK, True)
+    return execute
+
+
+def _step():
+    if BRIDGE.pending():
+        BRIDGE.safe_point(republish=False)
+
+
+def wrap_progress_hook(hook):
+    """A progress hook that first serves commands, then calls hook."""
+    if hook is None or getattr(hook, _MARK, False):
+        return hook
+
+    @functools.wraps(hook)
+    def progress(*args, **kwargs):
+        _guard("sampling step", _step)
+        return hook(*args, **kwargs)
+    setattr(progress, _MARK, True)
+    return progress
+
+
+def _wrap_set_hook(orig):
+    @functools.wraps(orig)
+    def set_progress_bar_global_hook(function):
+        return orig(wrap_progress_hook(function))
+    setattr(set_progress_bar_global_hook, _MARK, True)
+    return set_progress_bar_global_hook
+
+
+def _check_cache_args():
+    """Say once how ComfyUI's own RAM policy is set, when the agent is here."""
+    ex = BRIDGE.executor() if BRIDGE.executor else None
+    if ex is None or not BRIDGE.agent_alive():
+        return
+    cache_args = getattr(ex, "cache_args", None)
+    if not isinstance(cache_args, dict) or "ram" not in cache_args:
+        return  # versions before the RAM cache: nothing of ours to share
+    inactive = cache_args.get("ram_inactive")
+    if inactive is None:
+        BRIDGE.say_once("args", logging.INFO, "this ComfyUI takes one "
+                        "--cache-ram value; it also frees inactive entries "
+                        "below %s GB headroom", cache_args.get("ram"))
+    elif inactive > 0:
+        BRIDGE.say_once("args", logging.WARNING, "the agent is attached but "
+                        "ComfyUI also frees inactive entries (--cache-ram %s %s); "
+                        "run with '--cache-ram %s 0' to leave them to the agent",
+                        cache_args.get("ram"), inactive, cache_args.get("ram"))
+
+
+def _patch(owner, name, wrapper):
+    orig = getattr(owner, name, None)
+    if orig is None or getattr(orig, _MARK, False):
+        return orig is not None
+    setattr(owner, name, wrapper(orig))
+    return True
+
+
+def install():
+    """Patch ComfyUI; False (and one log line) when it is not there."""
+    try:
+        import execution
+        import comfy.utils
+    except Exception as e:
+        log.warning("ramcache: ComfyUI modules not importable (%s); not installed", e)
+        return False
+    try:
+        import comfy.model_management as mm
+        BRIDGE.interrupt_types = (mm.InterruptProcessingException,)
+    except Exception:
+        BRIDGE.interrupt_types = ()
+    pe = getattr(execution, "PromptExecutor", None)
+    if pe is None:
+        log.warning("ramcache: execution.PromptExecutor not found; not installed")
+        return False
+    _patch(pe, "__init__", _wrap_init)
+    _patch(pe, "execute", _wrap_execute_method)
+    _patch(pe, "reset", _wrap_reset)
+    if not _patch(execution, "execute", _wrap_node_execute):
+        log.info("ramcache: no execution.execute here; safe points only "
+                 "at sampling steps and between prompts")
+    _patch(comfy.utils, "set_progress_bar_global_hook", _wrap_set_hook)
+    current = getattr(comfy.utils, "PROGRESS_BAR_HOOK", None)
+    if current is not None and not getattr(current, _MARK, False):
+        comfy.utils.PROGRESS_BAR_HOOK = wrap_progress_hook(current)
+    return True

@@ -1,0 +1,28 @@
+import threading
+
+
+class InterruptProcessingException(Exception):
+    pass
+
+
+_lock = threading.RLock()
+_interrupted = False
+
+
+def interrupt_current_processing(value=True):
+    global _interrupted
+    with _lock:
+        _interrupted = value
+
+
+def processing_interrupted():
+    with _lock:
+        return _interrupted
+
+
+def throw_exception_if_processing_interrupted():
+    global _interrupted
+    with _lock:
+        if _interrupted:
+            _interrupted = False
+            raise InterruptProcessingException()

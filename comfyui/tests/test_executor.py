@@ -1,0 +1,629 @@
+#!/usr/bin/env python3
+"""The package inside the stand-in ComfyUI, with a fake agent on the page:
+executor capture, publishing, eviction at safe points, what must never be
+evicted, interrupts, agent absent or killed. Needs libramcache."""
+import os
+import stat
+import threading
+import time
+
+import env
+from env import MiB, node
+from fakeagent import FakeAgent
+from rctest import main, test
+
+import comfy.model_management
+import execution
+
+env.require_library() if env.library() else None
+pkg = env.load_package() if env.library() else None
+BRIDGE = pkg.bridge.BRIDGE if pkg else None
+lib = pkg.lib if pkg else None
+
+_agent = None
+
+
+def agent():
+    """The fake agent on this process's page (opened once)."""
+    global _agent
+    env.require_library()
+    assert BRIDGE.page is not None, "no control page: " + str(BRIDGE.disabled)
+    if _agent is None:
+        _agent = FakeAgent(BRIDGE.page.path)
+    return _agent
+
+
+def outputs(w):
+    return w.executor.caches.outputs
+
+
+def entry_for(w, node_id):
+    """(entry id, cache key) published for node_id's output."""
+    out = outputs(w)
+    loc = pkg.evict.locate(out, node_id)
+    assert loc is not None, f"no cache key for {node_id}"
+    eid = BRIDGE._ids.get((id(loc[0]), loc[1]))
+    assert eid, f"{node_id} not published"
+    return eid, loc[1]
+
+
+def fresh(cache_type="RAM_PRESSURE", **kw):
+    env.require_library()
+    w = env.worker(cache_type, **kw)
+    env.STEP_HOOK.clear()
+    return w
+
+
+def two_prompts(w, mib=16):
+    """Prompt 1 leaves an 'old' tensor; prompt 2 makes it inactive."""
+    p1 = {"old": node("MakeTensor", mib=mib, tag="old"), "s": node("Sink", value=["old", 0])}
+    ok, _ = w.run(p1, ["s"], "p1")
+    assert ok
+    eid, key = entry_for(w, "old")
+    return eid, key
+
+
+@test
+def captures_the_executor():
+    w = fresh()
+    try:
+        assert BRIDGE.executor() is w.executor
+        assert BRIDGE.exec_thread == w.thread.ident
+        path = f"/dev/shm/ramcache-{os.getpid()}"
+        assert BRIDGE.page.path == path, BRIDGE.page.path
+        st = os.stat(path)
+        assert st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) == 0o600
+        # reset() replaces caches: the package must follow
+        old = outputs(w)
+        w.reset()
+        assert outputs(w) is not old and BRIDGE.outputs() is outputs(w)
+    finally:
+        w.stop()
+
+
+@test
+def publishes_every_entry_with_its_bytes():
+    w = fresh()
+    a = agent()
+    try:
+        p = {"pair": node("MakeViewPair", mib=8),
+             "m": node("LoadModel", mib=4),
+             "t": node("MakeTensor", mib=2),
+             "s": node("Sink", value=["pair", 1], other=["m", 0]),
+             "s2": node("Sink", value=["pair", 0], other=["t", 0])}
+        ok, msgs = w.run(p, ["s", "s2"], "p1")
+        assert ok, msgs
+        ents = a.entries()
+        keys = list(outputs(w).cache)
+        assert len(ents) == len(keys), (ents, keys)
+        pair, _ = entry_for(w, "pair")
+        model, _ = entry_for(w, "m")
+        t, _ = entry_for(w, "t")
+        assert ents[pair]["bytes"] == 8 * MiB  # view and base: one storage
+        assert ents[model]["bytes"] == 5 * MiB  # the patcher's CPU weights
+        assert ents[model]["flags"] & lib.F_MODEL
+        assert ents[t]["bytes"] == 2 * MiB
+        gen = outputs(w).generation
+        assert a.generation() == gen
+        for e in ents.values():
+            assert e["flags"] & lib.F_ACTIVE and e["used_generation"] == gen
+            assert 0 < e["last_use_ns"] <= time.monotonic_ns()
+        assert ents[pair]["label"] == "pair:MakeViewPair", ents[pair]["label"]
+        # a second prompt: the first one's entries age, their ids stay
+        p2 = {"t3": node("MakeTensor", mib=1, tag="new"), "s": node("Sink", value=["t3", 0])}
+        ok, _ = w.run(p2, ["s"], "p2")
+        assert ok
+        ents2 = a.entries()
+        assert ents2[pair]["used_generation"] == gen
+        assert not ents2[pair]["flags"] & lib.F_ACTIVE
+        assert entry_for(w, "t3")[0] not in ents
+        assert a.generation() == gen + 1
+        assert a.exec_heartbeat() > 0
+    finally:
+        w.stop()
+
+
+@test
+def publishes_lru_and_classic_caches():
+    a = agent()
+    for kind in ("LRU", "CLASSIC"):
+        w = fresh(kind)
+        try:
+            p = {"t": node("MakeTensor", mib=3, tag=kind), "s": node("Sink", value=["t", 0])}
+            ok, _ = w.run(p, ["s"], "p1")
+            assert ok
+            eid, _ = entry_for(w, "t")
+            e = a.entries()[eid]
+            assert e["bytes"] == 3 * MiB and e["flags"] & lib.F_ACTIVE, (kind, e)
+            assert len(a.entries()) == len(outputs(w).cache), kind
+        finally:
+            w.stop()
+
+
+@test
+def publishes_and_evicts_subcache_entries():
+    """Graph expansion: classic caches keep children in subcaches, LRU and
+    RAM caches keep them in the main dict with children[parent]."""
+    import asyncio
+    from comfy_execution.graph import DynamicPrompt
+    a = agent()
+    a.start_heartbeat()
+    try:
+        for kind in ("CLASSIC", "RAM_PRESSURE"):
+            w = fresh(kind)
+            try:
+                out = outputs(w)
+                dp = DynamicPrompt({"parent": node("Sink", value=1)})
+                dp.add_ephemeral_node("child", node("MakeTensor", mib=2, tag=kind),
+                                      "parent", "parent")
+
+                async def fill():
+                    await out.set_prompt(dp, ["parent"], None)
+                    await out.ensure_subcache_for("parent", ["child"])
+                    await out.set("child", execution.CacheEntry({}, [[env.faketorch.mib(2)]]))
+                asyncio.run(fill())
+                with BRIDGE.exec_lock:
+                    BRIDGE.publish()
+                eid, key = entry_for(w, "child")
+                assert a.entries()[eid]["bytes"] == 2 * MiB
+                holder = pkg.evict.locate(out, "child")[0]
+                if kind == "CLASSIC":
+                    assert holder is not out  # it lives in the subcache
+                else:
+                    assert key in out.children[out.cache_key_set.get_data_key("parent")]
+                seq = a.post(eid)  # idle: the listener evicts under exec_lock
+                ack = a.wait_ack(seq)
+                assert ack and ack["status"] == lib.ACK_EVICTED, (kind, ack)
+                assert key not in holder.cache
+                assert eid not in a.entries()
+            finally:
+                w.stop()
+    finally:
+        a.stop_heartbeat()
+
+
+@test
+def handles_graph_expansion():
+    """Children of an expanded node: published, protected while the parent
+    still waits for them, evictable afterwards."""
+    a = agent()
+    a.start_heartbeat()
+    try:
+        for kind in ("CLASSIC", "LRU", "RAM_PRESSURE"):
+            w = fresh(kind)
+            try:
+                log = {}
+
+                def step(i):
+                    if i == 1:
+                        x1, _ = entry_for(w, "x1")
+                        log["seq"] = a.post(x1)
+                        assert a.wait_taken(log["seq"])
+                env.STEP_HOOK[:] = [step]
+                p = {"e": node("Expand", mib=3, tag=kind), "s": node("Sink", value=["e", 0])}
+                ok, msgs = w.run(p, ["s"], "p1")
+                assert ok, (kind, msgs)
+                ack = a.wait_ack(log["seq"])
+                assert ack["status"] == lib.ACK_BUSY, (kind, ack)  # x2 runs on it
+                out = outputs(w)
+                eid, key = entry_for(w, "x1")
+                e = a.entries()[eid]
+                assert e["bytes"] == 3 * MiB and e["label"] == "x1:MakeTensor", (kind, e)
+                holder = pkg.evict.locate(out, "x1")[0]
+                if kind == "CLASSIC":
+                    assert holder is not out and holder in out.subcaches.values()
+                else:
+                    parent = out.cache_key_set.get_data_key("e")
+                    assert key in out.children[parent], kind
+                seq = a.post(eid)  # idle now: nothing needs it
+                ack = a.wait_ack(seq)
+                assert ack["status"] == lib.ACK_EVICTED, (kind, ack)
+                assert key not in holder.cache
+            finally:
+                env.STEP_HOOK.clear()
+                w.stop()
+    finally:
+        a.stop_heartbeat()
+
+
+@test
+def evicts_at_a_sampling_step_of_a_long_node():
+    w = fresh()
+    a = agent()
+    a.start_heartbeat()
+    try:
+        eid, key = two_prompts(w)
+        log = {}
+
+        def step(i):
+            if i == 1:
+                log["seq"] = a.post(eid, reason=2)
+                assert a.wait_taken(log["seq"])
+                log["posted_step"] = i
+            if i == 4:
+                log["ack_at_step4"] = a.wait_ack(log["seq"], timeout=2)
+        env.STEP_HOOK.append(step)
+        p2 = {"k": node("Sampler", steps=6, tag="x"), "s": node("Sink", value=["k", 0])}
+        ok, msgs = w.run(p2, ["s"], "p2")
+        assert ok, msgs
+        ack = log["ack_at_step4"]
+        assert ack is not None, "not acked while the sampler ran"
+        assert ack["status"] == lib.ACK_EVICTED and ack["id"] == eid
+        assert ack["ack_ns"] < env.SEEN["sampler_end_ns"]
+        assert ack["bytes_freed"] >= 8 * MiB, ack  # 16 MiB tensor, RSS measured
+        out = outputs(w)
+        assert key not in out.cache and key not in out.used_generation
+        assert key not in out.timestamps and key not in out.children
+        assert eid not in a.entries()
+        assert BRIDGE.evicted_total >= 1
+    finally:
+        a.stop_heartbeat()
+        w.stop()
+
+
+@test
+def serves_commands_between_nodes():
+    """A node without a progress bar: the command waits for the next node
+    boundary, where what pending nodes still read stays protected."""
+    w = fresh()
+    a = agent()
+    a.start_heartbeat()
+    try:
+        eid, key = two_prompts(w)
+        log = {}
+
+        def post():
+            listened, _ = entry_for(w, "t")
+            log["old"] = a.post(eid)
+            log["listened"] = a.post(listened)
+            assert a.wait_taken(log["listened"])
+            assert a.ack(log["old"]) is None  # not inside a node without steps
+            return 1
+
+        def check():
+            log["acks"] = (a.wait_ack(log["old"], 2), a.wait_ack(log["listened"], 2))
+            return 1
+        env.CALLS.update(post=post, check=check)
+        p = {"t": node("MakeTensor", mib=2, tag="read-later"),
+             "c1": node("Call", tag="post", value=["t", 0]),
+             "c2": node("Call", tag="check", value=["c1", 0]),
+             "s": node("Sink", value=["c2", 0], other=["t", 0])}
+        ok, msgs = w.run(p, ["s"], "p2")
+        assert ok, msgs
+        old, listened = log["acks"]
+        assert old and old["status"] == lib.ACK_EVICTED, old
+        assert listened and listened["status"] == lib.ACK_BUSY, listened
+        assert key not in outputs(w).cache
+    finally:
+        a.stop_heartbeat()
+        w.stop()
+
+
+@test
+def never_evicts_what_the_running_node_uses():
+    w = fresh()
+    a = agent()
+    a.start_heartbeat()
+    try:
+        # the model is cached by p1 and used by the sampler of p2
+        p1 = {"m": node("LoadModel", mib=8), "s": node("Sink", value=["m", 0])}
+        assert w.run(p1, ["s"], "p1")[0]
+        model_id, model_key = entry_for(w, "m")
+        acks = {}
+
+        def step(i):
+            if i == 1:
+                # "t0" is active too, but its only reader has run already
+                t0, _ = entry_for(w, "t0")
+                acks["t0"] = a.post(t0)
+                acks["model"] = a.post(model_id)
+                assert a.wait_taken(acks["model"])
+        env.STEP_HOOK.append(step)
+        p2 = {"t0": node("MakeTensor", mib=2, tag="t0"),
+              "s0": node("Sink", value=["t0", 0]),
+              "m": node("LoadModel", mib=8),
+              "k": node("Sampler", steps=4, model=["m", 0]),
+              "s": node("Sink", value=["k", 0])}
+        assert w.run(p2, ["s0", "s"], "p2")[0]
+        ack = a.wait_ack(acks["model"])
+        assert ack["status"] == lib.ACK_BUSY, ack
+        assert model_key in outputs(w).cache
+        ack = a.wait_ack(acks["t0"])
+        assert ack["status"] == lib.ACK_EVICTED, ack
+    finally:
+        a.stop_heartbeat()
+        w.stop()
+
+
+@test
+def never_evicts_what_a_pending_node_listens_to():
+    w = fresh()
+    a = agent()
+    a.start_heartbeat()
+    try:
+        # "t" is made before the sampler and read by "s" after it
+        p = {"t": node("MakeTensor", mib=4, tag="listened"),
+             "k": node("Sampler", steps=4, latent=["t", 0]),
+             "u": node("MakeTensor", mib=1, tag="late"),
+             "s": node("Sink", value=["k", 0], other=["t", 0])}
+        log = {}
+
+        def step(i):
+            if i == 1:
+                eid, _ = entry_for(w, "t")
+                log["seq"] = a.post(eid)
+                assert a.wait_taken(log["seq"])
+        env.STEP_HOOK.append(step)
+        assert w.run(p, ["s", "u"], "p1")[0]
+        ack = a.wait_ack(log["seq"])
+        assert ack["status"] == lib.ACK_BUSY, ack
+        assert entry_for(w, "t")[1] in outputs(w).cache
+    finally:
+        a.stop_heartbeat()
+        w.stop()
+
+
+@test
+def lets_an_interrupt_through_and_keeps_the_worker_alive():
+    w = fresh()
+    a = agent()
+    a.start_heartbeat()
+    try:
+        eid, key = two_prompts(w)
+
+        def step(i):
+            if i == 2:
+                seq = a.post(eid)  # a command is pending: our hook does work
+                assert a.wait_taken(seq)
+                comfy.model_management.interrupt_current_processing(True)
+        env.STEP_HOOK.append(step)
+        p = {"k": node("Sampler", steps=6, tag="int"), "s": node("Sink", value=["k", 0])}
+        ok, msgs = w.run(p, ["s"], "p2")
+        assert not ok
+        assert any(m[0] == "execution_interrupted" for m in msgs), msgs
+        env.STEP_HOOK.clear()
+        p3 = {"k": node("Sampler", steps=2, tag="after"), "s": node("Sink", value=["k", 0])}
+        ok, msgs = w.run(p3, ["s"], "p3")
+        assert ok, msgs
+    finally:
+        a.stop_heartbeat()
+        w.stop()
+
+
+@test
+def swallows_its_own_errors():
+    w = fresh()
+    a = agent()
+    a.start_heartbeat()
+    orig = BRIDGE.serve
+
+    def broken(cmds):
+        raise RuntimeError("boom")
+    try:
+        eid, _ = two_prompts(w)
+        BRIDGE.serve = broken
+
+        log = {}
+
+        def step(i):
+            if i == 0:
+                log["seq"] = a.post(eid)
+                assert a.wait_taken(log["seq"])
+        env.STEP_HOOK.append(step)
+        p = {"k": node("Sampler", steps=3, tag="err"), "s": node("Sink", value=["k", 0])}
+        ok, msgs = w.run(p, ["s"], "p2")
+        assert ok, msgs
+        assert env.LOG.grep("ramcache: error at")
+        ack = a.wait_ack(log["seq"])  # answered all the same
+        assert ack and ack["status"] == lib.ACK_BUSY, ack
+        seq = a.post(eid)  # and when idle, on the listener thread
+        ack = a.wait_ack(seq)
+        assert ack and ack["status"] == lib.ACK_BUSY, ack
+    finally:
+        BRIDGE.serve = orig
+        a.stop_heartbeat()
+        w.stop()
+
+
+@test
+def agent_absent_leaves_comfyui_alone():
+    w = fresh()
+    a = agent()
+    a.die()
+    try:
+        eid, key = two_prompts(w)
+        p = {"k": node("Sampler", steps=3, tag="alone"), "s": node("Sink", value=["k", 0])}
+        ok, _ = w.run(p, ["s"], "p2")
+        assert ok
+        # ComfyUI's own prompt-local release callback is still armed
+        cb = env.SEEN["release_callback"]
+        assert cb is not None and cb.__self__ is outputs(w)
+        assert key in outputs(w).cache
+        st = BRIDGE.status()
+        assert st["library"] and not st["attached"]
+    finally:
+        w.stop()
+
+
+@test
+def agent_killed_mid_prompt():
+    w = fresh()
+    a = agent()
+    a.start_heartbeat()
+    try:
+        eid, key = two_prompts(w)
+        log = {}
+
+        def step(i):
+            if i == 1:
+                log["seq"] = a.post(eid)
+                assert a.wait_taken(log["seq"])
+                a.die()
+        env.STEP_HOOK.append(step)
+        p = {"k": node("Sampler", steps=4, tag="killed"), "s": node("Sink", value=["k", 0])}
+        ok, msgs = w.run(p, ["s"], "p2")
+        assert ok, msgs
+        ack = a.wait_ack(log["seq"])
+        assert ack and ack["status"] == lib.ACK_BUSY, ack
+        assert key in outputs(w).cache  # nothing evicted for a dead agent
+        assert not BRIDGE.status()["attached"]
+        env.STEP_HOOK.clear()
+        ok, _ = w.run({"t": node("MakeTensor", mib=1, tag="next"),
+                       "s": node("Sink", value=["t", 0])}, ["s"], "p3")
+        assert ok
+    finally:
+        w.stop()
+
+
+@test
+def null_cache_does_nothing_and_says_so_once():
+    w = fresh("NONE")
+    a = agent()
+    a.start_heartbeat()
+    try:
+        for i in range(2):
+            ok, _ = w.run({"t": node("MakeTensor", mib=1, tag=str(i)),
+                           "s": node("Sink", value=["t", 0])}, ["s"], f"n{i}")
+            assert ok
+        assert a.entries() == {}
+        seq = a.post(12345)
+        ack = a.wait_ack(seq)
+        assert ack["status"] == lib.ACK_NOT_FOUND
+        assert len(env.LOG.grep("intermediate cache is disabled")) == 1
+    finally:
+        a.stop_heartbeat()
+        w.stop()
+
+
+class Nested:
+    """A node running a sub-workflow with its own PromptExecutor."""
+    FUNCTION = "run"
+    RETURN_TYPES = ("TENSOR",)
+
+    def run(self, value, helper=False):
+        def build():
+            return execution.PromptExecutor(env.comfyui_main.Server(),
+                                            cache_type=execution.CacheType.CLASSIC,
+                                            cache_args={"ram": 0})
+
+        def sub(box):
+            if helper:
+                box.append(build())
+            box[0].execute({"t": node("MakeTensor", mib=1), "s": node("Sink", value=["t", 0])},
+                           "inner", {}, ["s"])
+        box = [] if helper else [build()]
+        # asyncio.run cannot nest: run the sub-workflow on a helper thread
+        th = threading.Thread(target=sub, args=(box,))
+        th.start()
+        th.join(10)
+        assert not th.is_alive(), "the sub-workflow hangs"
+        assert box[0].success
+        return (value,)
+
+
+@test
+def ignores_an_executor_built_inside_a_prompt():
+    w = fresh()
+    env.nodes.NODE_CLASS_MAPPINGS["Nested"] = Nested
+    try:
+        p = {"t": node("MakeTensor", mib=1, tag="outer"), "n": node("Nested", value=["t", 0]),
+             "h": node("Nested", value=["n", 0], helper=True),
+             "s": node("Sink", value=["h", 0])}
+        ok, msgs = w.run(p, ["s"], "p1")
+        assert ok, msgs
+        assert BRIDGE.executor() is w.executor
+        assert BRIDGE.outputs() is outputs(w)
+        assert len(agent().entries()) == len(outputs(w).cache) == 4
+        # built outside a prompt (an extension at start-up): the worker's
+        # next prompt takes ComfyUI's executor back
+        stray = execution.PromptExecutor(env.comfyui_main.Server(),
+                                         cache_type=execution.CacheType.CLASSIC,
+                                         cache_args={"ram": 0})
+        assert BRIDGE.executor() is stray
+        ok, msgs = w.run(p, ["s"], "p2")
+        assert ok, msgs
+        assert BRIDGE.executor() is w.executor and BRIDGE.exec_thread == w.thread.ident
+        assert len(agent().entries()) == len(outputs(w).cache) == 4
+    finally:
+        w.stop()
+
+
+@test
+def says_how_comfyui_shares_the_cache():
+    """--cache-ram takes one value in older ComfyUI, two in newer ones; with
+    an inactive headroom above 0 ComfyUI competes for the inactive part."""
+    a = agent()
+    a.start_heartbeat()
+    try:
+        for inactive, text in ((None, "takes one --cache-ram value"),
+                               (4.0, "run with '--cache-ram 2.0 0'")):
+            BRIDGE._said.discard("args")
+            w = fresh(ram=2.0, ram_inactive=inactive)
+            try:
+                assert w.run({"t": node("MakeTensor", mib=1, tag=str(inactive)),
+                              "s": node("Sink", value=["t", 0])}, ["s"], "p")[0]
+                assert env.LOG.grep(text), (text, env.LOG.lines[-5:])
+            finally:
+                w.stop()
+        BRIDGE._said.discard("args")
+        n = len(env.LOG.grep("--cache-ram"))
+        w = fresh(ram=2.0, ram_inactive=0.0)  # as documented: quiet
+        try:
+            assert w.run({"t": node("MakeTensor", mib=1, tag="zero"),
+                          "s": node("Sink", value=["t", 0])}, ["s"], "p")[0]
+            assert len(env.LOG.grep("--cache-ram")) == n
+        finally:
+            w.stop()
+    finally:
+        a.stop_heartbeat()
+
+
+@test
+def wraps_the_sync_execute_of_older_versions():
+    """ComfyUI before async nodes: execute(...) is a plain function."""
+    w = fresh()
+    try:
+        seen = {}
+
+        def execute(server, dynprompt, caches, current_item, extra_data, executed,
+                    prompt_id, execution_list, pending_subgraph_results):
+            seen["running"] = BRIDGE.running
+            return "done"
+        wrapped = pkg.hooks._wrap_node_execute(execute)
+        BRIDGE.exec_thread = threading.get_ident()
+        r = wrapped(None, None, w.executor.caches, "n1", {}, set(), "p", None, {})
+        assert r == "done" and seen["running"] == "n1" and BRIDGE.running is None
+    finally:
+        BRIDGE.exec_thread = w.thread.ident
+        w.stop()
+
+
+@test
+def status_node_shows_the_agent():
+    w = fresh()
+    a = agent()
+    a.start_heartbeat()
+    a.set_level(2, headroom=300 * MiB, target=64 * MiB)
+    try:
+        text = pkg.nodes.status_text(BRIDGE.status())
+        assert "agent: attached" in text and "pressure: high" in text, text
+        env.nodes.NODE_CLASS_MAPPINGS.update(pkg.NODE_CLASS_MAPPINGS)
+        p = {"t": node("MakeTensor", mib=1, tag="st"),
+             "st": node("RAMCacheBPFStatus", value=["t", 0]),
+             "s": node("Sink", value=["st", 0])}
+        ok, msgs = w.run(p, ["s"], "p1")
+        assert ok, msgs
+        # passes its input through: the sink got the tensor
+        out = outputs(w)
+        st_entry = out.cache[out.cache_key_set.get_data_key("st")]
+        t_entry = out.cache[out.cache_key_set.get_data_key("t")]
+        assert st_entry.outputs[0][0] is t_entry.outputs[0][0]
+        assert "pressure: high" in st_entry.ui["text"][0]
+    finally:
+        a.set_level(0)
+        a.stop_heartbeat()
+        w.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Byte counting of cached outputs: CPU tensors once per storage, model
+patchers as their model's CPU weights, GPU tensors not at all."""
+import env  # noqa: F401  (stand-in on sys.path)
+from env import MiB
+from rctest import main, test
+
+import faketorch
+from comfy.model_patcher import ModelPatcher
+import execution
+import importlib.util
+import os
+
+_spec = importlib.util.spec_from_file_location(
+    "rc_sizing", os.path.join(env.PKG, "sizing.py"))
+sizing = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sizing)
+
+
+@test
+def counts_a_storage_once():
+    t = faketorch.mib(4)
+    v = t.view(4 * 256 * 1024)
+    entry = execution.CacheEntry({}, [[t], [v], [[t, v]]])
+    assert sizing.entry_size(entry) == (4 * MiB, False)
+
+
+@test
+def ignores_gpu_tensors():
+    entry = execution.CacheEntry({}, [[faketorch.mib(2)], [faketorch.mib(8, "cuda")]])
+    assert sizing.entry_size(entry)[0] == 2 * MiB
+
+
+@test
+def counts_a_model_patcher_as_its_cpu_weights():
+    shared = faketorch.mib(2)
+    m = ModelPatcher(faketorch.Module(faketorch.mib(3), shared, shared.view(1),
+                                      faketorch.mib(5, "cuda")))
+    n, has_model = sizing.entry_size(execution.CacheEntry({}, [[m]]))
+    assert n == 5 * MiB and has_model
+
+
+@test
+def counts_clip_and_vae_through_their_patcher():
+    class VAE:
+        def __init__(self):
+            self.patcher = ModelPatcher(faketorch.Module(faketorch.mib(1)))
+    n, has_model = sizing.entry_size(execution.CacheEntry({}, [[VAE()], [{"samples": faketorch.mib(1)}]]))
+    assert n == 2 * MiB and has_model
+
+
+@test
+def survives_odd_outputs():
+    loop = []
+    loop.append(loop)
+    entry = execution.CacheEntry({}, [[None], ["text"], [loop], [object()]])
+    assert sizing.entry_size(entry) == (0, False)
+
+
+if __name__ == "__main__":
+    main()
