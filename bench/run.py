@@ -66,6 +66,9 @@ FULL = {
     "model_size": 96 * MiB, "output_size": 16 * MiB,
     "agent_flags": ["--headroom", "64M", "--inactive", "128M"],
     "timeout": 150,
+    "comfy": {"rounds": 3, "limit": 512 * MiB, "prompts": 12, "mib": 64,
+              "steps": 8, "step_s": 0.05,
+              "agent_flags": ["--headroom", "96M", "--inactive", "192M"]},
 }
 QUICK = {
     "overhead_rounds": 1, "fault_size": "4M", "fault_rounds": 5,
@@ -79,6 +82,9 @@ QUICK = {
     "model_size": 32 * MiB, "output_size": 8 * MiB,
     "agent_flags": ["--headroom", "24M", "--inactive", "48M"],
     "timeout": 60,
+    "comfy": {"rounds": 1, "limit": 384 * MiB, "prompts": 10, "mib": 32,
+              "steps": 2, "step_s": 0.02,
+              "agent_flags": ["--headroom", "48M", "--inactive", "96M"]},
 }
 
 
@@ -908,34 +914,96 @@ def bench_outcomes(cfg, zram=True):
 
 # ------------------------------------------------------------ 3. eviction
 
-def bench_eviction(outcomes, noswap):
-    if "runs" not in outcomes:
-        return {"skipped": outcomes.get("skipped", "no outcome runs")}
-    done = [e for r in outcomes["runs"] + noswap.get("runs", [])
-            if r["policy"] == "agent" for e in r["evict_done"]]
+COMFY_CHILD = os.path.join(ROOT, "comfyui", "tests", "e2e_comfy.py")
+
+
+def bench_comfy(cfg):
+    """The ComfyUI package's stand-in executor (Python) under the agent in
+    a memcg it outgrows: every eviction command's latencies."""
+    if not os.path.exists(COMFY_CHILD):
+        return {"skipped": "comfyui/ (the ComfyUI package and its Python "
+                "stand-in executor) is not in this tree"}
+    if not is_root():
+        return {"skipped": "needs root (memcg, BPF)"}
+    c = cfg["comfy"]
+    runs = []
+    for r in range(c["rounds"]):
+        with Memcg(c["limit"], swap_limit=0) as cg:
+            child = Proc([sys.executable, COMFY_CHILD, "--prompts",
+                          c["prompts"], "--mib", c["mib"], "--steps",
+                          c["steps"], "--step-s", c["step_s"]], stdin=True,
+                         preexec=cg.preexec())
+            agent = None
+            try:
+                ready = child.q.get(timeout=60)
+                if not ready or not ready.get("page"):
+                    return {"skipped": "the stand-in has no control page: "
+                            + str(ready and ready.get("reason"))
+                            + " " + " ".join(child.err[-3:])}
+                agent = start_agent(child.pid, *c["agent_flags"])
+                child.send("go\n")
+                child.wait(cfg["timeout"])
+            finally:
+                child.kill()
+                if agent:
+                    agent.stop()
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"/dev/shm/ramcache-{child.pid}")
+            oom = cg.oom_kills()
+        done = [e for e in child.events if e.get("done")]
+        runs.append({"rc": child.rc, "oom_kills": oom,
+                     "finished": bool(done) and child.rc == 0,
+                     "evict_done": [{k: e.get(k) for k in (
+                         "status", "ack_latency_ns", "freed_latency_ns",
+                         "recv_latency_ns")}
+                         for e in agent.of_type("evict_done")]})
+        log(f"comfyui stand-in round {r + 1}: rc {child.rc}, oom {oom}, "
+            f"{len(runs[-1]['evict_done'])} commands")
+    return {"method": (
+        f"comfyui/tests/e2e_comfy.py (the package on the stand-in "
+        f"ComfyUI) caching {c['prompts']} x {c['mib']} MiB in a "
+        f"{c['limit'] // MiB} MiB memcg without swap, ramcache-bpf "
+        f"{' '.join(c['agent_flags'])}, {c['rounds']} round(s)"),
+        "runs": runs}
+
+
+def latency_rows(done):
     acked = [e for e in done if e.get("ack_latency_ns") is not None]
-    ack = [e["ack_latency_ns"] / 1e6 for e in acked]
-    freed = [e["freed_latency_ns"] / 1e6 for e in done
-             if e.get("freed_latency_ns")]
-    recv = [e["recv_latency_ns"] / 1e6 for e in acked]
     statuses = {}
     for e in done:
         statuses[e["status"]] = statuses.get(e["status"], 0) + 1
-    comfy = os.path.join(ROOT, "comfyui")
-    return {"method": (
+    return {"commands": len(done), "statuses": statuses,
+            "post_to_recv_ms": dist([e["recv_latency_ns"] / 1e6
+                                     for e in acked]),
+            "post_to_ack_ms": dist([e["ack_latency_ns"] / 1e6
+                                    for e in acked]),
+            "post_to_rss_drop_ms": dist([e["freed_latency_ns"] / 1e6
+                                         for e in done
+                                         if e.get("freed_latency_ns")])}
+
+def bench_eviction(outcomes, noswap, comfy):
+    if ("runs" not in outcomes and "runs" not in noswap
+            and "runs" not in comfy):
+        return {"skipped": outcomes.get("skipped", "no outcome runs")}
+    done = [e for r in outcomes.get("runs", []) + noswap.get("runs", [])
+            if r["policy"] == "agent" for e in r["evict_done"]]
+    res = {"method": (
         "every eviction command of the ramcache-bpf outcome runs (both "
-        "variants): post = "
-        "issue_ns on the control page; ack = the executor's ack_ns; RSS "
-        "drop = the first rss_stat event (BPF) after which RSS fell by "
-        "half the entry's size from its peak since the post"),
-        "c_demo": {"commands": len(done), "statuses": statuses,
-                   "post_to_recv_ms": dist(recv),
-                   "post_to_ack_ms": dist(ack),
-                   "post_to_rss_drop_ms": dist(freed)},
-        "comfyui_standin": {"skipped": (
-            "comfyui/ (the ComfyUI package and its Python stand-in "
-            "executor) is not in this tree") if not os.path.isdir(comfy)
-            else "comfyui/ present but not wired into the bench yet"}}
+        "variants) and of the ComfyUI stand-in runs: post = issue_ns on "
+        "the control page; received = the executor's recv_ns; ack = its "
+        "ack_ns; RSS drop = the first rss_stat event (BPF) after which RSS "
+        "fell by half the entry's size from its peak since the post"),
+        "c_demo": latency_rows(done)}
+    if "runs" in comfy:
+        res["comfyui_standin"] = latency_rows(
+            [e for r in comfy["runs"] for e in r["evict_done"]])
+        res["comfyui_standin"]["method"] = comfy["method"]
+        res["comfyui_standin"]["runs"] = [
+            {k: v for k, v in r.items() if k != "evict_done"}
+            for r in comfy["runs"]]
+    else:
+        res["comfyui_standin"] = {"skipped": comfy.get("skipped")}
+    return res
 
 
 # ------------------------------------------------------------ report
@@ -1091,23 +1159,34 @@ def report(res):
     if "skipped" in e:
         L += [f"Skipped: {e['skipped']}", ""]
     else:
-        c = e["c_demo"]
         L += [e["method"] + ".", "",
               "| executor | path | n | p50 ms | p99 ms | max ms |",
               "|---|---|---|---|---|---|"]
-        for k, name in (("post_to_recv_ms", "post -> received by the "
-                         "executor's command thread"),
-                        ("post_to_ack_ms", "post -> ack"),
-                        ("post_to_rss_drop_ms", "post -> RSS drop")):
-            d = c[k]
-            L.append(f"| C demo (ramcache-demo) | {name} | {d['n']} | "
-                     f"{fmt_ms(d['p50'])} | {fmt_ms(d['p99'])} | "
-                     f"{fmt_ms(d['max'])} |")
-        L.append(f"| ComfyUI stand-in (Python) | - | - | - | - | "
-                 f"not measured: {e['comfyui_standin']['skipped']} |")
-        L += ["", f"Command statuses: {c['statuses']}. The demo obeys "
-              "commands only at safe points (after each sampling step or "
-              "node, --step-ms apart), which is most of post -> ack.", ""]
+        cs = e["comfyui_standin"]
+        for who, c in (("C demo (ramcache-demo)", e["c_demo"]),
+                       ("ComfyUI stand-in (Python)", cs)):
+            if "skipped" in c:
+                L.append(f"| {who} | - | - | - | - | not measured: "
+                         f"{c['skipped']} |")
+                continue
+            for k, name in (("post_to_recv_ms", "post -> received"),
+                            ("post_to_ack_ms", "post -> ack"),
+                            ("post_to_rss_drop_ms", "post -> RSS drop")):
+                d = c[k]
+                L.append(f"| {who} | {name} | {d['n']} | "
+                         f"{fmt_ms(d['p50'])} | {fmt_ms(d['p99'])} | "
+                         f"{fmt_ms(d['max'])} |")
+        L += ["", f"Command statuses: C demo {e['c_demo']['statuses']}"
+              + (f", ComfyUI stand-in {cs['statuses']}"
+                 if "statuses" in cs else "")
+              + ". The demo obeys commands only at safe points (after each "
+              "sampling step or node, --step-ms apart), which is most of "
+              "its post -> ack."]
+        if "method" in cs:
+            L.append(f"ComfyUI stand-in: {cs['method']}; runs: "
+                     + ", ".join(f"rc {r['rc']}, {r['oom_kills']} OOM kills"
+                                 for r in cs["runs"]) + ".")
+        L.append("")
     L += outcomes_table(res["outcomes"], "## 4. Outcomes")
     L += outcomes_table(res["outcomes_noswap"],
                         "## 4b. Outcomes without swap")
@@ -1182,8 +1261,10 @@ def verdicts(res):
                      f" than with {', '.join(worse)}.")
     if not v:
         v.append("No target was measured (sections skipped).")
-    v.append("Not measured: eviction latency of the ComfyUI package's "
-             "Python stand-in executor (comfyui/ is not in this tree).")
+    cs = res["eviction"].get("comfyui_standin", {})
+    if "skipped" in cs:
+        v.append("Not measured: eviction latency of the ComfyUI package's "
+                 f"Python stand-in executor ({cs['skipped']}).")
     return v
 
 
@@ -1245,8 +1326,10 @@ def main():
                               if want("outcomes") and cfg["zram"]
                               else {"skipped": "quick mode runs one variant"
                                     if cfg is QUICK else "not selected"})
+    comfy = (bench_comfy(cfg) if want("eviction") or want("outcomes")
+             else skipped)
     res["eviction"] = bench_eviction(res["outcomes"],
-                                     res["outcomes_noswap"])
+                                     res["outcomes_noswap"], comfy)
     res["verdicts"] = verdicts(res)
     res["seconds"] = time.monotonic() - t0
     jpath = args.json or os.path.join(out, "results.json")

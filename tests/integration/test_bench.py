@@ -62,6 +62,11 @@ def quick_run_writes_results_json():
                              "agent"}
         for r in rows.values():
             assert r["runs"] >= 1
+        ev = res["eviction"]
+        assert "c_demo" in ev and "comfyui_standin" in ev, ev
+        if os.path.isdir(os.path.join(ROOT, "comfyui", "tests")):
+            cs = ev["comfyui_standin"]
+            assert "skipped" in cs or "post_to_ack_ms" in cs, cs
 
 
 @test
