@@ -1321,13 +1321,14 @@ def main():
     res["footprint"] = (bench_footprint(cfg, res["overhead"])
                         if want("footprint") else skipped)
     res["reaction"] = bench_reaction(cfg) if want("reaction") else skipped
-    res["outcomes"] = bench_outcomes(cfg) if want("outcomes") else skipped
+    # zram last: it is shared with other tests, which may hold it a while
     res["outcomes_noswap"] = (bench_outcomes(cfg, zram=False)
                               if want("outcomes") and cfg["zram"]
                               else {"skipped": "quick mode runs one variant"
                                     if cfg is QUICK else "not selected"})
     comfy = (bench_comfy(cfg) if want("eviction") or want("outcomes")
              else skipped)
+    res["outcomes"] = bench_outcomes(cfg) if want("outcomes") else skipped
     res["eviction"] = bench_eviction(res["outcomes"],
                                      res["outcomes_noswap"], comfy)
     res["verdicts"] = verdicts(res)
