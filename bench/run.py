@@ -627,7 +627,9 @@ def bench_reaction(cfg):
     for t in range(cfg["reaction_trials"]):
         with Memcg(cfg["limit"], swap_limit=0) as cg, scratch_dir() as d:
             psi = PsiWatch(cg)
-            demo = gated_demo(cg, d, "agent", cfg, ["--wait-agent", 30])
+            # the classic cache (no eviction at all, not even the demo's
+            # allocation guard), its cache published for the agent to see
+            demo = gated_demo(cg, d, "none", cfg, ["--publish"])
             agent = sampler = None
             try:
                 agent = start_agent(demo.pid, "--dry-run",
@@ -666,9 +668,9 @@ def bench_reaction(cfg):
             f"evict {rel_ms(t_evict, t0)} ms, psi {rel_ms(t_psi, t0)} ms, "
             f"rc {demo.rc}, oom {oom}")
     res = {"method": (
-        "the demo workload (--policy agent, ramcache-bpf attached with "
-        "--dry-run so nothing is evicted and the ramp is the same for "
-        f"every mechanism) in a {cfg['limit'] // MiB} MiB memcg without "
+        "the demo workload as the classic cache (--policy none --publish: "
+        "it evicts nothing but publishes its entries; ramcache-bpf attached "
+        "with --dry-run, so the ramp is the same for every mechanism) in a {cfg['limit'] // MiB} MiB memcg without "
         "swap, until it is OOM-killed or done; t=0 is the start of the "
         "executor's first reclaim stall (BPF ts_ns - latency_ns of its "
         "first reclaim event). ramcache-bpf: ts_ns of its first "
@@ -768,7 +770,7 @@ def maybe_zram(cfg, note):
         note.append("no zram swap (quick mode)")
         yield False
         return
-    end = time.monotonic() + 180
+    end = time.monotonic() + 90
     while not zram_free() and time.monotonic() < end:
         time.sleep(1)
     try:
@@ -850,7 +852,7 @@ def bench_outcomes(cfg, zram=True):
     with (maybe_zram(cfg, note) if zram else no_swap()) as swap:
         if zram and cfg["zram"] and not swap:
             return {"skipped": "; ".join(note) + " (someone else's test "
-                    "held it for 3 minutes); see the run without swap",
+                    "held it for 90 s); see the run without swap",
                     "notes": note}
         for r in range(rounds):
             order = POLICIES if r % 2 == 0 else list(reversed(POLICIES))

@@ -43,6 +43,9 @@ static const char usage[] =
 	"                       directory in /var/tmp, removed at exit)\n"
 	"  --wait-agent SECS    agent policy: wait up to SECS for the agent\n"
 	"                       before the first prompt (default 0)\n"
+	"  --publish            none policy: publish the cache on a control\n"
+	"      page all the same, obeying nothing (for benchmarks: an agent\n"
+	"      in --dry-run sees the ramp of the classic cache)\n"
 	"  --json               JSON lines on stdout, messages on stderr\n"
 	"  --help, --version\n"
 	"\n"
@@ -128,6 +131,7 @@ enum {
 	OPT_MODEL_DIR,
 	OPT_WAIT_AGENT,
 	OPT_PSI_TRIGGER,
+	OPT_PUBLISH,
 	OPT_JSON,
 	OPT_HELP,
 	OPT_VERSION,
@@ -146,6 +150,7 @@ static const struct option longopts[] = {
 	{ "model-dir", required_argument, NULL, OPT_MODEL_DIR },
 	{ "wait-agent", required_argument, NULL, OPT_WAIT_AGENT },
 	{ "psi-trigger", required_argument, NULL, OPT_PSI_TRIGGER },
+	{ "publish", no_argument, NULL, OPT_PUBLISH },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -242,6 +247,9 @@ int demo_parse_args(struct demo_opts *o, int argc, char **argv)
 			break;
 		case OPT_MODEL_DIR:
 			o->model_dir = optarg;
+			break;
+		case OPT_PUBLISH:
+			o->publish = true;
 			break;
 		case OPT_JSON:
 			o->json = true;

@@ -42,6 +42,7 @@ struct demo_opts {
 	const char *psi_trigger;
 	unsigned int wait_agent_s;
 	bool json;
+	bool publish; /* none policy: publish the cache all the same */
 };
 
 /* args.c */

@@ -102,7 +102,7 @@ int main(int argc, char **argv)
 	}
 
 	/* the classic cache knows nothing of ramcache */
-	if (o.policy != DEMO_POLICY_NONE) {
+	if (o.policy != DEMO_POLICY_NONE || o.publish) {
 		err = ramcache_create(&rc, NULL, 0, 0);
 		if (err) {
 			report_err("failed to create the control page: %s",
