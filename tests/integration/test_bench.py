@@ -105,5 +105,22 @@ def demo_psi_policy_runs():
     assert bad.returncode == 2
 
 
+@test
+def demo_publish_gives_the_classic_cache_a_control_page():
+    """--policy none --publish: entries published, nothing evicted."""
+    demo = os.path.join(OUTPUT, "ramcache-demo")
+    p = subprocess.run([demo, "--policy", "none", "--publish", "--json",
+                        "--prompts", "2", "--model-size", "4M",
+                        "--output-size", "2M", "--steps", "2",
+                        "--step-ms", "0"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    evs = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    start = [e for e in evs if e["type"] == "demo_start"][0]
+    assert start["control"], start
+    done = [e for e in evs if e["type"] == "demo_done"][0]
+    assert done["evicted"] == 0 and done["policy"] == "none", done
+
+
 if __name__ == "__main__":
     main()
