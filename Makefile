@@ -230,3 +230,23 @@ lint: | deps
 soak: all
 	$(Q)OUTPUT=$(OUTPUT) SOAK_SECONDS=$(SOAK_SECONDS) \
 		$(PYTHON) tests/integration/test_soak.py
+# ---- bench: `make bench` (not part of `make test`) --------------------------
+# Benchmarks side by side in one run (about 10 minutes on 2 cores): fault-path
+# overhead, reaction and eviction latency, outcomes against other policies,
+# footprint. Writes BENCHMARKS.md and bench/results.json. Needs root.
+# `make test` runs the harness in quick mode (tests/integration/test_bench.py).
+BENCH_BINS := $(OUTPUT)/bench/faultbench
+
+$(OUTPUT)/bench:
+	$(Q)mkdir -p $@
+
+$(OUTPUT)/bench/%: bench/%.c | $(OUTPUT)/bench
+	$(call msg,BENCH,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@
+
+all: $(BENCH_BINS)
+
+bench: all
+	$(Q)RAMCACHE_BENCH_CMD="sudo make bench" OUTPUT=$(OUTPUT) \
+		$(PYTHON) bench/run.py --md BENCHMARKS.md --json bench/results.json
+# ---- end bench ---------------------------------------------------------------

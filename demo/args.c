@@ -18,11 +18,15 @@ static const char usage[] =
 	"Play a ComfyUI-like workflow: load models, cache node outputs across\n"
 	"prompts, and evict entries as the chosen policy says.\n"
 	"\n"
-	"  --policy none|local|agent (default agent)\n"
+	"  --policy none|local|agent|psi (default agent)\n"
 	"      none: never evict (the classic cache); local: evict after each\n"
 	"      node while available memory is below --local-headroom; agent:\n"
-	"      obey ramcache-bpf, local while no agent is alive. local and\n"
-	"      agent also evict before an allocation that cannot fit.\n"
+	"      obey ramcache-bpf, local while no agent is alive; psi: evict\n"
+	"      like local, but only when a PSI trigger fires. All but none\n"
+	"      also evict before an allocation that cannot fit.\n"
+	"  --psi-trigger SPEC   psi policy: the trigger, on our memory\n"
+	"      cgroup's memory.pressure (v2) or /proc/pressure/memory\n"
+	"      (default \"some 150000 2000000\")\n"
 	"  --prompts N          prompts to run (default 8)\n"
 	"  --nodes N            nodes per prompt, loader included (2..64, 6)\n"
 	"  --output-size SIZE   bytes of each node output (default 16M)\n"
@@ -39,6 +43,9 @@ static const char usage[] =
 	"                       directory in /var/tmp, removed at exit)\n"
 	"  --wait-agent SECS    agent policy: wait up to SECS for the agent\n"
 	"                       before the first prompt (default 0)\n"
+	"  --publish            none policy: publish the cache on a control\n"
+	"      page all the same, obeying nothing (for benchmarks: an agent\n"
+	"      in --dry-run sees the ramp of the classic cache)\n"
 	"  --json               JSON lines on stdout, messages on stderr\n"
 	"  --help, --version\n"
 	"\n"
@@ -55,6 +62,8 @@ const char *demo_policy_name(enum demo_policy p)
 		return "local";
 	case DEMO_POLICY_AGENT:
 		return "agent";
+	case DEMO_POLICY_PSI:
+		return "psi";
 	}
 	return "?";
 }
@@ -121,6 +130,8 @@ enum {
 	OPT_LOCAL_HEADROOM,
 	OPT_MODEL_DIR,
 	OPT_WAIT_AGENT,
+	OPT_PSI_TRIGGER,
+	OPT_PUBLISH,
 	OPT_JSON,
 	OPT_HELP,
 	OPT_VERSION,
@@ -138,6 +149,8 @@ static const struct option longopts[] = {
 	{ "local-headroom", required_argument, NULL, OPT_LOCAL_HEADROOM },
 	{ "model-dir", required_argument, NULL, OPT_MODEL_DIR },
 	{ "wait-agent", required_argument, NULL, OPT_WAIT_AGENT },
+	{ "psi-trigger", required_argument, NULL, OPT_PSI_TRIGGER },
+	{ "publish", no_argument, NULL, OPT_PUBLISH },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -169,6 +182,7 @@ int demo_parse_args(struct demo_opts *o, int argc, char **argv)
 		.step_ms = 30,
 		.output_size = 16 * MiB,
 		.model_size = 96 * MiB,
+		.psi_trigger = "some 150000 2000000",
 	};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", longopts, &idx)) != -1) {
@@ -184,6 +198,8 @@ int demo_parse_args(struct demo_opts *o, int argc, char **argv)
 				o->policy = DEMO_POLICY_LOCAL;
 			else if (!strcmp(optarg, "agent"))
 				o->policy = DEMO_POLICY_AGENT;
+			else if (!strcmp(optarg, "psi"))
+				o->policy = DEMO_POLICY_PSI;
 			else
 				return bad(name, optarg);
 			break;
@@ -223,8 +239,17 @@ int demo_parse_args(struct demo_opts *o, int argc, char **argv)
 			if (parse_size(optarg, &o->local_headroom))
 				return bad(name, optarg);
 			break;
+		case OPT_PSI_TRIGGER:
+			if (strncmp(optarg, "some ", 5) &&
+			    strncmp(optarg, "full ", 5))
+				return bad(name, optarg);
+			o->psi_trigger = optarg;
+			break;
 		case OPT_MODEL_DIR:
 			o->model_dir = optarg;
+			break;
+		case OPT_PUBLISH:
+			o->publish = true;
 			break;
 		case OPT_JSON:
 			o->json = true;

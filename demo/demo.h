@@ -25,6 +25,7 @@ enum demo_policy {
 	DEMO_POLICY_NONE,  /* never evict: the classic cache */
 	DEMO_POLICY_LOCAL, /* evict after each node on our own memory check */
 	DEMO_POLICY_AGENT, /* obey ramcache-bpf, fall back to local */
+	DEMO_POLICY_PSI,   /* evict when a PSI trigger fires */
 };
 
 struct demo_opts {
@@ -38,8 +39,10 @@ struct demo_opts {
 	uint64_t model_size;
 	uint64_t local_headroom;
 	const char *model_dir;
+	const char *psi_trigger;
 	unsigned int wait_agent_s;
 	bool json;
+	bool publish; /* none policy: publish the cache all the same */
 };
 
 /* args.c */
@@ -133,12 +136,28 @@ int cmdq_start(struct cmdq *q, struct ramcache *rc);
 void cmdq_stop(struct cmdq *q);
 bool cmdq_pop(struct cmdq *q, struct ramcache_command *cmd);
 
+/* psi.c: a thread polling a PSI trigger, for --policy psi */
+struct psi_watch {
+	int fd;
+	pthread_t thread;
+	bool running;
+	volatile int stop;
+	unsigned int events; /* atomic: triggers fired */
+	unsigned int seen;   /* events already taken */
+	uint64_t last_ns;
+};
+int psi_start(struct psi_watch *w, const struct memavail *m,
+	      const char *trigger);
+void psi_stop(struct psi_watch *w);
+unsigned int psi_take(struct psi_watch *w);
+
 /* workload.c */
 struct demo_stats {
 	unsigned int prompts;
 	uint64_t computed, hits, model_loads;
 	uint64_t acks, acks_evicted, acks_busy, acks_not_found;
 	uint64_t local_evictions;
+	uint64_t psi_events;
 	uint64_t evicted, bytes_evicted;
 	uint64_t peak_cached;
 	uint64_t elapsed_ms;

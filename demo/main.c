@@ -30,25 +30,33 @@ static void catch_signals(void)
 	sigaction(SIGHUP, &sa, NULL);
 }
 
+/* ,"key":value */
+static void json_u64(const char *key, uint64_t v)
+{
+	printf(",\"%s\":%" PRIu64, key, v);
+}
+
 static void report_done(const struct demo_opts *o, const struct demo_stats *st)
 {
 	if (report_json()) {
-		printf("{\"type\":\"demo_done\",\"policy\":\"%s\",\"prompts\":%"
-		       "u,"
-		       "\"evicted\":%" PRIu64 ",\"bytes_evicted\":%" PRIu64
-		       ",\"acks\":%" PRIu64 ",\"acks_evicted\":%" PRIu64
-		       ",\"acks_busy\":%" PRIu64 ",\"acks_not_found\":%" PRIu64
-		       ",\"local_evictions\":%" PRIu64 ",\"computed\":%" PRIu64
-		       ",\"hits\":%" PRIu64 ",\"model_loads\":%" PRIu64
-		       ",\"peak_cached_bytes\":%" PRIu64 ",\"elapsed_ms\":"
-		       "%" PRIu64 ",\"interru"
-		       "pted\":%s}"
-		       "\n",
-		       demo_policy_name(o->policy), st->prompts, st->evicted,
-		       st->bytes_evicted, st->acks, st->acks_evicted,
-		       st->acks_busy, st->acks_not_found, st->local_evictions,
-		       st->computed, st->hits, st->model_loads, st->peak_cached,
-		       st->elapsed_ms, demo_stop_signal ? "true" : "false");
+		printf("{\"type\":\"demo_done\",\"policy\":\"%s\"",
+		       demo_policy_name(o->policy));
+		json_u64("prompts", st->prompts);
+		json_u64("evicted", st->evicted);
+		json_u64("bytes_evicted", st->bytes_evicted);
+		json_u64("acks", st->acks);
+		json_u64("acks_evicted", st->acks_evicted);
+		json_u64("acks_busy", st->acks_busy);
+		json_u64("acks_not_found", st->acks_not_found);
+		json_u64("local_evictions", st->local_evictions);
+		json_u64("psi_events", st->psi_events);
+		json_u64("computed", st->computed);
+		json_u64("hits", st->hits);
+		json_u64("model_loads", st->model_loads);
+		json_u64("peak_cached_bytes", st->peak_cached);
+		json_u64("elapsed_ms", st->elapsed_ms);
+		printf(",\"interrupted\":%s}\n",
+		       demo_stop_signal ? "true" : "false");
 		return;
 	}
 	report_msg("done: %u/%u prompts in %.1f s, %" PRIu64 " evictions "
@@ -94,7 +102,7 @@ int main(int argc, char **argv)
 	}
 
 	/* the classic cache knows nothing of ramcache */
-	if (o.policy != DEMO_POLICY_NONE) {
+	if (o.policy != DEMO_POLICY_NONE || o.publish) {
 		err = ramcache_create(&rc, NULL, 0, 0);
 		if (err) {
 			report_err("failed to create the control page: %s",

@@ -34,6 +34,7 @@ struct run {
 	struct demo_cache cache;
 	struct cmdq cmdq;
 	struct memavail mem;
+	struct psi_watch psi;
 	struct demo_stats *st;
 	char (*model_paths)[PATH_MAX];
 	uint64_t gen;
@@ -190,6 +191,22 @@ static void evict_until(struct run *r, uint64_t want)
 	}
 }
 
+/* --policy psi: the trigger fired, so free at least one entry. */
+static void evict_one(struct run *r)
+{
+	struct demo_entry *e = cache_pick_victim(&r->cache);
+	char label[RAMCACHE_LABEL_LEN];
+	uint64_t id, bytes;
+
+	if (!e)
+		return;
+	snprintf(label, sizeof(label), "%s", e->label);
+	id = e->id;
+	bytes = cache_evict(&r->cache, e);
+	r->st->local_evictions++;
+	report_evict("local", label, id, 0, RAMCACHE_ACK_EVICTED, bytes, 0);
+}
+
 /*
  * Before every big allocation, whatever the policy but none: the process
  * never allocates into certain OOM, even while an agent it trusts is late
@@ -211,6 +228,17 @@ static void safe_point(struct run *r, bool boundary)
 		r->st->peak_cached = r->cache.bytes;
 	if (r->o->policy == DEMO_POLICY_NONE)
 		return;
+	if (r->o->policy == DEMO_POLICY_PSI) {
+		unsigned int n = psi_take(&r->psi);
+
+		/* at any safe point: the trigger is the whole policy */
+		if (n) {
+			r->st->psi_events += n;
+			evict_one(r);
+			evict_until(r, r->o->local_headroom);
+		}
+		return;
+	}
 	if (r->o->policy == DEMO_POLICY_AGENT) {
 		bool alive;
 
@@ -559,6 +587,14 @@ int workload_run(const struct demo_opts *o, struct ramcache *rc,
 			goto out;
 		}
 	}
+	if (o->policy == DEMO_POLICY_PSI) {
+		err = psi_start(&r.psi, &r.mem, o->psi_trigger);
+		if (err) {
+			report_err("failed to set the PSI trigger \"%s\": %s",
+				   o->psi_trigger, strerror(-err));
+			goto out;
+		}
+	}
 	r.start_ns = ramcache_now_ns();
 	for (unsigned int p = 0; p < o->prompts && !demo_stop_signal; p++) {
 		err = run_prompt(&r, p, params, &rng);
@@ -570,6 +606,7 @@ int workload_run(const struct demo_opts *o, struct ramcache *rc,
 	}
 	st->elapsed_ms = ms_since(r.start_ns);
 out:
+	psi_stop(&r.psi);
 	cmdq_stop(&r.cmdq);
 	/* commands taken but not served still get their answer */
 	if (rc) {

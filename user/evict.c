@@ -336,7 +336,7 @@ static bool unavailable(uint64_t id, void *ctx)
 
 static void evict_event(struct evictor *ev, const struct ctl_entry *e,
 			uint64_t seq, uint32_t reason, uint64_t headroom,
-			uint64_t predicted)
+			uint64_t predicted, uint64_t now)
 {
 	char clk[16];
 
@@ -346,6 +346,8 @@ static void evict_event(struct evictor *ev, const struct ctl_entry *e,
 		jw_begin(&w, ev->out->f);
 		jw_str(&w, "type", "evict");
 		jw_u64(&w, "pid", ev->pid);
+		/* when it was posted (CLOCK_MONOTONIC, as issue_ns) */
+		jw_u64(&w, "ts_ns", now);
 		if (seq)
 			jw_u64(&w, "seq", seq);
 		else
@@ -450,7 +452,7 @@ void evictor_evaluate(struct evictor *ev, uint64_t now, uint64_t headroom,
 
 		if (ev->o->dry_run) {
 			cool(ev, e->id, now + COOL_DRY_RUN_NS);
-			evict_event(ev, e, 0, reason, headroom, predicted);
+			evict_event(ev, e, 0, reason, headroom, predicted, now);
 			continue;
 		}
 		/* no more outstanding than the ack ring holds: none is lost */
@@ -468,7 +470,7 @@ void evictor_evaluate(struct evictor *ev, uint64_t now, uint64_t headroom,
 		fl->rss_peak = ev->rss;
 		memcpy(fl->label, e->label, sizeof(fl->label));
 		ev->st.sent++;
-		evict_event(ev, e, seq, reason, headroom, predicted);
+		evict_event(ev, e, seq, reason, headroom, predicted, now);
 	}
 }
 

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""bench/run.py --quick: the benchmark harness runs and writes a
+well-formed results JSON and a table. No timing is asserted: the numbers
+of a quick run on a shared machine mean nothing."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rctest import OUTPUT, ROOT, main, test  # noqa: E402
+
+SECTIONS = ("overhead", "footprint", "reaction", "outcomes", "eviction")
+_res = {}
+
+
+def run_quick():
+    if "res" in _res:
+        return _res["res"]
+    fb = os.path.join(OUTPUT, "bench", "faultbench")
+    assert os.access(fb, os.X_OK), f"{fb} is not built"
+    d = tempfile.mkdtemp(prefix="ramcache-test-bench-")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "run.py"),
+                        "--quick", "--out", d], capture_output=True,
+                       text=True, timeout=300,
+                       env=dict(os.environ, OUTPUT=OUTPUT))
+    assert p.returncode == 0, p.stderr[-3000:]
+    with open(os.path.join(d, "results.json")) as f:
+        res = json.load(f)
+    with open(os.path.join(d, "BENCHMARKS.md")) as f:
+        md = f.read()
+    for name in ("results.json", "BENCHMARKS.md"):
+        os.unlink(os.path.join(d, name))
+    os.rmdir(d)
+    _res["res"] = (res, md)
+    return _res["res"]
+
+
+@test
+def quick_run_writes_results_json():
+    res, _ = run_quick()
+    assert res["quick"] is True
+    for k in ("machine", "command", "date", "verdicts", "outcomes_noswap",
+              *SECTIONS):
+        assert k in res, k
+    m = res["machine"]
+    assert m["cpus"] >= 1 and m["kernel"]
+    for s in SECTIONS:
+        sec = res[s]
+        assert isinstance(sec, dict)
+        assert "skipped" in sec or "method" in sec, (s, sec)
+    o = res["overhead"]
+    if "skipped" not in o:
+        assert o["ratios"]["none"]["ratio"] == 1.0
+        for r in o["ratios"].values():
+            assert r["median_cpu"] > 0 and r["median_wall"] > 0
+    if os.geteuid() == 0:
+        assert "rows" in res["reaction"], res["reaction"]
+        rows = res["outcomes"]["rows"]
+        assert set(rows) == {"unconstrained", "none", "local", "psi",
+                             "agent"}
+        for r in rows.values():
+            assert r["runs"] >= 1
+        ev = res["eviction"]
+        assert "c_demo" in ev and "comfyui_standin" in ev, ev
+        if os.path.isdir(os.path.join(ROOT, "comfyui", "tests")):
+            cs = ev["comfyui_standin"]
+            assert "skipped" in cs or "post_to_ack_ms" in cs, cs
+
+
+@test
+def quick_run_writes_a_table():
+    res, md = run_quick()
+    assert md.startswith("# Benchmarks")
+    assert "quick mode" in md
+    assert res["machine"]["kernel"] in md
+    for h in ("## 1. Fault-path overhead", "## 2. Reaction latency",
+              "## 3. Eviction latency", "## 4. Outcomes", "## 5. Footprint",
+              "## Targets and misses"):
+        assert h in md, h
+    assert "| configuration |" in md or "Skipped" in md
+    if os.geteuid() == 0:
+        for row in ("ramcache-bpf", "PSI-trigger-driven eviction",
+                    "ComfyUI-style local eviction", "classic cache"):
+            assert row in md, row
+
+
+@test
+def demo_psi_policy_runs():
+    """--policy psi sets its trigger and finishes a small workload."""
+    demo = os.path.join(OUTPUT, "ramcache-demo")
+    p = subprocess.run([demo, "--policy", "psi", "--json", "--prompts", "2",
+                        "--model-size", "4M", "--output-size", "2M",
+                        "--steps", "2", "--step-ms", "0"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    done = [json.loads(x) for x in p.stdout.splitlines()
+            if '"demo_done"' in x]
+    assert done and done[0]["policy"] == "psi", p.stdout[-500:]
+    assert "psi_events" in done[0]
+    assert "psi: trigger" in p.stderr, p.stderr
+    bad = subprocess.run([demo, "--policy", "psi", "--psi-trigger", "x"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2
+
+
+@test
+def demo_publish_gives_the_classic_cache_a_control_page():
+    """--policy none --publish: entries published, nothing evicted."""
+    demo = os.path.join(OUTPUT, "ramcache-demo")
+    p = subprocess.run([demo, "--policy", "none", "--publish", "--json",
+                        "--prompts", "2", "--model-size", "4M",
+                        "--output-size", "2M", "--steps", "2",
+                        "--step-ms", "0"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    evs = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    start = [e for e in evs if e["type"] == "demo_start"][0]
+    assert start["control"], start
+    done = [e for e in evs if e["type"] == "demo_done"][0]
+    assert done["evicted"] == 0 and done["policy"] == "none", done
+
+
+if __name__ == "__main__":
+    main()
