@@ -23,6 +23,12 @@ const volatile __u64 burst_faults = 2048;	  /* per window and CPU */
 const volatile __u64 rss_step = 4 << 20;	  /* bytes */
 const volatile __u64 page_size = 4096;
 
+/*
+ * The followed process, 0 for none; the agent writes it at run time. An
+ * untracked process's fault costs this compare, not a map lookup.
+ */
+volatile __u32 target_tgid;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, RC_MAX_TRACKED);
@@ -120,12 +126,17 @@ static __always_inline __u32 log2_u64(__u64 v)
 
 static __always_inline struct rc_track *track_lookup(__u32 tgid)
 {
-	__u32 key = filter_tgid ? tgid : 0;
+	__u32 key = 0;
 
+	if (filter_tgid) {
+		if (tgid != target_tgid)
+			return NULL;
+		key = tgid;
+	}
 	return bpf_map_lookup_elem(&tracked, &key);
 }
 
-/* ---- page faults: one map lookup, nothing more unless a burst begins ---- */
+/* ---- page faults: a compare for others, one lookup for the target ---- */
 
 static __always_inline int handle_fault(void)
 {
@@ -394,6 +405,8 @@ static __always_inline int handle_rss(struct mm_struct *mm)
 	if (!filter_tgid)
 		return 0;
 	tgid = bpf_get_current_pid_tgid() >> 32;
+	if (tgid != target_tgid)
+		return 0;
 	last = bpf_map_lookup_elem(&last_rss, &tgid);
 	if (!last)
 		return 0;

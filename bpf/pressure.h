@@ -87,8 +87,8 @@ struct rc_rss {
 
 /*
  * Per-CPU state of a tracked tgid (key 0 when the whole system is
- * watched). The lookup of this value is also the tracking filter, so the
- * fault path costs exactly one map lookup.
+ * watched). Other processes are turned away by comparing with the global
+ * target_tgid first, so their faults cost no map lookup at all.
  */
 struct rc_track {
 	__u64 faults;

@@ -66,14 +66,19 @@ int bpfstate_track(struct bpfstate *b, pid_t tgid)
 		return err;
 	if (!tgid)
 		return 0;
-	return bpf_map__update_elem(b->skel->maps.last_rss, &key, sizeof(key),
-				    &rss, sizeof(rss), BPF_ANY);
+	err = bpf_map__update_elem(b->skel->maps.last_rss, &key, sizeof(key),
+				   &rss, sizeof(rss), BPF_ANY);
+	if (!err)
+		b->skel->bss->target_tgid = tgid;
+	return err;
 }
 
 int bpfstate_untrack(struct bpfstate *b, pid_t tgid)
 {
 	__u32 key = tgid;
 
+	if (b->skel->bss->target_tgid == key)
+		b->skel->bss->target_tgid = 0;
 	bpf_map__delete_elem(b->skel->maps.last_rss, &key, sizeof(key), 0);
 	return bpf_map__delete_elem(b->skel->maps.tracked, &key, sizeof(key),
 				    0);
