@@ -16,6 +16,8 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+#define PF_EXITING 0x00000004 /* include/linux/sched.h */
+
 /* Set by the agent before load. */
 const volatile bool filter_tgid = false; /* false: whole system (key 0) */
 const volatile __u64 burst_window_ns = 100000000; /* 100 ms */
@@ -29,9 +31,10 @@ const volatile __u64 page_size = 4096;
  */
 volatile __u32 target_tgid;
 
+/* Slot 0: the target (or, with no filter, the whole system). */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, RC_MAX_TRACKED);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct rc_track);
 } tracked SEC(".maps");
@@ -41,7 +44,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, RC_MAX_TRACKED);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct rc_rss_state);
 } last_rss SEC(".maps");
 
 /* Memory cgroups (by directory inode) whose reclaim is reported. */
@@ -128,11 +131,8 @@ static __always_inline struct rc_track *track_lookup(__u32 tgid)
 {
 	__u32 key = 0;
 
-	if (filter_tgid) {
-		if (tgid != target_tgid)
-			return NULL;
-		key = tgid;
-	}
+	if (filter_tgid && tgid != target_tgid)
+		return NULL;
 	return bpf_map_lookup_elem(&tracked, &key);
 }
 
@@ -393,43 +393,67 @@ int BPF_PROG(oom_raw, struct task_struct *task, __u32 uid)
 
 /* ---- RSS of the tracked processes, as the kernel accounts it ---- */
 
-static __always_inline int handle_rss(struct mm_struct *mm)
+static __always_inline __s64 absdiff(__s64 a, __s64 b)
+{
+	return a > b ? a - b : b - a;
+}
+
+static __always_inline int handle_rss(struct mm_struct *mm, int member)
 {
 	struct task_struct *task;
-	__u64 total, diff, *last;
-	__u32 tgid;
+	struct rc_rss_state *st;
 	__u64 file, anon, shmem;
 	struct rc_rss *e;
+	__u32 tgid, idx;
+	__s64 cur;
 
 	/* Whole-system mode reports no per-process RSS. */
 	if (!filter_tgid)
 		return 0;
 	tgid = bpf_get_current_pid_tgid() >> 32;
-	if (tgid != target_tgid)
+	if (tgid != target_tgid || member < 0 || member > 3)
 		return 0;
-	last = bpf_map_lookup_elem(&last_rss, &tgid);
-	if (!last)
+	st = bpf_map_lookup_elem(&last_rss, &tgid);
+	if (!st)
 		return 0;
-	task = (struct task_struct *)bpf_get_current_task();
-	if (BPF_CORE_READ(task, mm) != mm)
+	if (st->mm != (__u64)mm) {
+		/* another mm (remote access), or the first event: learn it
+		 * only in the process's own context */
+		if (st->mm)
+			return 0;
+		task = (struct task_struct *)bpf_get_current_task();
+		if (BPF_CORE_READ(task, mm) != mm)
+			return 0;
+		st->mm = (__u64)mm;
+	}
+	idx = member;
+	/* keep the mask: the verifier needs the bound the compiler drops */
+	barrier_var(idx);
+	idx &= 3;
+	cur = mm_counter(mm, idx);
+	if (absdiff(cur, st->pages[idx]) * page_size < rss_step)
 		return 0;
 
-	file = mm_counter(mm, 0) * page_size;
-	anon = mm_counter(mm, 1) * page_size;
-	shmem = mm_counter(mm, 3) * page_size;
-	total = file + anon + shmem;
-	diff = total > *last ? total - *last : *last - total;
-	if (diff < rss_step)
+	file = mm_counter(mm, 0);
+	anon = mm_counter(mm, 1);
+	shmem = mm_counter(mm, 3);
+	st->pages[0] = file;
+	st->pages[1] = anon;
+	st->pages[2] = mm_counter(mm, 2);
+	st->pages[3] = shmem;
+	st->total = (file + anon + shmem) * page_size;
+	/* the teardown of an exiting process is not news */
+	task = (struct task_struct *)bpf_get_current_task();
+	if (BPF_CORE_READ(task, flags) & PF_EXITING)
 		return 0;
-	*last = total;
 
 	e = event_reserve(sizeof(*e), RC_EV_RSS);
 	if (!e)
 		return 0;
-	e->anon = anon;
-	e->file = file;
-	e->shmem = shmem;
-	e->total = total;
+	e->anon = anon * page_size;
+	e->file = file * page_size;
+	e->shmem = shmem * page_size;
+	e->total = st->total;
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }
@@ -437,11 +461,11 @@ static __always_inline int handle_rss(struct mm_struct *mm)
 SEC("tp_btf/rss_stat")
 int BPF_PROG(rss_btf, struct mm_struct *mm, int member)
 {
-	return handle_rss(mm);
+	return handle_rss(mm, member);
 }
 
 SEC("raw_tp/rss_stat")
 int BPF_PROG(rss_raw, struct mm_struct *mm, int member)
 {
-	return handle_rss(mm);
+	return handle_rss(mm, member);
 }

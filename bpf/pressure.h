@@ -8,7 +8,7 @@
 
 #define RC_COMM_LEN    16
 #define RC_HIST_SLOTS  32
-#define RC_MAX_TRACKED 64
+#define RC_MAX_TRACKED 8
 #define RC_MAX_MEMCGS  16
 
 /* Kinds of event in the ring buffer; each starts with struct rc_event_hdr. */
@@ -99,11 +99,16 @@ struct rc_track {
 	__u64 reclaim_pages[RC_RECLAIM_KINDS];
 };
 
-/* Per-mm RSS as last reported (shared, not per CPU). */
-struct rc_mm_state {
-	__u32 tgid;
-	__u32 pad;
-	__u64 last_total; /* bytes, as last emitted */
+/*
+ * RSS of the tracked process as last reported (shared, not per CPU): the
+ * mm it belongs to (learnt from the first event in its own context), the
+ * total last emitted and each counter then, in pages. Only the counter the
+ * kernel just changed is read, unless a report is due.
+ */
+struct rc_rss_state {
+	__u64 mm;
+	__u64 total;
+	__s64 pages[4]; /* MM_FILEPAGES, MM_ANONPAGES, MM_SWAPENTS, MM_SHMEMPAGES */
 };
 
 /* Global per-CPU counters, index of the stats map. */

@@ -53,17 +53,20 @@ void bpfstate_destroy(struct bpfstate *b)
 int bpfstate_track(struct bpfstate *b, pid_t tgid)
 {
 	struct rc_track *zero = calloc(b->ncpus, sizeof(*zero));
-	__u32 key = tgid;
-	__u64 rss = 0;
+	struct rc_rss_state rss = { 0 };
+	__u32 key = tgid, slot = 0;
 	int err;
 
 	if (!zero)
 		return -ENOMEM;
-	err = bpf_map__update_elem(b->skel->maps.tracked, &key, sizeof(key),
+	/* one target at a time: slot 0 starts from zero for each */
+	b->skel->bss->target_tgid = 0;
+	err = bpf_map__update_elem(b->skel->maps.tracked, &slot, sizeof(slot),
 				   zero, sizeof(*zero) * b->ncpus, BPF_ANY);
 	free(zero);
 	if (err)
 		return err;
+	b->tracked = tgid;
 	if (!tgid)
 		return 0;
 	err = bpf_map__update_elem(b->skel->maps.last_rss, &key, sizeof(key),
@@ -79,8 +82,7 @@ int bpfstate_untrack(struct bpfstate *b, pid_t tgid)
 
 	if (b->skel->bss->target_tgid == key)
 		b->skel->bss->target_tgid = 0;
-	bpf_map__delete_elem(b->skel->maps.last_rss, &key, sizeof(key), 0);
-	return bpf_map__delete_elem(b->skel->maps.tracked, &key, sizeof(key),
+	return bpf_map__delete_elem(b->skel->maps.last_rss, &key, sizeof(key),
 				    0);
 }
 
@@ -99,15 +101,18 @@ int bpfstate_unwatch_memcg(struct bpfstate *b, uint64_t ino)
 
 int bpfstate_totals(struct bpfstate *b, pid_t tgid, struct track_totals *t)
 {
-	struct rc_track *v = calloc(b->ncpus, sizeof(*v));
-	__u32 key = tgid;
+	struct rc_track *v;
+	__u32 slot = 0;
 	int err;
 
 	memset(t, 0, sizeof(*t));
+	if (tgid != b->tracked)
+		return -ENOENT;
+	v = calloc(b->ncpus, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	err = bpf_map__lookup_elem(b->skel->maps.tracked, &key, sizeof(key), v,
-				   sizeof(*v) * b->ncpus, 0);
+	err = bpf_map__lookup_elem(b->skel->maps.tracked, &slot, sizeof(slot),
+				   v, sizeof(*v) * b->ncpus, 0);
 	for (int c = 0; !err && c < b->ncpus; c++) {
 		t->faults += v[c].faults;
 		for (int k = 0; k < RC_RECLAIM_KINDS; k++) {

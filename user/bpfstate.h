@@ -22,6 +22,7 @@ struct bpfstate {
 	struct probes probes;
 	int ncpus;
 	int nr_attached;
+	pid_t tracked; /* whose counters slot 0 holds (0: the system) */
 };
 
 /* Counters of one tracked tgid (or of the system), summed over CPUs. */
@@ -41,13 +42,14 @@ int bpfstate_load(struct bpfstate *b, const struct opts *o);
 int bpfstate_attach(struct bpfstate *b);
 void bpfstate_destroy(struct bpfstate *b);
 
-/* Follow @tgid (0: the whole system). */
+/* Follow @tgid (0: the whole system), one at a time: counters restart. */
 int bpfstate_track(struct bpfstate *b, pid_t tgid);
 int bpfstate_untrack(struct bpfstate *b, pid_t tgid);
 /* Report memcg reclaim of tasks in the memory cgroup with inode @ino. */
 int bpfstate_watch_memcg(struct bpfstate *b, uint64_t ino);
 int bpfstate_unwatch_memcg(struct bpfstate *b, uint64_t ino);
 
+/* Counters of @tgid, the one tracked last (-ENOENT for another). */
 int bpfstate_totals(struct bpfstate *b, pid_t tgid, struct track_totals *t);
 /* Global counter (enum rc_stat) summed over CPUs. */
 uint64_t bpfstate_stat(struct bpfstate *b, enum rc_stat idx);
