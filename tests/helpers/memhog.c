@@ -2,7 +2,8 @@
 /*
  * memhog: a test workload whose memory behaviour is known.
  *
- *   memhog [--wait] [--touch PAGES] [--grow SIZE --rate MBPS] [--hold SECS]
+ *   memhog [--wait] [--touch PAGES] [--grow SIZE --rate MBPS]
+ *          [--thrash SECS] [--hold SECS] [--tag WORD]
  *
  * --wait     print {"type":"ready"} and wait for a line on stdin first, so
  *            the agent can attach before anything happens
@@ -11,7 +12,13 @@
  *            in /proc/self/stat over that work
  * --grow S   allocate and touch S bytes in 1 MiB steps at --rate MB/s
  *            (0 = as fast as possible), printing {"type":"grown",...}
+ * --thrash T after --grow, write every page of the grown region again, pass
+ *            after pass, for T seconds: once the region is larger than the
+ *            memory it may use, each pass swaps it back in; prints
+ *            {"type":"thrashed","passes":N}
  * --hold T   sleep T seconds before exiting
+ * --tag W    ignored: a word on the command line for tests that find the
+ *            process by it
  */
 #include <errno.h>
 #include <stdio.h>
@@ -74,6 +81,28 @@ static unsigned long parse_size(const char *s)
 	return (unsigned long)v;
 }
 
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static unsigned long thrash(char *p, unsigned long bytes, double secs)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	double end = mono_s() + secs;
+	unsigned long passes = 0;
+
+	while (mono_s() < end) {
+		for (unsigned long q = 0; q < bytes; q += page)
+			p[q]++;
+		passes++;
+	}
+	return passes;
+}
+
 static char *grow(unsigned long bytes, double rate_mbps)
 {
 	char *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
@@ -98,7 +127,7 @@ static char *grow(unsigned long bytes, double rate_mbps)
 int main(int argc, char **argv)
 {
 	unsigned long touch = 0, grow_bytes = 0;
-	double rate = 0, hold = 0;
+	double rate = 0, hold = 0, thrash_s = 0;
 	int wait = 0;
 	char line[64];
 
@@ -123,6 +152,10 @@ int main(int argc, char **argv)
 			rate = atof(v);
 		else if (!strcmp(a, "--hold"))
 			hold = atof(v);
+		else if (!strcmp(a, "--thrash"))
+			thrash_s = atof(v);
+		else if (!strcmp(a, "--tag"))
+			continue;
 		else {
 			fprintf(stderr, "memhog: unknown option %s\n", a);
 			return 2;
@@ -151,8 +184,12 @@ int main(int argc, char **argv)
 		       after - before, touch);
 	}
 	if (grow_bytes) {
-		grow(grow_bytes, rate);
+		char *p = grow(grow_bytes, rate);
+
 		printf("{\"type\":\"grown\",\"bytes\":%lu}\n", grow_bytes);
+		if (thrash_s > 0)
+			printf("{\"type\":\"thrashed\",\"passes\":%lu}\n",
+			       thrash(p, grow_bytes, thrash_s));
 	}
 	if (hold > 0)
 		sleep_ns((long)(hold * 1e9));
