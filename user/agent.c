@@ -397,7 +397,8 @@ static void update_level(struct agent *a, uint64_t now)
 	pi.headroom = sm->headroom;
 	pi.pid = a->t.pid;
 	out_pressure(&a->out, &pi);
-	onlevel_run(a->o, a->lw.cur.level, name, reasons, a->t.pid);
+	if (changed == LEVEL_CHANGED)
+		onlevel_run(a->o, a->lw.cur.level, name, reasons, a->t.pid);
 }
 
 static void find_match(struct agent *a, uint64_t now)

@@ -91,9 +91,16 @@ int level_update(struct level_watch *lw, uint64_t now,
 		lw->prev_memcg = c->memcg_stalls;
 		lw->last_ns = now;
 	}
-	if (out.level == lw->cur.level && out.reasons == lw->cur.reasons)
-		return 0;
-	err = out.level != lw->cur.level;
+	if (out.level != lw->cur.level) {
+		lw->cur = out;
+		lw->reported = out.reasons;
+		return LEVEL_CHANGED;
+	}
 	lw->cur = out;
-	return err;
+	/* a level entered on the forecast alone says so before swap starts */
+	if (out.reasons & ~lw->reported) {
+		lw->reported |= out.reasons;
+		return LEVEL_NEW_REASON;
+	}
+	return 0;
 }

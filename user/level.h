@@ -27,6 +27,7 @@ struct level_watch {
 	uint64_t prev_direct, prev_memcg;
 	uint64_t kswapd_awake[LEVEL_MAX_NODES / 64]; /* bit per node */
 	struct rc_pressure cur;
+	uint32_t reported; /* reasons announced since the level was entered */
 	struct rc_pressure_in in; /* inputs of the last evaluation */
 	/* rates of the last period, per second, for summaries */
 	double refault_file_s, refault_anon_s, swap_in_s, swap_out_s;
@@ -49,9 +50,14 @@ struct level_ctx {
 void level_init(struct level_watch *lw, const char *proc_root);
 /* kswapd of node @nid woke (true) or went to sleep. */
 void level_kswapd(struct level_watch *lw, unsigned int nid, bool awake);
+enum { LEVEL_CHANGED = 1, LEVEL_NEW_REASON = 2 };
+
 /*
- * Evaluate at @now_ns. Returns 1 when the level changed, 0 when not, or
- * -errno when /proc could not be read.
+ * Evaluate at @now_ns. Returns LEVEL_CHANGED when the level changed,
+ * LEVEL_NEW_REASON when it did not but a reason fired that was not yet
+ * reported since the level was entered (at most RC_R_NR times per level, so
+ * a flickering reason cannot flood the output), 0 otherwise, or -errno when
+ * /proc could not be read.
  */
 int level_update(struct level_watch *lw, uint64_t now_ns,
 		 const struct level_ctx *c);

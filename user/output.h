@@ -65,7 +65,7 @@ void out_start(struct out *o, const struct start_info *s);
 /* One event from the ring buffer; @len as the ring buffer gave it. */
 void out_event(struct out *o, const void *data, size_t len);
 void out_summary(struct out *o, const struct summary *s);
-/* The pressure level changed (or is reported again). */
+/* The pressure level changed, or a new reason fired at the same level. */
 struct pressure_info {
 	const char *level;
 	const char *reasons; /* comma-separated */
