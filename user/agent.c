@@ -358,6 +358,7 @@ static void update_level(struct agent *a, uint64_t now)
 	struct sampler *sm = sampler_of(a);
 	struct level_ctx c = { 0 };
 	struct pressure_info pi = { 0 };
+	int prev = a->lw.cur.level;
 	struct rc_forecast f;
 	char reasons[256];
 	const char *name;
@@ -398,7 +399,8 @@ static void update_level(struct agent *a, uint64_t now)
 	pi.pid = a->t.pid;
 	out_pressure(&a->out, &pi);
 	if (changed == LEVEL_CHANGED)
-		onlevel_run(a->o, a->lw.cur.level, name, reasons, a->t.pid);
+		onlevel_run(a->o, prev, a->lw.cur.level, name, reasons,
+			    a->t.pid);
 }
 
 static void find_match(struct agent *a, uint64_t now)
