@@ -368,6 +368,10 @@ static void update_level(struct agent *a, uint64_t now)
 	c.direct_stalls = bpfstate_stat(&a->bpf, RC_STAT_DIRECT_RECLAIMS);
 	c.memcg_stalls = bpfstate_stat(&a->bpf, RC_STAT_MEMCG_RECLAIMS);
 	c.headroom = sm->headroom;
+	if (a->t.pid && sm->has_cg) {
+		c.cg = &sm->cs.self;
+		c.cg_ino = sm->cg.ino;
+	}
 	if (a->t.pid) {
 		c.thr = a->t.thr;
 	} else {

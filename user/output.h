@@ -52,9 +52,10 @@ struct summary {
 	const char *reasons;   /* comma-separated, or NULL */
 	bool has_eta;
 	double eta_s;
-	double refault_file_s, refault_anon_s; /* pages/s, system */
-	double swap_in_s, swap_out_s;	       /* pages/s, system */
-	double majflt_s;		       /* of the target */
+	/* pages/s, of the target's memcg when it counts them, else system */
+	double refault_file_s, refault_anon_s;
+	double swap_in_s, swap_out_s;
+	double majflt_s; /* of the target */
 	bool psi;
 	double psi_some, psi_full;			  /* avg10, percent */
 	uint64_t evict_sent, evict_acked, evict_timeouts; /* since start */
