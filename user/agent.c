@@ -48,6 +48,8 @@ struct target {
 	int pidfd;
 	char comm[64];
 	struct sampler sm;
+	bool has_rss_file;
+	uint64_t rss_file; /* file-backed resident bytes, last rss event */
 	struct evictor ev;
 	bool evicting;
 	struct rc_thresholds thr;
@@ -258,6 +260,8 @@ static int handle_event(void *ctx, void *data, size_t len)
 			break;
 		sampler_rss(&t->sm, h->ts_ns,
 			    ((const struct rc_rss *)data)->total);
+		t->rss_file = ((const struct rc_rss *)data)->file;
+		t->has_rss_file = true;
 		if (t->evicting)
 			evictor_rss(&t->ev, h->ts_ns, t->sm.rss);
 		metrics_set_rss(&a->m, t->sm.rss);
@@ -303,6 +307,8 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s,
 	s->pid = t->pid;
 	s->interval_s = dt;
 	s->rss = t->pid ? sm->rss : 0;
+	s->has_rss_file = t->pid && t->has_rss_file;
+	s->rss_file = t->rss_file;
 	s->faults = tt.faults;
 	s->faults_per_s = dt > 0 && tt.faults >= t->prev.faults
 				  ? (tt.faults - t->prev.faults) / dt

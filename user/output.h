@@ -36,7 +36,10 @@ struct start_info {
 struct summary {
 	pid_t pid;
 	double interval_s;
-	uint64_t rss;	 /* bytes, 0 when unknown */
+	uint64_t rss; /* bytes, 0 when unknown */
+	/* of rss, file-backed (mapped weights), once an rss event told it */
+	bool has_rss_file;
+	uint64_t rss_file;
 	uint64_t faults; /* since start */
 	double faults_per_s;
 	uint64_t stalls[RC_RECLAIM_KINDS]; /* in the interval */

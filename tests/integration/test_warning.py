@@ -119,6 +119,44 @@ def swap_storm_warns_before_swap_in_peaks():
 
 
 @test
+def mapped_weights_thrash_is_shown():
+    """Refaults of a mapped file (model weights in safetensors files) are
+    invisible to "available memory": the summary and the level show them."""
+    require_root()
+    # on disk, not tmpfs (that would be shmem, swapped, not refaulted)
+    fd, path = tempfile.mkstemp(prefix="ramcache-test-weights-",
+                                dir="/var/tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for _ in range(192):
+                f.write(os.urandom(MiB))
+            f.flush()
+            os.fsync(f.fileno())
+            # out of the page cache, so the child's reads are charged to it
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        with Memcg(64 * MiB, swap_limit=0) as cg:
+            p = hog("--map", path, "--thrash", "4", preexec=cg.preexec())
+            try:
+                pid = ready(p)
+                with Agent("--pid", pid, "--interval", "0.5s") as a:
+                    assert a.wait_type("summary"), a.stderr
+                    go(p)
+                    assert a.wait(timeout=60) == 0, a.stderr
+            finally:
+                reap(p)
+        sums = a.of_type("summary")
+        assert max(e.get("rss_file", 0) for e in sums) >= 16 * MiB, sums[-1]
+        assert max(e["refault_file_per_s"] for e in sums) >= 2560, sums
+        assert max(e["major_faults_per_s"] for e in sums) > 0, sums
+        named = set()
+        for e in a.of_type("pressure"):
+            named |= set(e["reasons"])
+        assert "refault_file" in named, a.of_type("pressure")
+    finally:
+        os.unlink(path)
+
+
+@test
 def whole_system_on_level_runs_the_command():
     require_root()
     with tempfile.TemporaryDirectory(prefix="ramcache-test-") as d:
