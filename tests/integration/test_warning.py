@@ -14,8 +14,8 @@ import time
 import urllib.request
 
 import promtext
-from rctest import (OUTPUT, HELPERS, MiB, Agent, Memcg, ZramSwap,
-                    main, require_root, test)
+from rctest import (AGENT, HELPERS, OUTPUT, ROOT, MiB, Agent, Memcg, Skip,
+                    ZramSwap, main, require_root, test)
 
 MEMHOG = os.path.join(HELPERS, "memhog")
 LIBSO = os.path.join(OUTPUT, "libramcache.so")
@@ -285,6 +285,26 @@ def match_follows_a_restarted_target():
         reap(first)
         if second:
             reap(second)
+
+
+@test
+def systemd_unit_follows_the_executor_by_match():
+    unit = os.path.join(ROOT, "contrib", "systemd", "ramcache-bpf.service")
+    with open(unit) as f:
+        text = f.read()
+    exec_start = re.search(r"^ExecStart=(.*)$", text, re.M).group(1).split()
+    assert exec_start[1:3] == ["--match", "${RAMCACHE_MATCH}"], exec_start
+    assert re.search(r"^Restart=on-failure$", text, re.M), text
+    tool = shutil.which("systemd-analyze")
+    if not tool:
+        raise Skip("systemd-analyze not installed")
+    with tempfile.TemporaryDirectory(prefix="ramcache-test-") as d:
+        path = os.path.join(d, "ramcache-bpf.service")
+        with open(path, "w") as f:
+            f.write(text.replace("/usr/local/bin/ramcache-bpf", AGENT))
+        r = subprocess.run([tool, "verify", path], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0 and not r.stderr.strip(), r.stderr
 
 
 @test
