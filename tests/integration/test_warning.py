@@ -53,9 +53,10 @@ def at_least(level, least="warn"):
     return LEVELS.index(level) >= LEVELS.index(least)
 
 
-def zram_swap(size, wait_s=120):
-    """ZramSwap, after waiting a bounded time for another user to let go."""
-    end = time.monotonic() + wait_s
+def zram_swap(size):
+    """ZramSwap, after waiting a bounded time (RAMCACHE_ZRAM_WAIT seconds,
+    default 120) for another user of zram0 to let go."""
+    end = time.monotonic() + float(os.environ.get("RAMCACHE_ZRAM_WAIT", 120))
     while True:
         with open("/proc/swaps") as f:
             busy = "zram0" in f.read()
