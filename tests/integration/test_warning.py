@@ -277,6 +277,10 @@ def match_follows_a_restarted_target():
                              and e["pid"] == pid2, 10)
             assert att, [e for e in a.events if e["type"] == "target"]
             assert a.proc.poll() is None, "agent stopped with its target"
+            # mlockall: the watcher is not paged out in the storm it reports
+            with open(f"/proc/{a.proc.pid}/status") as f:
+                locked = re.search(r"^VmLck:\s+(\d+) kB", f.read(), re.M)
+            assert locked and int(locked.group(1)) > 0, "agent memory unlocked"
             assert a.stop() == 0, a.stderr
             assert a.of_type("exit")[-1]["reason"] == "interrupted"
             states = [(e["state"], e["pid"]) for e in a.of_type("target")]
