@@ -250,3 +250,25 @@ bench: all
 	$(Q)RAMCACHE_BENCH_CMD="sudo make bench" OUTPUT=$(OUTPUT) \
 		$(PYTHON) bench/run.py --md BENCHMARKS.md --json bench/results.json
 # ---- end bench ---------------------------------------------------------------
+
+# ---- install ----------------------------------------------------------------
+# `make install` (PREFIX=/usr/local, DESTDIR for staging): the agent, the
+# executor library and its headers, the systemd unit and its settings (an
+# existing /etc/default/ramcache-bpf is kept).
+PREFIX ?= /usr/local
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+.PHONY: install
+install: all
+	$(call msg,INSTALL,$(DESTDIR)$(PREFIX))
+	$(Q)install -D -m 0755 $(AGENT) $(DESTDIR)$(PREFIX)/bin/ramcache-bpf
+	$(Q)install -D -m 0755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libramcache.so.1
+	$(Q)ln -sf libramcache.so.1 $(DESTDIR)$(PREFIX)/lib/libramcache.so
+	$(Q)install -D -m 0644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/libramcache.a
+	$(Q)install -d $(DESTDIR)$(PREFIX)/include/ramcache
+	$(Q)install -m 0644 include/ramcache/*.h $(DESTDIR)$(PREFIX)/include/ramcache/
+	$(Q)install -d $(DESTDIR)$(UNITDIR)
+	$(Q)sed 's|/usr/local/bin/|$(PREFIX)/bin/|' contrib/systemd/ramcache-bpf.service \
+		> $(DESTDIR)$(UNITDIR)/ramcache-bpf.service
+	$(Q)[ -e $(DESTDIR)/etc/default/ramcache-bpf ] || \
+		install -D -m 0644 contrib/systemd/ramcache-bpf.default \
+		$(DESTDIR)/etc/default/ramcache-bpf

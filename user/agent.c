@@ -50,6 +50,8 @@ struct target {
 	int pidfd;
 	char comm[64];
 	struct sampler sm;
+	bool has_rss_file;
+	uint64_t rss_file; /* file-backed resident bytes, last rss event */
 	struct evictor ev;
 	bool evicting;
 	struct rc_thresholds thr;
@@ -261,6 +263,8 @@ static int handle_event(void *ctx, void *data, size_t len)
 			break;
 		sampler_rss(&t->sm, h->ts_ns,
 			    ((const struct rc_rss *)data)->total);
+		t->rss_file = ((const struct rc_rss *)data)->file;
+		t->has_rss_file = true;
 		if (t->evicting)
 			evictor_rss(&t->ev, h->ts_ns, t->sm.rss);
 		metrics_set_rss(&a->m, t->sm.rss);
@@ -306,6 +310,8 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s,
 	s->pid = t->pid;
 	s->interval_s = dt;
 	s->rss = t->pid ? sm->rss : 0;
+	s->has_rss_file = t->pid && t->has_rss_file;
+	s->rss_file = t->rss_file;
 	s->faults = tt.faults;
 	s->faults_per_s = dt > 0 && tt.faults >= t->prev.faults
 				  ? (tt.faults - t->prev.faults) / dt
@@ -361,6 +367,7 @@ static void update_level(struct agent *a, uint64_t now)
 	struct sampler *sm = sampler_of(a);
 	struct level_ctx c = { 0 };
 	struct pressure_info pi = { 0 };
+	int prev = a->lw.cur.level;
 	struct rc_forecast f;
 	char reasons[256];
 	const char *name;
@@ -370,6 +377,10 @@ static void update_level(struct agent *a, uint64_t now)
 	c.direct_stalls = bpfstate_stat(&a->bpf, RC_STAT_DIRECT_RECLAIMS);
 	c.memcg_stalls = bpfstate_stat(&a->bpf, RC_STAT_MEMCG_RECLAIMS);
 	c.headroom = sm->headroom;
+	if (a->t.pid && sm->has_cg) {
+		c.cg = &sm->cs.self;
+		c.cg_ino = sm->cg.ino;
+	}
 	if (a->t.pid) {
 		c.thr = a->t.thr;
 	} else {
@@ -400,7 +411,9 @@ static void update_level(struct agent *a, uint64_t now)
 	pi.headroom = sm->headroom;
 	pi.pid = a->t.pid;
 	out_pressure(&a->out, &pi);
-	onlevel_run(a->o, a->lw.cur.level, name, reasons, a->t.pid);
+	if (changed == LEVEL_CHANGED)
+		onlevel_run(a->o, prev, a->lw.cur.level, name, reasons,
+			    a->t.pid);
 }
 
 static void find_match(struct agent *a, uint64_t now)

@@ -159,6 +159,41 @@ static int read_key(const char *dir, const char *name, const char *key1,
 	return 0;
 }
 
+/* @pfx@name (v1's hierarchical total_ keys), else @name. */
+static bool stat_key(const char *buf, const char *pfx, const char *name,
+		     uint64_t *v)
+{
+	char key[64];
+
+	snprintf(key, sizeof(key), "%s%s", pfx, name);
+	return find_key(buf, key, v) || (*pfx && find_key(buf, name, v));
+}
+
+/* memory.stat once: reclaimable cache and the event counters. */
+static int read_stat(const char *dir, const char *pfx, struct rc_cgroup_mem *m)
+{
+	struct rc_cgroup_events *e = &m->ev;
+	char buf[RC_CGFILE_MAX];
+	int err;
+
+	m->inactive_file = 0;
+	memset(e, 0, sizeof(*e));
+	err = read_at(dir, "memory.stat", buf, sizeof(buf));
+	if (err == -ENOENT)
+		return 0;
+	if (err)
+		return err;
+	stat_key(buf, pfx, "inactive_file", &m->inactive_file);
+	e->has_refault =
+		stat_key(buf, pfx, "workingset_refault_anon",
+			 &e->refault_anon) &&
+		stat_key(buf, pfx, "workingset_refault_file", &e->refault_file);
+	e->has_swap = stat_key(buf, pfx, "pswpin", &e->pswpin) &&
+		      stat_key(buf, pfx, "pswpout", &e->pswpout);
+	stat_key(buf, pfx, "pgmajfault", &e->pgmajfault);
+	return 0;
+}
+
 static int read_v1(const char *dir, struct rc_cgroup_mem *m)
 {
 	uint64_t memsw_limit, memsw_usage;
@@ -168,8 +203,7 @@ static int read_v1(const char *dir, struct rc_cgroup_mem *m)
 	if (!err)
 		err = read_counter(dir, "memory.usage_in_bytes", &m->usage);
 	if (!err)
-		err = read_key(dir, "memory.stat", "total_inactive_file",
-			       "inactive_file", &m->inactive_file);
+		err = read_stat(dir, "total_", m);
 	if (!err)
 		err = read_limit(dir, "memory.memsw.limit_in_bytes",
 				 &memsw_limit);
@@ -200,8 +234,7 @@ static int read_v2(const char *dir, struct rc_cgroup_mem *m)
 	if (!err)
 		err = read_counter(dir, "memory.current", &m->usage);
 	if (!err)
-		err = read_key(dir, "memory.stat", "inactive_file", NULL,
-			       &m->inactive_file);
+		err = read_stat(dir, "", m);
 	if (!err)
 		err = read_counter(dir, "memory.swap.current", &m->swap_usage);
 	if (!err)

@@ -43,6 +43,18 @@ int rc_cgroup_find(const char *proc_root, const char *cg_root, int pid,
 /* st_ino of a directory (a cgroup's id on v2, and what BPF reports). */
 int rc_cgroup_dir_ino(const char *path, uint64_t *ino);
 
+/*
+ * Counters of memory.stat, the cgroup and its descendants (v1: the total_
+ * keys). Refaults need 5.9 or later; v2 has pswpin/pswpout since 6.x, v1
+ * never: when a key is absent its has_ flag is false.
+ */
+struct rc_cgroup_events {
+	bool has_refault, has_swap;
+	uint64_t refault_anon, refault_file; /* pages */
+	uint64_t pswpin, pswpout;	     /* pages */
+	uint64_t pgmajfault;
+};
+
 /* One cgroup directory's own memory numbers. */
 struct rc_cgroup_mem {
 	uint64_t limit;		/* RC_UNLIMITED if none ("max", >= 2^60) */
@@ -52,6 +64,7 @@ struct rc_cgroup_mem {
 	uint64_t swap_limit;	/* v1: memsw.limit - limit; RC_UNLIMITED */
 	uint64_t oom_kill;	/* memory.events / memory.oom_control */
 	struct rc_psi psi;	/* v2 memory.pressure, else not available */
+	struct rc_cgroup_events ev;
 };
 
 /* Read dir's own files. -ENOENT if dir does not exist. */

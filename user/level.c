@@ -29,6 +29,7 @@ int level_update(struct level_watch *lw, uint64_t now,
 {
 	struct rc_pressure_in in = { 0 };
 	struct rc_pidstat ps = { 0 };
+	struct rc_cgroup_events cg = { 0 };
 	struct rc_pressure out;
 	struct rc_vmstat vm;
 	struct rc_psi psi;
@@ -43,6 +44,19 @@ int level_update(struct level_watch *lw, uint64_t now,
 	if (rc_psi_read(lw->proc_root, &psi))
 		psi.available = false;
 
+	if (c->cg) {
+		cg = c->cg->ev;
+		/* a new cgroup (--match found another process) starts afresh */
+		if (c->cg_ino != lw->prev_cg_ino) {
+			lw->prev_cg = cg;
+			lw->prev_cg_ino = c->cg_ino;
+		}
+		if (c->cg->psi.available)
+			psi = c->cg->psi;
+	} else {
+		lw->prev_cg_ino = 0;
+	}
+
 	if (!lw->have_prev) {
 		lw->prev_vm = vm;
 		lw->prev_majflt = ps.majflt;
@@ -56,12 +70,27 @@ int level_update(struct level_watch *lw, uint64_t now,
 		in.kswapd_awake |= lw->kswapd_awake[i] != 0;
 	in.direct_reclaims = delta(c->direct_stalls, lw->prev_direct);
 	in.memcg_reclaims = delta(c->memcg_stalls, lw->prev_memcg);
-	in.refault_anon = delta(vm.workingset_refault_anon,
-				lw->prev_vm.workingset_refault_anon);
-	in.refault_file = delta(vm.workingset_refault_file,
-				lw->prev_vm.workingset_refault_file);
-	in.swap_in = delta(vm.pswpin, lw->prev_vm.pswpin);
-	in.swap_out = delta(vm.pswpout, lw->prev_vm.pswpout);
+	lw->refault_memcg = c->cg && cg.has_refault;
+	lw->swap_memcg = c->cg && cg.has_swap;
+	lw->psi_memcg = c->cg && c->cg->psi.available;
+	if (lw->refault_memcg) {
+		in.refault_anon =
+			delta(cg.refault_anon, lw->prev_cg.refault_anon);
+		in.refault_file =
+			delta(cg.refault_file, lw->prev_cg.refault_file);
+	} else {
+		in.refault_anon = delta(vm.workingset_refault_anon,
+					lw->prev_vm.workingset_refault_anon);
+		in.refault_file = delta(vm.workingset_refault_file,
+					lw->prev_vm.workingset_refault_file);
+	}
+	if (lw->swap_memcg) {
+		in.swap_in = delta(cg.pswpin, lw->prev_cg.pswpin);
+		in.swap_out = delta(cg.pswpout, lw->prev_cg.pswpout);
+	} else {
+		in.swap_in = delta(vm.pswpin, lw->prev_vm.pswpin);
+		in.swap_out = delta(vm.pswpout, lw->prev_vm.pswpout);
+	}
 	in.major_faults = delta(ps.majflt, lw->prev_majflt);
 	in.psi_present = psi.available;
 	in.psi_some_avg10 = psi.some_avg10;
@@ -86,14 +115,23 @@ int level_update(struct level_watch *lw, uint64_t now,
 	/* the next period starts now; an empty period changes nothing */
 	if (in.interval_ns) {
 		lw->prev_vm = vm;
+		if (c->cg)
+			lw->prev_cg = cg;
 		lw->prev_majflt = ps.majflt;
 		lw->prev_direct = c->direct_stalls;
 		lw->prev_memcg = c->memcg_stalls;
 		lw->last_ns = now;
 	}
-	if (out.level == lw->cur.level && out.reasons == lw->cur.reasons)
-		return 0;
-	err = out.level != lw->cur.level;
+	if (out.level != lw->cur.level) {
+		lw->cur = out;
+		lw->reported = out.reasons;
+		return LEVEL_CHANGED;
+	}
 	lw->cur = out;
-	return err;
+	/* a level entered on the forecast alone says so before swap starts */
+	if (out.reasons & ~lw->reported) {
+		lw->reported |= out.reasons;
+		return LEVEL_NEW_REASON;
+	}
+	return 0;
 }

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include <ramcache/control.h>
+
 #include "onlevel.h"
 
 extern char **environ;
@@ -29,8 +31,15 @@ static int spawn_one(const char *cmd, char **env)
 	return -err;
 }
 
-int onlevel_run(const struct opts *o, int level, const char *level_name,
-		const char *reasons, pid_t pid)
+bool onlevel_enters(int want, int prev, int cur)
+{
+	if (want == RAMCACHE_LEVEL_OK)
+		return cur == RAMCACHE_LEVEL_OK && prev != RAMCACHE_LEVEL_OK;
+	return prev < want && cur >= want;
+}
+
+int onlevel_run(const struct opts *o, int prev, int level,
+		const char *level_name, const char *reasons, pid_t pid)
 {
 	char lv[64], rs[512], pd[64];
 	char **env;
@@ -57,7 +66,7 @@ int onlevel_run(const struct opts *o, int level, const char *level_name,
 	for (int i = 0; i < o->nr_on_level; i++) {
 		int err;
 
-		if (o->on_level[i].level != level)
+		if (!onlevel_enters(o->on_level[i].level, prev, level))
 			continue;
 		err = spawn_one(o->on_level[i].cmd, env);
 		if (err)

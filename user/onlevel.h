@@ -3,17 +3,26 @@
 #ifndef RAMCACHE_ONLEVEL_H
 #define RAMCACHE_ONLEVEL_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "args.h"
 
 /*
- * Start every command registered for @level with /bin/sh -c, with
- * RAMCACHE_LEVEL, RAMCACHE_REASONS and RAMCACHE_PID in its environment.
- * Does not wait; returns how many were started.
+ * True when the level moving from @prev to @cur enters @want: for warn,
+ * high and critical, rising from below @want to @want or above (a jump
+ * from ok to critical enters all three); for ok, coming back to ok.
  */
-int onlevel_run(const struct opts *o, int level, const char *level_name,
-		const char *reasons, pid_t pid);
+bool onlevel_enters(int want, int prev, int cur);
+
+/*
+ * Start every command registered for a level that the move from @prev to
+ * @level enters, with /bin/sh -c and RAMCACHE_LEVEL (the level now),
+ * RAMCACHE_REASONS and RAMCACHE_PID in its environment. Does not wait;
+ * returns how many were started.
+ */
+int onlevel_run(const struct opts *o, int prev, int level,
+		const char *level_name, const char *reasons, pid_t pid);
 
 /* Reap finished commands without blocking. */
 void onlevel_reap(void);

@@ -245,6 +245,8 @@ void out_summary(struct out *o, const struct summary *s)
 		jw_double(&w, "interval_s", s->interval_s);
 		if (s->rss)
 			jw_u64(&w, "rss", s->rss);
+		if (s->has_rss_file)
+			jw_u64(&w, "rss_file", s->rss_file);
 		jw_u64(&w, "faults", s->faults);
 		jw_double(&w, "faults_per_s", s->faults_per_s);
 		jw_u64(&w, "direct_stalls", s->stalls[RC_RECLAIM_DIRECT]);
@@ -284,7 +286,12 @@ void out_summary(struct out *o, const struct summary *s)
 	}
 	out_clock(clk, sizeof(clk));
 	fprintf(o->f, "%s  summary", clk);
-	if (s->pid)
+	if (s->pid && s->has_rss_file)
+		fprintf(o->f,
+			" pid %d: rss %.1f MiB (file %.1f MiB), %.0f faults/s,",
+			s->pid, s->rss / MiB, s->rss_file / MiB,
+			s->faults_per_s);
+	else if (s->pid)
 		fprintf(o->f, " pid %d: rss %.1f MiB, %.0f faults/s,", s->pid,
 			s->rss / MiB, s->faults_per_s);
 	else

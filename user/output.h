@@ -36,7 +36,10 @@ struct start_info {
 struct summary {
 	pid_t pid;
 	double interval_s;
-	uint64_t rss;	 /* bytes, 0 when unknown */
+	uint64_t rss; /* bytes, 0 when unknown */
+	/* of rss, file-backed (mapped weights), once an rss event told it */
+	bool has_rss_file;
+	uint64_t rss_file;
 	uint64_t faults; /* since start */
 	double faults_per_s;
 	uint64_t stalls[RC_RECLAIM_KINDS]; /* in the interval */
@@ -52,9 +55,10 @@ struct summary {
 	const char *reasons;   /* comma-separated, or NULL */
 	bool has_eta;
 	double eta_s;
-	double refault_file_s, refault_anon_s; /* pages/s, system */
-	double swap_in_s, swap_out_s;	       /* pages/s, system */
-	double majflt_s;		       /* of the target */
+	/* pages/s, of the target's memcg when it counts them, else system */
+	double refault_file_s, refault_anon_s;
+	double swap_in_s, swap_out_s;
+	double majflt_s; /* of the target */
 	bool psi;
 	double psi_some, psi_full;			  /* avg10, percent */
 	uint64_t evict_sent, evict_acked, evict_timeouts; /* since start */
@@ -65,7 +69,7 @@ void out_start(struct out *o, const struct start_info *s);
 /* One event from the ring buffer; @len as the ring buffer gave it. */
 void out_event(struct out *o, const void *data, size_t len);
 void out_summary(struct out *o, const struct summary *s);
-/* The pressure level changed (or is reported again). */
+/* The pressure level changed, or a new reason fired at the same level. */
 struct pressure_info {
 	const char *level;
 	const char *reasons; /* comma-separated */

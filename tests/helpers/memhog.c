@@ -2,7 +2,8 @@
 /*
  * memhog: a test workload whose memory behaviour is known.
  *
- *   memhog [--wait] [--touch PAGES] [--grow SIZE --rate MBPS] [--hold SECS]
+ *   memhog [--wait] [--touch PAGES] [--grow SIZE --rate MBPS]
+ *          [--map FILE] [--thrash SECS] [--hold SECS] [--tag WORD]
  *
  * --wait     print {"type":"ready"} and wait for a line on stdin first, so
  *            the agent can attach before anything happens
@@ -11,13 +12,25 @@
  *            in /proc/self/stat over that work
  * --grow S   allocate and touch S bytes in 1 MiB steps at --rate MB/s
  *            (0 = as fast as possible), printing {"type":"grown",...}
+ * --thrash T after --grow, write every page of the grown region again, pass
+ *            after pass, for T seconds: once the region is larger than the
+ *            memory it may use, each pass swaps it back in; prints
+ *            {"type":"thrashed","passes":N}
+ * --map F   map file F read-only (as an executor maps model weights) and
+ *            read every page, pass after pass for --thrash T seconds (once
+ *            without it): past the memory it may use, its pages are
+ *            dropped and read again; prints {"type":"mapped",...}
  * --hold T   sleep T seconds before exiting
+ * --tag W    ignored: a word on the command line for tests that find the
+ *            process by it
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -74,6 +87,60 @@ static unsigned long parse_size(const char *s)
 	return (unsigned long)v;
 }
 
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static unsigned long thrash(char *p, unsigned long bytes, double secs)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	double end = mono_s() + secs;
+	unsigned long passes = 0;
+
+	while (mono_s() < end) {
+		for (unsigned long q = 0; q < bytes; q += page)
+			p[q]++;
+		passes++;
+	}
+	return passes;
+}
+
+/* Read every page of @path's mapping for @secs (one pass at least). */
+static void map_file(const char *path, double secs)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	unsigned long passes = 0;
+	volatile char sum = 0;
+	double end = mono_s() + secs;
+	struct stat st;
+	char *p;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st)) {
+		perror("memhog: open");
+		exit(1);
+	}
+	p = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED) {
+		perror("memhog: mmap");
+		exit(1);
+	}
+	do {
+		for (off_t q = 0; q < st.st_size; q += page)
+			sum += p[q];
+		passes++;
+	} while (mono_s() < end);
+	printf("{\"type\":\"mapped\",\"bytes\":%lld,\"passes\":%lu}\n",
+	       (long long)st.st_size, passes);
+	munmap(p, st.st_size);
+}
+
 static char *grow(unsigned long bytes, double rate_mbps)
 {
 	char *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
@@ -98,7 +165,8 @@ static char *grow(unsigned long bytes, double rate_mbps)
 int main(int argc, char **argv)
 {
 	unsigned long touch = 0, grow_bytes = 0;
-	double rate = 0, hold = 0;
+	double rate = 0, hold = 0, thrash_s = 0;
+	const char *map = NULL;
 	int wait = 0;
 	char line[64];
 
@@ -123,6 +191,12 @@ int main(int argc, char **argv)
 			rate = atof(v);
 		else if (!strcmp(a, "--hold"))
 			hold = atof(v);
+		else if (!strcmp(a, "--thrash"))
+			thrash_s = atof(v);
+		else if (!strcmp(a, "--map"))
+			map = v;
+		else if (!strcmp(a, "--tag"))
+			continue;
 		else {
 			fprintf(stderr, "memhog: unknown option %s\n", a);
 			return 2;
@@ -150,9 +224,17 @@ int main(int argc, char **argv)
 		printf("{\"type\":\"faults\",\"delta\":%lu,\"pages\":%lu}\n",
 		       after - before, touch);
 	}
+	if (map) {
+		map_file(map, thrash_s);
+		thrash_s = 0;
+	}
 	if (grow_bytes) {
-		grow(grow_bytes, rate);
+		char *p = grow(grow_bytes, rate);
+
 		printf("{\"type\":\"grown\",\"bytes\":%lu}\n", grow_bytes);
+		if (thrash_s > 0)
+			printf("{\"type\":\"thrashed\",\"passes\":%lu}\n",
+			       thrash(p, grow_bytes, thrash_s));
 	}
 	if (hold > 0)
 		sleep_ns((long)(hold * 1e9));

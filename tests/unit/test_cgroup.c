@@ -48,6 +48,12 @@ TEST(v1_find_and_read)
 	ASSERT_TRUE(st.self.swap_limit == RC_UNLIMITED, "swap unlimited");
 	ASSERT_EQ(st.self.oom_kill, 1, "oom_kill");
 	ASSERT_FALSE(st.self.psi.available, "no PSI file on v1");
+	/* hierarchical total_ counters; v1 has no swap-in counter */
+	ASSERT_TRUE(st.self.ev.has_refault, "refaults");
+	ASSERT_EQ(st.self.ev.refault_anon, 30, "total_ anon refaults");
+	ASSERT_EQ(st.self.ev.refault_file, 40, "total_ file refaults");
+	ASSERT_EQ(st.self.ev.pgmajfault, 50, "total_pgmajfault");
+	ASSERT_FALSE(st.self.ev.has_swap, "no pswpin on v1");
 	/* The parent's 1 GiB limit binds: 1024 - 900 + 100 MiB of room. */
 	ASSERT_EQ(st.limit, RC_GIB, "parent limit");
 	ASSERT_EQ(st.usage, 900 * RC_MIB, "parent usage");
@@ -113,6 +119,11 @@ TEST(v2_parent_limit_binds)
 	ASSERT_EQ(st.self.oom_kill, 1, "events oom_kill, not oom");
 	ASSERT_TRUE(st.self.psi.available, "memory.pressure");
 	ASSERT_EQ(st.self.psi.full_total_us, 1717, "psi full total");
+	ASSERT_TRUE(st.self.ev.has_refault && st.self.ev.has_swap, "counters");
+	ASSERT_EQ(st.self.ev.refault_file, 5, "file refaults");
+	ASSERT_EQ(st.self.ev.pswpin, 7, "pswpin");
+	ASSERT_EQ(st.self.ev.pswpout, 8, "pswpout");
+	ASSERT_EQ(st.self.ev.pgmajfault, 9, "pgmajfault");
 	/* Own room 1024-350+10 = 684 MiB; parent's 512-400+20 = 132 MiB. */
 	ASSERT_EQ(st.limit, 512 * RC_MIB, "parent limit");
 	ASSERT_EQ(st.limit_depth, 1, "depth");

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * level_update() on the fixture /proc (whose counters do not move): rates
+ * from the target's cgroup counters, a fresh start for a new cgroup, and
+ * when a pressure event is due. The cgroup's PSI (calm) stands in for the
+ * fixture's system PSI, which is high.
+ */
+#include "level.h"
+#include "test.h"
+
+#define SEC 1000000000ULL
+
+/* The fixture /proc; tests/run.py runs us from the repo root. */
+static const char *proc_root(void)
+{
+	const char *root = getenv("RAMCACHE_ROOT");
+	static char buf[4096];
+
+	snprintf(buf, sizeof(buf), "%s/tests/fixtures/proc", root ? root : ".");
+	return buf;
+}
+
+static void ctx(struct level_ctx *c, struct rc_cgroup_mem *cg)
+{
+	memset(c, 0, sizeof(*c));
+	c->headroom = 8ULL << 30;
+	c->thr.headroom_min = 1ULL << 30;
+	c->thr.inactive_min = 2ULL << 30;
+	c->cg = cg;
+	c->cg_ino = 42;
+	cg->psi.available = true;
+}
+
+TEST(cgroup_swap_and_refaults_are_the_rates)
+{
+	struct rc_cgroup_mem cg = { .ev = { .has_refault = true,
+					    .has_swap = true } };
+	struct level_watch lw;
+	struct level_ctx c;
+
+	level_init(&lw, proc_root());
+	ctx(&c, &cg);
+	ASSERT_EQ(level_update(&lw, 1 * SEC, &c), 0, "baseline, ok");
+	cg.ev.pswpin = 1000;
+	cg.ev.pswpout = 500;
+	cg.ev.refault_anon = 1000;
+	ASSERT_EQ(level_update(&lw, 2 * SEC, &c), LEVEL_CHANGED, "storm");
+	ASSERT_EQ(lw.cur.level, RAMCACHE_LEVEL_WARN, "1000 pages/s is warn");
+	ASSERT_TRUE(lw.cur.reasons & RC_R_SWAP_IN, "swap_in");
+	ASSERT_TRUE(lw.cur.reasons & RC_R_SWAP_OUT, "swap_out");
+	ASSERT_TRUE(lw.cur.reasons & RC_R_REFAULT_ANON, "refault_anon");
+	ASSERT_TRUE(lw.swap_memcg && lw.refault_memcg, "from the memcg");
+	ASSERT_TRUE(lw.swap_in_s > 999 && lw.swap_in_s < 1001, "rate");
+}
+
+TEST(without_swap_counters_the_system_is_used)
+{
+	struct rc_cgroup_mem cg = { .ev = { .has_refault = true } };
+	struct level_watch lw;
+	struct level_ctx c;
+
+	level_init(&lw, proc_root());
+	ctx(&c, &cg);
+	level_update(&lw, 1 * SEC, &c);
+	cg.ev.pswpin = 100000; /* not a counter this kernel has */
+	ASSERT_EQ(level_update(&lw, 2 * SEC, &c), 0, "fixture vmstat still");
+	ASSERT_FALSE(lw.swap_memcg, "system swap");
+	ASSERT_EQ(lw.swap_in_s, 0, "no swap-in");
+}
+
+TEST(another_cgroup_starts_afresh)
+{
+	struct rc_cgroup_mem cg = { .ev = { .has_refault = true } };
+	struct level_watch lw;
+	struct level_ctx c;
+
+	level_init(&lw, proc_root());
+	ctx(&c, &cg);
+	level_update(&lw, 1 * SEC, &c);
+	/* --match found a new process in a busy cgroup: no jump */
+	cg.ev.refault_anon = 1 << 20;
+	c.cg_ino = 43;
+	ASSERT_EQ(level_update(&lw, 2 * SEC, &c), 0, "no spike");
+	ASSERT_EQ(lw.refault_anon_s, 0, "baseline of the new cgroup");
+}
+
+TEST(new_reason_at_the_same_level_is_reported_once)
+{
+	struct rc_cgroup_mem cg = { .ev = { .has_refault = true,
+					    .has_swap = true } };
+	struct level_watch lw;
+	struct level_ctx c;
+
+	level_init(&lw, proc_root());
+	ctx(&c, &cg);
+	level_update(&lw, 1 * SEC, &c);
+	c.headroom = 512ULL << 20; /* below headroom_min: high */
+	ASSERT_EQ(level_update(&lw, 2 * SEC, &c), LEVEL_CHANGED, "high");
+	cg.ev.pswpout = 1000;
+	ASSERT_EQ(level_update(&lw, 3 * SEC, &c), LEVEL_NEW_REASON, "swap");
+	ASSERT_EQ(lw.cur.level, RAMCACHE_LEVEL_HIGH, "still high");
+	ASSERT_EQ(level_update(&lw, 4 * SEC, &c), 0, "swap gone: quiet");
+	cg.ev.pswpout = 2000;
+	ASSERT_EQ(level_update(&lw, 5 * SEC, &c), 0, "swap again: known");
+}
+
+TEST_MAIN()
