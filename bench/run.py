@@ -670,7 +670,7 @@ def bench_reaction(cfg):
     res = {"method": (
         "the demo workload as the classic cache (--policy none --publish: "
         "it evicts nothing but publishes its entries; ramcache-bpf attached "
-        "with --dry-run, so the ramp is the same for every mechanism) in a {cfg['limit'] // MiB} MiB memcg without "
+        f"with --dry-run, so the ramp is the same for every mechanism) in a {cfg['limit'] // MiB} MiB memcg without "
         "swap, until it is OOM-killed or done; t=0 is the start of the "
         "executor's first reclaim stall (BPF ts_ns - latency_ns of its "
         "first reclaim event). ramcache-bpf: ts_ns of its first "
@@ -1106,9 +1106,10 @@ def report(res):
             L += ["", f"Direct cost: not measured ({bc.get('skipped')})."]
         if "target" in o:
             met = o["target"]["met"]
-            L += ["", "The BPF fault program is attached system-wide and "
-                  "filters by pid, so a process the agent does not track "
-                  "pays for a map lookup per fault too.", "",
+            L += ["", "The BPF fault and rss_stat programs are attached "
+                  "system-wide; a process the agent does not track is "
+                  "turned away by comparing its tgid with the target's, "
+                  "before any map lookup.", "",
                   f"Target: at most 2% slower when tracked — "
                   f"**{'met' if met else 'MISSED'}** "
                   f"({o['ratios']['self']['slowdown'] * 100:+.1f}%)."]

@@ -417,14 +417,14 @@ static __always_inline int handle_rss(struct mm_struct *mm, int member)
 	if (!st)
 		return 0;
 	if (st->mm != (__u64)mm) {
-		/* another mm (remote access), or the first event: learn it
-		 * only in the process's own context */
-		if (st->mm)
-			return 0;
+		/* the first event, or a new image after exec: learn the mm in
+		 * the process's own context; remote accesses are not its RSS */
 		task = (struct task_struct *)bpf_get_current_task();
 		if (BPF_CORE_READ(task, mm) != mm)
 			return 0;
 		st->mm = (__u64)mm;
+		for (int i = 0; i < 4; i++)
+			st->pages[i] = -(__s64)(rss_step / page_size) - 1;
 	}
 	idx = member;
 	/* keep the mask: the verifier needs the bound the compiler drops */

@@ -126,6 +126,26 @@ def rss_events_follow_the_target():
         p.wait()
 
 
+@test
+def rss_follows_the_target_across_exec():
+    require_root()
+    # a wrapper that execs the real executor keeps its pid, not its mm
+    p = subprocess.Popen(["/bin/sh", "-c", 'read x; exec "$@"', "sh",
+                          MEMHOG, "--grow", "64M", "--hold", "0.5"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        with Agent("--pid", p.pid, "--rss-step", "8M") as a:
+            assert a.wait_type("start"), a.stderr
+            go(p)
+            assert a.wait(timeout=20) == 0, a.stderr
+            rss = [e["rss"] for e in a.of_type("rss") if e["pid"] == p.pid]
+            assert rss and max(rss) >= 56 * MiB, rss
+    finally:
+        p.kill()
+        p.wait()
+
+
 def run_agent(*args, user=None):
     argv = [AGENT, *map(str, args)]
     if user:
