@@ -22,7 +22,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile bool filter_tgid = false; /* false: whole system (key 0) */
 const volatile __u64 burst_window_ns = 100000000; /* 100 ms */
 const volatile __u64 burst_faults = 2048;	  /* per window and CPU */
-const volatile __u64 rss_step = 4 << 20;	  /* bytes */
+/* read the clock every burst_check_mask + 1 faults, not on every fault */
+const volatile __u64 burst_check_mask = 0;
+const volatile __u64 rss_step = 4 << 20; /* bytes */
 const volatile __u64 page_size = 4096;
 
 /*
@@ -39,13 +41,8 @@ struct {
 	__type(value, struct rc_track);
 } tracked SEC(".maps");
 
-/* tgid -> RSS as last emitted; shared between CPUs. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, RC_MAX_TRACKED);
-	__type(key, __u32);
-	__type(value, struct rc_rss_state);
-} last_rss SEC(".maps");
+/* RSS of the target as last emitted; shared between CPUs. */
+struct rc_rss_state rss_state;
 
 /* Memory cgroups (by directory inode) whose reclaim is reported. */
 struct {
@@ -142,18 +139,21 @@ static __always_inline int handle_fault(void)
 {
 	struct rc_fault_burst *e;
 	struct rc_track *t;
-	__u64 now;
+	__u64 now, n;
 
 	t = track_lookup(bpf_get_current_pid_tgid() >> 32);
 	if (!t)
 		return 0;
 	t->faults++;
+	n = ++t->window_faults;
+	if (n & burst_check_mask)
+		return 0;
 	now = bpf_ktime_get_ns();
 	if (now - t->window_start_ns > burst_window_ns) {
 		t->window_start_ns = now;
-		t->window_faults = 0;
+		t->window_faults = n = 1;
 	}
-	if (++t->window_faults != burst_faults)
+	if (n != burst_faults)
 		return 0;
 	e = event_reserve(sizeof(*e), RC_EV_FAULT_BURST);
 	if (!e)
@@ -413,9 +413,7 @@ static __always_inline int handle_rss(struct mm_struct *mm, int member)
 	tgid = bpf_get_current_pid_tgid() >> 32;
 	if (tgid != target_tgid || member < 0 || member > 3)
 		return 0;
-	st = bpf_map_lookup_elem(&last_rss, &tgid);
-	if (!st)
-		return 0;
+	st = &rss_state;
 	if (st->mm != (__u64)mm) {
 		/* the first event, or a new image after exec: learn the mm in
 		 * the process's own context; remote accesses are not its RSS */

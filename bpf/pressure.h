@@ -6,10 +6,9 @@
 #ifndef RAMCACHE_PRESSURE_H
 #define RAMCACHE_PRESSURE_H
 
-#define RC_COMM_LEN    16
-#define RC_HIST_SLOTS  32
-#define RC_MAX_TRACKED 8
-#define RC_MAX_MEMCGS  16
+#define RC_COMM_LEN   16
+#define RC_HIST_SLOTS 32
+#define RC_MAX_MEMCGS 16
 
 /* Kinds of event in the ring buffer; each starts with struct rc_event_hdr. */
 enum rc_event_type {

@@ -23,6 +23,12 @@ int bpfstate_load(struct bpfstate *b, const struct opts *o)
 	b->skel->rodata->filter_tgid = o->pid != 0 || o->match != NULL;
 	b->skel->rodata->burst_window_ns = o->burst_window_ns;
 	b->skel->rodata->burst_faults = o->burst_faults;
+	/* the clock is read at most every 64 faults, at multiples of the
+	 * lowest set bit of burst_faults so the burst count is still hit */
+	b->skel->rodata->burst_check_mask =
+		(o->burst_faults & -o->burst_faults) < 64
+			? (o->burst_faults & -o->burst_faults) - 1
+			: 63;
 	b->skel->rodata->rss_step = o->rss_step;
 	b->skel->rodata->page_size = sysconf(_SC_PAGESIZE);
 
@@ -53,8 +59,7 @@ void bpfstate_destroy(struct bpfstate *b)
 int bpfstate_track(struct bpfstate *b, pid_t tgid)
 {
 	struct rc_track *zero = calloc(b->ncpus, sizeof(*zero));
-	struct rc_rss_state rss = { 0 };
-	__u32 key = tgid, slot = 0;
+	__u32 slot = 0;
 	int err;
 
 	if (!zero)
@@ -67,23 +72,17 @@ int bpfstate_track(struct bpfstate *b, pid_t tgid)
 	if (err)
 		return err;
 	b->tracked = tgid;
-	if (!tgid)
-		return 0;
-	err = bpf_map__update_elem(b->skel->maps.last_rss, &key, sizeof(key),
-				   &rss, sizeof(rss), BPF_ANY);
-	if (!err)
-		b->skel->bss->target_tgid = tgid;
-	return err;
+	memset(&b->skel->bss->rss_state, 0, sizeof(b->skel->bss->rss_state));
+	b->skel->bss->target_tgid = tgid;
+	return 0;
 }
 
 int bpfstate_untrack(struct bpfstate *b, pid_t tgid)
 {
-	__u32 key = tgid;
-
-	if (b->skel->bss->target_tgid == key)
-		b->skel->bss->target_tgid = 0;
-	return bpf_map__delete_elem(b->skel->maps.last_rss, &key, sizeof(key),
-				    0);
+	if (b->skel->bss->target_tgid != (__u32)tgid)
+		return -ENOENT;
+	b->skel->bss->target_tgid = 0;
+	return 0;
 }
 
 int bpfstate_watch_memcg(struct bpfstate *b, uint64_t ino)

@@ -5,6 +5,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
+#include "pressure.h" /* before the skeleton: it names our structs */
 #include "pressure.skel.h"
 #include "probes.h"
 

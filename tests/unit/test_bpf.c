@@ -94,6 +94,24 @@ cleanup:
 	teardown(&f);
 }
 
+TEST(burst_clock_sampled_still_hits_the_count)
+{
+	struct fixture f;
+	__u64 args[3] = { 0 };
+
+	/* 128 faults per burst: the clock is read every 64 faults */
+	if (!setup(&f, 128))
+		goto cleanup;
+	ASSERT_EQ(f.b.skel->rodata->burst_check_mask, 63, "mask");
+	for (int i = 0; i < 200; i++)
+		run(f.b.skel->progs.fault_raw, args, 3);
+	ring_buffer__consume(f.rb);
+	ASSERT_EQ(f.seen.n, 1, "one burst");
+	ASSERT_EQ(((struct rc_fault_burst *)f.seen.last)->faults, 128, "count");
+cleanup:
+	teardown(&f);
+}
+
 TEST(fault_of_untracked_tgid_is_ignored)
 {
 	struct fixture f;
