@@ -26,7 +26,8 @@ AGENT_LIBS := -lbpf -lelf -lz $(shell pkg-config --libs libmicrohttpd 2>/dev/nul
 # Debian packages the build and the tests need.
 DEPS_PKGS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
 	     make gcc python3 libmicrohttpd-dev systemtap-sdt-dev \
-	     libclang-rt-14-dev clang-format cppcheck procps util-linux
+	     libclang-rt-14-dev clang-format cppcheck procps util-linux mount \
+	     binutils coreutils
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))
