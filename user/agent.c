@@ -43,6 +43,8 @@
 #define EVAL_MIN_GAP_NS	   (2 * 1000000ULL)
 #define BTF_PATH	   "/sys/kernel/btf/vmlinux"
 #define DROP_WARN_NS	   (10 * NSEC)
+/* /proc and cgroup files are read every tick only when memory is short */
+#define READ_IDLE_NS (250 * 1000000ULL)
 
 struct target {
 	pid_t pid; /* 0: none */
@@ -73,6 +75,7 @@ struct agent {
 	uint64_t last_summary_ns, next_level_ns, next_match_ns, last_eval_ns;
 	uint64_t end_ns;
 	uint64_t drops_told, out_told, next_drop_warn_ns;
+	uint64_t next_read_ns;
 	bool stop;
 	int exit_code;
 	const char *exit_reason;
@@ -463,6 +466,18 @@ static void check_drops(struct agent *a, uint64_t now)
 	a->next_drop_warn_ns = now + DROP_WARN_NS;
 }
 
+/* Close to a threshold, or commands out: follow headroom every tick. */
+static bool pressing(const struct agent *a)
+{
+	const struct target *t = &a->t;
+
+	if (!t->pid)
+		return false;
+	if (t->evicting && t->ev.nr_inflight)
+		return true;
+	return t->sm.headroom / 2 < t->thr.inactive_min;
+}
+
 static void on_tick(struct agent *a)
 {
 	uint64_t now = now_ns();
@@ -471,7 +486,10 @@ static void on_tick(struct agent *a)
 	if (a->o->match && !a->t.pid && now >= a->next_match_ns)
 		find_match(a, now);
 	sm = sampler_of(a);
-	sampler_read(sm, now);
+	if (now >= a->next_read_ns || pressing(a)) {
+		sampler_read(sm, now);
+		a->next_read_ns = now + READ_IDLE_NS;
+	}
 	if (a->t.evicting) {
 		evictor_tick(&a->t.ev, now);
 		evaluate(a, now, 0);
