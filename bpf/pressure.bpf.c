@@ -85,6 +85,22 @@ struct {
 	__uint(max_entries, 1 << 20);
 } events SEC(".maps");
 
+/*
+ * One handler, two ways in: prog_btf (tp_btf, BTF-typed arguments) and
+ * prog_raw (raw_tp). The agent keeps the one the kernel supports.
+ */
+#define TP_BOTH(prog, tp, call, args...) \
+	SEC("tp_btf/" tp)                \
+	int BPF_PROG(prog##_btf, args)   \
+	{                                \
+		return call;             \
+	}                                \
+	SEC("raw_tp/" tp)                \
+	int BPF_PROG(prog##_raw, args)   \
+	{                                \
+		return call;             \
+	}
+
 static __always_inline void stat_inc(__u32 idx)
 {
 	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
@@ -164,19 +180,8 @@ static __always_inline int handle_fault(void)
 	return 0;
 }
 
-SEC("tp_btf/page_fault_user")
-int BPF_PROG(fault_btf, unsigned long address, struct pt_regs *regs,
-	     unsigned long error_code)
-{
-	return handle_fault();
-}
-
-SEC("raw_tp/page_fault_user")
-int BPF_PROG(fault_raw, unsigned long address, struct pt_regs *regs,
-	     unsigned long error_code)
-{
-	return handle_fault();
-}
+TP_BOTH(fault, "page_fault_user", handle_fault(), unsigned long address,
+	struct pt_regs *regs, unsigned long error_code)
 
 /* ---- direct and memcg reclaim: begin/end pairs per thread ---- */
 
@@ -260,53 +265,19 @@ static __always_inline int handle_reclaim_end(__u32 kind,
 	return 0;
 }
 
-SEC("tp_btf/mm_vmscan_direct_reclaim_begin")
-int BPF_PROG(direct_begin_btf, int order, gfp_t gfp)
-{
-	return handle_reclaim_begin(RC_RECLAIM_DIRECT, order);
-}
+TP_BOTH(direct_begin, "mm_vmscan_direct_reclaim_begin",
+	handle_reclaim_begin(RC_RECLAIM_DIRECT, order), int order, gfp_t gfp)
 
-SEC("raw_tp/mm_vmscan_direct_reclaim_begin")
-int BPF_PROG(direct_begin_raw, int order, gfp_t gfp)
-{
-	return handle_reclaim_begin(RC_RECLAIM_DIRECT, order);
-}
+TP_BOTH(direct_end, "mm_vmscan_direct_reclaim_end",
+	handle_reclaim_end(RC_RECLAIM_DIRECT, nr_reclaimed),
+	unsigned long nr_reclaimed)
 
-SEC("tp_btf/mm_vmscan_direct_reclaim_end")
-int BPF_PROG(direct_end_btf, unsigned long nr_reclaimed)
-{
-	return handle_reclaim_end(RC_RECLAIM_DIRECT, nr_reclaimed);
-}
+TP_BOTH(memcg_begin, "mm_vmscan_memcg_reclaim_begin",
+	handle_reclaim_begin(RC_RECLAIM_MEMCG, order), int order, gfp_t gfp)
 
-SEC("raw_tp/mm_vmscan_direct_reclaim_end")
-int BPF_PROG(direct_end_raw, unsigned long nr_reclaimed)
-{
-	return handle_reclaim_end(RC_RECLAIM_DIRECT, nr_reclaimed);
-}
-
-SEC("tp_btf/mm_vmscan_memcg_reclaim_begin")
-int BPF_PROG(memcg_begin_btf, int order, gfp_t gfp)
-{
-	return handle_reclaim_begin(RC_RECLAIM_MEMCG, order);
-}
-
-SEC("raw_tp/mm_vmscan_memcg_reclaim_begin")
-int BPF_PROG(memcg_begin_raw, int order, gfp_t gfp)
-{
-	return handle_reclaim_begin(RC_RECLAIM_MEMCG, order);
-}
-
-SEC("tp_btf/mm_vmscan_memcg_reclaim_end")
-int BPF_PROG(memcg_end_btf, unsigned long nr_reclaimed)
-{
-	return handle_reclaim_end(RC_RECLAIM_MEMCG, nr_reclaimed);
-}
-
-SEC("raw_tp/mm_vmscan_memcg_reclaim_end")
-int BPF_PROG(memcg_end_raw, unsigned long nr_reclaimed)
-{
-	return handle_reclaim_end(RC_RECLAIM_MEMCG, nr_reclaimed);
-}
+TP_BOTH(memcg_end, "mm_vmscan_memcg_reclaim_end",
+	handle_reclaim_end(RC_RECLAIM_MEMCG, nr_reclaimed),
+	unsigned long nr_reclaimed)
 
 /* ---- kswapd: system-wide, the first sign of kernel reclaim ---- */
 
@@ -328,29 +299,11 @@ static __always_inline int handle_kswapd(int nid, int zid, int order,
 	return 0;
 }
 
-SEC("tp_btf/mm_vmscan_kswapd_wake")
-int BPF_PROG(kswapd_wake_btf, int nid, int zid, int order)
-{
-	return handle_kswapd(nid, zid, order, true);
-}
+TP_BOTH(kswapd_wake, "mm_vmscan_kswapd_wake",
+	handle_kswapd(nid, zid, order, true), int nid, int zid, int order)
 
-SEC("raw_tp/mm_vmscan_kswapd_wake")
-int BPF_PROG(kswapd_wake_raw, int nid, int zid, int order)
-{
-	return handle_kswapd(nid, zid, order, true);
-}
-
-SEC("tp_btf/mm_vmscan_kswapd_sleep")
-int BPF_PROG(kswapd_sleep_btf, int nid)
-{
-	return handle_kswapd(nid, 0, 0, false);
-}
-
-SEC("raw_tp/mm_vmscan_kswapd_sleep")
-int BPF_PROG(kswapd_sleep_raw, int nid)
-{
-	return handle_kswapd(nid, 0, 0, false);
-}
+TP_BOTH(kswapd_sleep, "mm_vmscan_kswapd_sleep", handle_kswapd(nid, 0, 0, false),
+	int nid)
 
 /* ---- OOM kills, of anything: an OOM elsewhere is a warning too ---- */
 
@@ -379,17 +332,8 @@ static __always_inline int handle_victim(struct task_struct *task, __u32 uid)
 	return 0;
 }
 
-SEC("tp_btf/mark_victim")
-int BPF_PROG(oom_btf, struct task_struct *task, __u32 uid)
-{
-	return handle_victim(task, uid);
-}
-
-SEC("raw_tp/mark_victim")
-int BPF_PROG(oom_raw, struct task_struct *task, __u32 uid)
-{
-	return handle_victim(task, uid);
-}
+TP_BOTH(oom, "mark_victim", handle_victim(task, uid), struct task_struct *task,
+	__u32 uid)
 
 /* ---- RSS of the tracked processes, as the kernel accounts it ---- */
 
@@ -456,14 +400,5 @@ static __always_inline int handle_rss(struct mm_struct *mm, int member)
 	return 0;
 }
 
-SEC("tp_btf/rss_stat")
-int BPF_PROG(rss_btf, struct mm_struct *mm, int member)
-{
-	return handle_rss(mm, member);
-}
-
-SEC("raw_tp/rss_stat")
-int BPF_PROG(rss_raw, struct mm_struct *mm, int member)
-{
-	return handle_rss(mm, member);
-}
+TP_BOTH(rss, "rss_stat", handle_rss(mm, member), struct mm_struct *mm,
+	int member)
