@@ -115,11 +115,10 @@ static void try_open(struct evictor *ev, uint64_t now)
 		return; /* not there yet: keep monitoring */
 	err = ctl_open(&ev->ctl, ev->path, ev->uid, ev->pid);
 	if (err) {
-		if (ev->ctl.why != ev->last_why || ev->ctl.why == CTL_ERR_SYS) {
+		/* once per reason: the path is retried every half second */
+		if (ev->ctl.why != ev->last_why)
 			out_warn(ev->out, "refusing control page %s: %s",
 				 ev->path, ctl_strerror(&ev->ctl, err));
-			ev->st.refused++;
-		}
 		ev->last_why = ev->ctl.why;
 		return;
 	}

@@ -48,7 +48,6 @@ struct evict_stats {
 	uint64_t by_status[5]; /* index: enum ramcache_status */
 	uint64_t timeouts;
 	uint64_t bytes_freed;
-	uint64_t refused; /* control pages refused */
 };
 
 struct evictor {
@@ -75,7 +74,6 @@ struct evictor {
 	struct cooldown cool[EVICT_MAX_COOLDOWN];
 	struct evict_stats st;
 	struct hist ack_hist, freed_hist; /* usecs */
-	bool exec_alive;
 };
 
 /*
