@@ -76,6 +76,7 @@ struct agent {
 	uint64_t end_ns;
 	uint64_t drops_told, out_told, next_drop_warn_ns;
 	uint64_t next_read_ns;
+	pid_t refused_told; /* --match: last refused pid warned about */
 	bool stop;
 	int exit_code;
 	const char *exit_reason;
@@ -163,8 +164,12 @@ static int epoll_add(int epfd, int fd, uint32_t tag)
 	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
 
-/* Follow @pid: BPF filter, cgroup, sampler, control page. */
-static int target_attach(struct agent *a, pid_t pid)
+/*
+ * Follow @pid: BPF filter, cgroup, sampler, control page. With @spec
+ * (--match), the process is judged again once the pidfd pins it.
+ */
+static int target_attach(struct agent *a, pid_t pid,
+			 const struct match_spec *spec)
 {
 	struct target *t = &a->t;
 	struct rc_pidstat ps;
@@ -182,10 +187,18 @@ static int target_attach(struct agent *a, pid_t pid)
 		close(t->pidfd);
 		return err;
 	}
-	t->pid = pid;
-	t->uid = st.st_uid;
 	if (read_comm(pid, t->comm, sizeof(t->comm)))
 		snprintf(t->comm, sizeof(t->comm), "?");
+	/* what was read by pid belongs to the process the pidfd pins */
+	err = spec ? match_verify(RC_PROC_ROOT, spec, pid, t->pidfd)
+		   : pidfd_alive(t->pidfd);
+	if (err) {
+		close(t->pidfd);
+		t->pidfd = -1;
+		return err;
+	}
+	t->pid = pid;
+	t->uid = st.st_uid;
 	err = bpfstate_track(&a->bpf, pid);
 	if (err)
 		goto fail;
@@ -419,23 +432,47 @@ static void update_level(struct agent *a, uint64_t now)
 			    a->t.pid);
 }
 
+static void match_spec_of(const struct opts *o, struct match_spec *s)
+{
+	s->pattern = o->match;
+	s->has_uid = o->has_user;
+	s->uid = o->user;
+	s->cgroup = o->cgroup;
+}
+
 static void find_match(struct agent *a, uint64_t now)
 {
+	struct match_spec s;
+	struct match_result r;
 	pid_t pid;
 	int err;
 
 	a->next_match_ns = now + MATCH_PERIOD_NS;
-	pid = match_find(RC_PROC_ROOT, a->o->match, getpid());
+	match_spec_of(a->o, &s);
+	pid = match_find(RC_PROC_ROOT, &s, getpid(), &r);
+	if (pid >= 0 && r.refused_pid && r.refused_pid != a->refused_told) {
+		out_warn(&a->out,
+			 "not following pid %d (uid %u): its command line "
+			 "holds '%s' but it is not %s",
+			 r.refused_pid, r.refused_uid, s.pattern,
+			 r.wrong_user ? "of --user" : "in --cgroup");
+		a->refused_told = r.refused_pid;
+	}
 	if (pid <= 0)
 		return;
-	err = target_attach(a, pid);
+	err = target_attach(a, pid, &s);
 	if (err) {
-		if (err != -ESRCH)
+		if (err == -EACCES)
+			out_warn(&a->out,
+				 "not following pid %d: it changed its command "
+				 "line, user or cgroup while being attached",
+				 pid);
+		else if (err != -ESRCH)
 			out_warn(&a->out, "failed to follow pid %d: %s", pid,
 				 strerror(-err));
 		return;
 	}
-	out_target(&a->out, "attached", pid, a->t.comm);
+	out_target_pick(&a->out, pid, a->t.comm, s.pattern, &r);
 }
 
 /* Lost events are never silent: a warning at most every DROP_WARN_NS. */
@@ -745,7 +782,7 @@ int agent_run(const struct opts *o)
 		goto cleanup;
 	}
 	if (o->pid) {
-		err = target_attach(&a, o->pid);
+		err = target_attach(&a, o->pid, NULL);
 		if (err == -ESRCH) {
 			code = fail(EXIT_NO_PROCESS, "no such process: %d",
 				    o->pid);
@@ -770,6 +807,11 @@ int agent_run(const struct opts *o)
 	if (o->duration_ns)
 		a.end_ns = a.last_summary_ns + o->duration_ns;
 	start_event(&a);
+	if (o->match && !o->has_user && !o->cgroup)
+		out_warn(&a.out,
+			 "--match without --user or --cgroup follows any "
+			 "user's process whose command line holds '%s'",
+			 o->match);
 
 	loop(&a);
 	code = a.exit_code;

@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,8 @@ enum {
 	OPT_ON_LEVEL,
 	OPT_NO_EVICT,
 	OPT_NO_MLOCK,
+	OPT_USER,
+	OPT_CGROUP,
 };
 
 static const struct option long_opts[] = {
@@ -63,6 +66,8 @@ static const struct option long_opts[] = {
 	{ "metrics", required_argument, NULL, OPT_METRICS },
 	{ "on-level", required_argument, NULL, OPT_ON_LEVEL },
 	{ "no-mlock", no_argument, NULL, OPT_NO_MLOCK },
+	{ "user", required_argument, NULL, OPT_USER },
+	{ "cgroup", required_argument, NULL, OPT_CGROUP },
 	{ 0 },
 };
 
@@ -84,6 +89,14 @@ void print_usage(FILE *f)
 	      "contains\n"
 	      "                         PATTERN, and its successor after a "
 	      "restart\n"
+	      "      --user NAME|UID    with --match: only processes running "
+	      "as this user\n"
+	      "      --cgroup PATH      with --match: only processes in this "
+	      "cgroup or\n"
+	      "                         below it "
+	      "(/system.slice/comfyui.service "
+	      "or\n"
+	      "                         /sys/fs/cgroup/...)\n"
 	      "      --control PATH     control page path (default "
 	      "/dev/shm/ramcache-PID)\n"
 	      "Output:\n"
@@ -137,8 +150,8 @@ void print_usage(FILE *f)
 	      "\n"
 	      "Examples:\n"
 	      "  sudo ramcache-bpf --pid $(pgrep -f 'ComfyUI/main.py')\n"
-	      "  sudo ramcache-bpf --match main.py --json --metrics "
-	      "127.0.0.1:9101\n"
+	      "  sudo ramcache-bpf --match main.py --user comfy --json "
+	      "--metrics 127.0.0.1:9101\n"
 	      "  sudo ramcache-bpf --interval 5s --on-level warn:'notify-send "
 	      "memory'\n"
 	      "  sudo ramcache-bpf --pid 1234 --duration 60s --hist\n"
@@ -297,6 +310,29 @@ enum args_result parse_args(int argc, char **argv, struct opts *o, char *err,
 				BAD("empty --match pattern");
 			o->match = optarg;
 			break;
+		case OPT_USER: {
+			struct passwd *pw;
+
+			errno = 0;
+			n = strtol(optarg, &end, 10);
+			if (*optarg && !*end && !errno && n >= 0 &&
+			    n < (long)UINT32_MAX) {
+				o->user = (uid_t)n;
+			} else if ((pw = getpwnam(optarg))) {
+				o->user = pw->pw_uid;
+			} else {
+				BAD("unknown user '%s' for --user", optarg);
+			}
+			o->has_user = true;
+			break;
+		}
+		case OPT_CGROUP:
+			if (optarg[0] != '/')
+				BAD("invalid --cgroup '%s' (an absolute path, "
+				    "as in /proc/PID/cgroup)",
+				    optarg);
+			o->cgroup = optarg;
+			break;
 		case OPT_METRICS:
 			o->metrics = optarg;
 			break;
@@ -330,6 +366,8 @@ enum args_result parse_args(int argc, char **argv, struct opts *o, char *err,
 		BAD("unexpected argument '%s'", argv[optind]);
 	if (o->pid && o->match)
 		BAD("--pid and --match exclude each other");
+	if ((o->has_user || o->cgroup) && !o->match)
+		BAD("--user and --cgroup go with --match");
 	if (o->headroom_set && o->inactive_set && o->inactive &&
 	    o->inactive < o->headroom)
 		BAD("--inactive must be 0 or at least --headroom");

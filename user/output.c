@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "json.h"
+#include "match.h"
 #include "output.h"
 #include "probes.h"
 
@@ -375,6 +376,46 @@ void out_target(struct out *o, const char *state, pid_t pid, const char *comm)
 	out_clock(clk, sizeof(clk));
 	fprintf(o->f, "%s  target pid %d (%s) %s\n", clk, pid,
 		comm ? comm : "?", state);
+	fflush(o->f);
+}
+
+void out_target_pick(struct out *o, pid_t pid, const char *comm,
+		     const char *pattern, const struct match_result *r)
+{
+	char clk[16], why[256];
+
+	snprintf(why, sizeof(why),
+		 "oldest of %u processes whose command line holds the "
+		 "pattern%s%s",
+		 r->matched - r->wrong_user - r->wrong_cgroup,
+		 r->wrong_user || r->wrong_cgroup ? "; others refused by " : "",
+		 r->wrong_user && r->wrong_cgroup ? "--user and --cgroup"
+		 : r->wrong_user		  ? "--user"
+		 : r->wrong_cgroup		  ? "--cgroup"
+						  : "");
+	if (o->json) {
+		struct jw w;
+
+		jw_begin(&w, o->f);
+		jw_str(&w, "type", "target");
+		jw_str(&w, "state", "attached");
+		jw_u64(&w, "pid", pid);
+		if (comm)
+			jw_str(&w, "comm", comm);
+		jw_u64(&w, "uid", r->uid);
+		jw_str(&w, "cgroup", r->cgroup);
+		jw_str(&w, "match", pattern);
+		jw_u64(&w, "candidates", r->matched);
+		jw_u64(&w, "refused_user", r->wrong_user);
+		jw_u64(&w, "refused_cgroup", r->wrong_cgroup);
+		jw_str(&w, "why", why);
+		jw_end(&w);
+		return;
+	}
+	out_clock(clk, sizeof(clk));
+	fprintf(o->f,
+		"%s  target pid %d (%s) attached: uid %u, cgroup %s; %s\n", clk,
+		pid, comm ? comm : "?", r->uid, r->cgroup, why);
 	fflush(o->f);
 }
 

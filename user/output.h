@@ -81,6 +81,10 @@ struct pressure_info {
 void out_pressure(struct out *o, const struct pressure_info *p);
 /* A target was found (--match) or has gone. */
 void out_target(struct out *o, const char *state, pid_t pid, const char *comm);
+struct match_result;
+/* --match picked @pid: which process, and why (r: what the scan saw). */
+void out_target_pick(struct out *o, pid_t pid, const char *comm,
+		     const char *pattern, const struct match_result *r);
 void out_exit(struct out *o, const char *reason, int code);
 /* A one-line warning on stderr, and as {"type":"warning"} with --json. */
 void out_warn(struct out *o, const char *fmt, ...)
