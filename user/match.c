@@ -306,7 +306,8 @@ int pidfd_alive(int pidfd)
 	/* a pidfd polls readable once its process has exited */
 	if (poll(&p, 1, 0) != 0)
 		return -ESRCH;
-	if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0))
+	/* EPERM (another uid, no CAP_KILL) still says it exists */
+	if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) && errno == ESRCH)
 		return -ESRCH;
 	return 0;
 }
