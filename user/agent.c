@@ -450,17 +450,17 @@ static void check_drops(struct agent *a, uint64_t now)
 	    (drops <= a->drops_told && lines <= a->out_told))
 		return;
 	if (drops > a->drops_told)
-		out_warn(&a->out,
-			 "ring buffer full: %llu events dropped (%llu in all); "
-			 "the agent is falling behind the kernel",
-			 (unsigned long long)(drops - a->drops_told),
-			 (unsigned long long)drops);
+		out_warn(
+			&a->out,
+			"ring buffer full: %llu events dropped (%llu in all); the agent is falling behind the kernel",
+			(unsigned long long)(drops - a->drops_told),
+			(unsigned long long)drops);
 	if (lines > a->out_told)
-		out_warn(&a->out,
-			 "stdout not read: %llu output lines dropped (%llu in "
-			 "all)",
-			 (unsigned long long)(lines - a->out_told),
-			 (unsigned long long)lines);
+		out_warn(
+			&a->out,
+			"stdout not read: %llu output lines dropped (%llu in all)",
+			(unsigned long long)(lines - a->out_told),
+			(unsigned long long)lines);
 	a->drops_told = drops;
 	a->out_told = lines;
 	a->next_drop_warn_ns = now + DROP_WARN_NS;
@@ -578,25 +578,25 @@ static int setup_bpf(struct agent *a)
 	int err;
 
 	if (access(BTF_PATH, R_OK))
-		return fail(EXIT_UNSUPPORTED,
-			    "kernel BTF not found at %s: this kernel needs "
-			    "CONFIG_DEBUG_INFO_BTF=y",
-			    BTF_PATH);
+		return fail(
+			EXIT_UNSUPPORTED,
+			"kernel BTF not found at %s: this kernel needs CONFIG_DEBUG_INFO_BTF=y",
+			BTF_PATH);
 	err = bpfstate_load(&a->bpf, a->o);
 	if (err == -EPERM || err == -EACCES)
-		return fail(EXIT_PRIVILEGE,
-			    "failed to load BPF programs: %s (run as root or "
-			    "grant CAP_BPF and CAP_PERFMON)",
-			    strerror(-err));
+		return fail(
+			EXIT_PRIVILEGE,
+			"failed to load BPF programs: %s (run as root or grant CAP_BPF and CAP_PERFMON)",
+			strerror(-err));
 	if (err)
-		return fail(EXIT_UNSUPPORTED,
-			    "failed to load BPF programs: %s (-v shows the "
-			    "verifier log)",
-			    strerror(-err));
+		return fail(
+			EXIT_UNSUPPORTED,
+			"failed to load BPF programs: %s (-v shows the verifier log)",
+			strerror(-err));
 	err = bpfstate_attach(&a->bpf);
 	if (err <= 0)
-		return fail(EXIT_UNSUPPORTED, "no tracepoint could be attached "
-					      "(-v for details)");
+		return fail(EXIT_UNSUPPORTED,
+			    "no tracepoint could be attached (-v for details)");
 	a->rb = ring_buffer__new(bpfstate_events_fd(&a->bpf), handle_event, a,
 				 NULL);
 	if (!a->rb)
@@ -643,10 +643,10 @@ static int setup_metrics(struct agent *a)
 		return 0;
 	err = metrics_http_start(&a->http, &a->m, a->o->metrics);
 	if (err == -EINVAL)
-		return fail(EXIT_USAGE,
-			    "invalid --metrics address '%s': expected "
-			    "ADDR:PORT, :PORT or [IPV6]:PORT",
-			    a->o->metrics);
+		return fail(
+			EXIT_USAGE,
+			"invalid --metrics address '%s': expected ADDR:PORT, :PORT or [IPV6]:PORT",
+			a->o->metrics);
 	if (err)
 		return fail(EXIT_RUNTIME, "failed to listen on %s: %s",
 			    a->o->metrics, strerror(-err));
@@ -761,10 +761,10 @@ int agent_run(const struct opts *o)
 	if (code)
 		goto cleanup;
 	if (o->mlock && mlockall(MCL_CURRENT | MCL_FUTURE))
-		out_warn(&a.out,
-			 "failed to lock the agent's memory: %s; it may be "
-			 "paged out under pressure",
-			 strerror(errno));
+		out_warn(
+			&a.out,
+			"failed to lock the agent's memory: %s; it may be paged out under pressure",
+			strerror(errno));
 
 	a.last_summary_ns = now_ns();
 	if (o->duration_ns)

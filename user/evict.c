@@ -363,8 +363,7 @@ static void evict_event(struct evictor *ev, const struct ctl_entry *e,
 	}
 	out_clock(clk, sizeof(clk));
 	fprintf(ev->out->f,
-		"%s  %s #%llu %s (%.1f MiB, %s): headroom %.0f MiB, forecast "
-		"%.0f MiB\n",
+		"%s  %s #%llu %s (%.1f MiB, %s): headroom %.0f MiB, forecast %.0f MiB\n",
 		clk, seq ? "evict" : "would evict", (unsigned long long)seq,
 		e->label[0] ? e->label : "-", e->bytes / MiB,
 		ramcache_reason_name(reason), headroom / MiB, predicted / MiB);

@@ -312,9 +312,9 @@ int metrics_render(const struct metrics_values *v, char *buf, size_t len)
 		return -ENOSPC;
 	buf[0] = '\0';
 
-	put_header(&o, "ramcache_reclaim_stall_seconds", "histogram",
-		   "Time the watched process spent stalled in direct or "
-		   "memory-cgroup reclaim.");
+	put_header(
+		&o, "ramcache_reclaim_stall_seconds", "histogram",
+		"Time the watched process spent stalled in direct or memory-cgroup reclaim.");
 	for (unsigned int k = 0; k < METRICS_RECLAIM_KINDS; k++) {
 		snprintf(label, sizeof(label), "kind=\"%s\",",
 			 reclaim_kind_names[k]);
@@ -322,14 +322,14 @@ int metrics_render(const struct metrics_values *v, char *buf, size_t len)
 			 &v->reclaim_stall[k]);
 	}
 
-	put_header(&o, "ramcache_eviction_ack_seconds", "histogram",
-		   "Time from posting an eviction command to the executor's "
-		   "ack.");
+	put_header(
+		&o, "ramcache_eviction_ack_seconds", "histogram",
+		"Time from posting an eviction command to the executor's ack.");
 	put_hist(&o, "ramcache_eviction_ack_seconds", "", &v->evict_ack);
 
-	put_header(&o, "ramcache_eviction_freed_seconds", "histogram",
-		   "Time from posting an eviction command to the memory "
-		   "being seen freed.");
+	put_header(
+		&o, "ramcache_eviction_freed_seconds", "histogram",
+		"Time from posting an eviction command to the memory being seen freed.");
 	put_hist(&o, "ramcache_eviction_freed_seconds", "", &v->evict_freed);
 
 	put_header(&o, "ramcache_commands_total", "counter",
@@ -354,16 +354,16 @@ int metrics_render(const struct metrics_values *v, char *buf, size_t len)
 		   "Memory pressure level: 0 ok, 1 warn, 2 high, 3 critical.");
 	put(&o, "ramcache_level %" PRIu32 "\n", v->level);
 
-	put_header(&o, "ramcache_level_state", "gauge",
-		   "1 for the current memory pressure level, 0 for the "
-		   "others.");
+	put_header(
+		&o, "ramcache_level_state", "gauge",
+		"1 for the current memory pressure level, 0 for the others.");
 	for (unsigned int l = 0; l < ARRAY_SIZE(level_names); l++)
 		put(&o, "ramcache_level_state{level=\"%s\"} %d\n",
 		    level_names[l], v->level == l);
 
-	put_header(&o, "ramcache_headroom_bytes", "gauge",
-		   "Memory left before the limit, as the agent last measured "
-		   "it.");
+	put_header(
+		&o, "ramcache_headroom_bytes", "gauge",
+		"Memory left before the limit, as the agent last measured it.");
 	put(&o, "ramcache_headroom_bytes %" PRId64 "\n", v->headroom_bytes);
 
 	put_header(&o, "ramcache_target_bytes", "gauge",

@@ -71,8 +71,7 @@ int onlevel_run(const struct opts *o, int prev, int level,
 		err = spawn_one(o->on_level[i].cmd, env);
 		if (err)
 			fprintf(stderr,
-				"ramcache-bpf: warning: failed to run "
-				"--on-level command '%s': %s\n",
+				"ramcache-bpf: warning: failed to run --on-level command '%s': %s\n",
 				o->on_level[i].cmd, strerror(-err));
 		else
 			started++;

@@ -95,8 +95,7 @@ void out_start(struct out *o, const struct start_info *s)
 	fprintf(o->f, "\n");
 	if (s->pid)
 		fprintf(o->f,
-			"%s  eviction below %.0f MiB headroom (inactive "
-			"entries below %.0f MiB)\n",
+			"%s  eviction below %.0f MiB headroom (inactive entries below %.0f MiB)\n",
 			clk, s->headroom / MiB, s->inactive / MiB);
 	fflush(o->f);
 }
@@ -182,8 +181,8 @@ void out_event(struct out *o, const void *data, size_t len)
 		const struct rc_fault_burst *e = data;
 
 		fprintf(o->f,
-			"%s  fault_burst pid %u: %" PRIu64 " faults in %.1f ms "
-			"on cpu %u\n",
+			"%s  fault_burst pid %u: %" PRIu64
+			" faults in %.1f ms on cpu %u\n",
 			clk, h->tgid, (uint64_t)e->faults, e->window_ns / 1e6,
 			h->cpu);
 		break;
@@ -209,8 +208,7 @@ void out_event(struct out *o, const void *data, size_t len)
 		const struct rc_oom_kill *e = data;
 
 		fprintf(o->f,
-			"%s  OOM kill of pid %u (%.16s): anon %.1f MiB, file "
-			"%.1f MiB, shmem %.1f MiB\n",
+			"%s  OOM kill of pid %u (%.16s): anon %.1f MiB, file %.1f MiB, shmem %.1f MiB\n",
 			clk, e->victim_pid, e->comm, e->anon_rss / MiB,
 			e->file_rss / MiB, e->shmem_rss / MiB);
 		break;
@@ -297,11 +295,8 @@ void out_summary(struct out *o, const struct summary *s)
 	else
 		fprintf(o->f, " system: %.0f faults/s,", s->faults_per_s);
 	fprintf(o->f,
-		" stalls direct %" PRIu64 " (%.1f ms) memcg %" PRIu64 " (%.1f "
-		"ms), "
-		"availabl"
-		"e %.0f "
-		"MiB",
+		" stalls direct %" PRIu64 " (%.1f ms) memcg %" PRIu64
+		" (%.1f ms), available %.0f MiB",
 		s->stalls[0], s->stall_ns[0] / 1e6, s->stalls[1],
 		s->stall_ns[1] / 1e6, s->mem_available / MiB);
 	if (s->has_memcg)

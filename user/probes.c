@@ -94,14 +94,12 @@ int probes_select(struct probes *ps, struct pressure_bpf *skel,
 		p->what = pp->what;
 		if (n == -ENOENT) {
 			fprintf(stderr,
-				"ramcache-bpf: warning: kernel has no "
-				"tracepoint %s, %s not traced\n",
+				"ramcache-bpf: warning: kernel has no tracepoint %s, %s not traced\n",
 				pp->tp, pp->what);
 			p->state = PROBE_OFF;
 		} else if (n != pp->nargs) {
 			fprintf(stderr,
-				"ramcache-bpf: warning: tracepoint %s has %d "
-				"arguments, expected %d; %s not traced\n",
+				"ramcache-bpf: warning: tracepoint %s has %d arguments, expected %d; %s not traced\n",
 				pp->tp, n, pp->nargs, pp->what);
 			p->state = PROBE_OFF;
 		} else {
@@ -140,8 +138,7 @@ int probes_attach(struct probes *ps, struct pressure_bpf *skel)
 		link = bpf_program__attach(prog);
 		if (!link) {
 			fprintf(stderr,
-				"ramcache-bpf: warning: failed to attach %s to "
-				"%s: %s; %s not traced\n",
+				"ramcache-bpf: warning: failed to attach %s to %s: %s; %s not traced\n",
 				probe_state_name(p->state), p->tp,
 				strerror(errno), p->what);
 			p->state = PROBE_OFF;

@@ -180,11 +180,11 @@ TEST(order_table_pairwise)
 		for (j = 0; j < NR(order_table); j++) {
 			r = rc_entry_cmp(&order_table[i], &order_table[j], 10,
 					 RC_POLICY_RAM);
-			if (i < j && !ASSERT_TRUE(r < 0, "row before later "
-							 "row"))
+			if (i < j &&
+			    !ASSERT_TRUE(r < 0, "row before later row"))
 				printf("# rows %zu, %zu\n", i, j);
-			if (i > j && !ASSERT_TRUE(r > 0, "row after earlier "
-							 "row"))
+			if (i > j &&
+			    !ASSERT_TRUE(r > 0, "row after earlier row"))
 				printf("# rows %zu, %zu\n", i, j);
 			if (i == j)
 				ASSERT_EQ(r, 0, "self");
