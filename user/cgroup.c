@@ -10,51 +10,10 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "readfile.h"
 
 /* memory.stat is ~1.5 KiB, /proc/<pid>/cgroup a few hundred bytes. */
 #define RC_CGFILE_MAX 16384
-
-/* Read a small file, NUL-terminated; truncated files are -EFBIG. */
-static int read_text(const char *path, char *buf, size_t len)
-{
-	size_t off = 0;
-	ssize_t n;
-	int fd;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	for (;;) {
-		if (off + 1 >= len) {
-			close(fd);
-			return -EFBIG;
-		}
-		n = read(fd, buf + off, len - off - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			n = -errno;
-			close(fd);
-			return n;
-		}
-		if (n == 0)
-			break;
-		off += n;
-	}
-	close(fd);
-	buf[off] = '\0';
-	return 0;
-}
-
-static int read_at(const char *dir, const char *name, char *buf, size_t len)
-{
-	char path[PATH_MAX];
-
-	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >=
-	    (int)sizeof(path))
-		return -ENAMETOOLONG;
-	return read_text(path, buf, len);
-}
 
 /* Leading/trailing blanks allowed, nothing else. */
 static int parse_u64_text(const char *s, uint64_t *v)
@@ -84,40 +43,47 @@ static uint64_t norm_limit(uint64_t v)
 }
 
 /*
- * A limit file: "max" or a number. Missing = unlimited. A garbled file is
- * an error: guessing "unlimited" would hide a real limit.
+ * A one-number file; a missing one reads as @missing. A limit file may say
+ * "max" (@limit). A garbled file is an error: guessing "unlimited" would
+ * hide a real limit.
  */
-static int read_limit(const char *dir, const char *name, uint64_t *v)
+/* 1 with @name read into @buf, 0 when there is no such file, or -errno. */
+static int read_optional(const char *dir, const char *name, char *buf,
+			 size_t len)
+{
+	int err = rc_read_text_at(dir, name, buf, len);
+
+	return err == -ENOENT ? 0 : err ? err : 1;
+}
+
+static int read_number(const char *dir, const char *name, bool limit,
+		       uint64_t missing, uint64_t *v)
 {
 	char buf[64];
 	int err;
 
-	*v = RC_UNLIMITED;
-	err = read_at(dir, name, buf, sizeof(buf));
-	if (err == -ENOENT)
-		return 0;
-	if (err)
+	*v = missing;
+	err = read_optional(dir, name, buf, sizeof(buf));
+	if (err <= 0)
 		return err;
-	if (!strncmp(buf, "max", 3) && (buf[3] == '\n' || !buf[3]))
+	if (limit && !strncmp(buf, "max", 3) && (buf[3] == '\n' || !buf[3]))
 		return 0;
 	err = parse_u64_text(buf, v);
-	if (err)
-		return err;
-	*v = norm_limit(*v);
-	return 0;
+	if (!err && limit)
+		*v = norm_limit(*v);
+	return err;
+}
+
+/* A limit file: "max" or a number. Missing = unlimited. */
+static int read_limit(const char *dir, const char *name, uint64_t *v)
+{
+	return read_number(dir, name, true, RC_UNLIMITED, v);
 }
 
 /* A counter file; missing = 0. */
 static int read_counter(const char *dir, const char *name, uint64_t *v)
 {
-	char buf[64];
-	int err;
-
-	*v = 0;
-	err = read_at(dir, name, buf, sizeof(buf));
-	if (err == -ENOENT)
-		return 0;
-	return err ? err : parse_u64_text(buf, v);
+	return read_number(dir, name, false, 0, v);
 }
 
 /* "key value" lines (memory.stat, memory.events, memory.oom_control). */
@@ -149,10 +115,8 @@ static int read_key(const char *dir, const char *name, const char *key1,
 	int err;
 
 	*v = 0;
-	err = read_at(dir, name, buf, sizeof(buf));
-	if (err == -ENOENT)
-		return 0;
-	if (err)
+	err = read_optional(dir, name, buf, sizeof(buf));
+	if (err <= 0)
 		return err;
 	if (!find_key(buf, key1, v) && key2)
 		find_key(buf, key2, v);
@@ -178,7 +142,7 @@ static int read_stat(const char *dir, const char *pfx, struct rc_cgroup_mem *m)
 
 	m->inactive_file = 0;
 	memset(e, 0, sizeof(*e));
-	err = read_at(dir, "memory.stat", buf, sizeof(buf));
+	err = rc_read_text_at(dir, "memory.stat", buf, sizeof(buf));
 	if (err == -ENOENT)
 		return 0;
 	if (err)
@@ -300,7 +264,7 @@ static bool v2_has_memory(const char *mount)
 {
 	char buf[1024];
 
-	if (read_at(mount, "cgroup.controllers", buf, sizeof(buf)))
+	if (rc_read_text_at(mount, "cgroup.controllers", buf, sizeof(buf)))
 		return false;
 	return has_word(buf, "memory", " \n");
 }
@@ -332,7 +296,7 @@ int rc_cgroup_find(const char *proc_root, const char *cg_root, int pid,
 	if (!cg_root)
 		cg_root = RC_CGROUP_ROOT;
 	snprintf(path, sizeof(path), "%s/%d/cgroup", proc_root, pid);
-	err = read_text(path, buf, sizeof(buf));
+	err = rc_read_text(path, buf, sizeof(buf));
 	if (err)
 		return err;
 	/* "hierarchy-id:controller-list:path" */
