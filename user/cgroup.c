@@ -142,10 +142,8 @@ static int read_stat(const char *dir, const char *pfx, struct rc_cgroup_mem *m)
 
 	m->inactive_file = 0;
 	memset(e, 0, sizeof(*e));
-	err = rc_read_text_at(dir, "memory.stat", buf, sizeof(buf));
-	if (err == -ENOENT)
-		return 0;
-	if (err)
+	err = read_optional(dir, "memory.stat", buf, sizeof(buf));
+	if (err <= 0)
 		return err;
 	stat_key(buf, pfx, "inactive_file", &m->inactive_file);
 	e->has_refault =
@@ -158,35 +156,66 @@ static int read_stat(const char *dir, const char *pfx, struct rc_cgroup_mem *m)
 	return 0;
 }
 
-static int read_v1(const char *dir, struct rc_cgroup_mem *m)
-{
-	uint64_t memsw_limit, memsw_usage;
-	int err;
+/* Where one cgroup version keeps what struct rc_cgroup_mem holds. */
+struct cg_files {
+	const char *limit, *usage;
+	const char *stat_prefix; /* v1's hierarchical total_ keys */
+	const char *swap_limit, *swap_usage;
+	const char *events; /* with an oom_kill key */
+	bool memsw;	    /* v1: the swap files count memory + swap */
+};
 
-	err = read_limit(dir, "memory.limit_in_bytes", &m->limit);
-	if (!err)
-		err = read_counter(dir, "memory.usage_in_bytes", &m->usage);
-	if (!err)
-		err = read_stat(dir, "total_", m);
-	if (!err)
-		err = read_limit(dir, "memory.memsw.limit_in_bytes",
-				 &memsw_limit);
-	if (!err)
-		err = read_counter(dir, "memory.memsw.usage_in_bytes",
-				   &memsw_usage);
-	if (!err)
-		err = read_key(dir, "memory.oom_control", "oom_kill", NULL,
-			       &m->oom_kill);
-	if (err)
-		return err;
-	/* memsw counts memory + swap; swap alone is the difference. */
+static const struct cg_files v1_files = {
+	.limit = "memory.limit_in_bytes",
+	.usage = "memory.usage_in_bytes",
+	.stat_prefix = "total_",
+	.swap_limit = "memory.memsw.limit_in_bytes",
+	.swap_usage = "memory.memsw.usage_in_bytes",
+	.events = "memory.oom_control",
+	.memsw = true,
+};
+
+static const struct cg_files v2_files = {
+	.limit = "memory.max",
+	.usage = "memory.current",
+	.stat_prefix = "",
+	.swap_limit = "memory.swap.max",
+	.swap_usage = "memory.swap.current",
+	.events = "memory.events",
+};
+
+/* v1's memsw counts memory + swap; swap alone is the difference. */
+static void memsw_to_swap(struct rc_cgroup_mem *m)
+{
+	uint64_t memsw_limit = m->swap_limit, memsw_usage = m->swap_usage;
+
 	m->swap_usage = memsw_usage > m->usage ? memsw_usage - m->usage : 0;
 	if (memsw_limit == RC_UNLIMITED || m->limit == RC_UNLIMITED)
 		m->swap_limit = RC_UNLIMITED;
 	else
 		m->swap_limit = memsw_limit > m->limit ? memsw_limit - m->limit
 						       : 0;
-	return 0;
+}
+
+static int read_mem(const char *dir, const struct cg_files *f,
+		    struct rc_cgroup_mem *m)
+{
+	int err;
+
+	err = read_limit(dir, f->limit, &m->limit);
+	if (!err)
+		err = read_counter(dir, f->usage, &m->usage);
+	if (!err)
+		err = read_stat(dir, f->stat_prefix, m);
+	if (!err)
+		err = read_limit(dir, f->swap_limit, &m->swap_limit);
+	if (!err)
+		err = read_counter(dir, f->swap_usage, &m->swap_usage);
+	if (!err)
+		err = read_key(dir, f->events, "oom_kill", NULL, &m->oom_kill);
+	if (!err && f->memsw)
+		memsw_to_swap(m);
+	return err;
 }
 
 static int read_v2(const char *dir, struct rc_cgroup_mem *m)
@@ -194,18 +223,7 @@ static int read_v2(const char *dir, struct rc_cgroup_mem *m)
 	char path[PATH_MAX];
 	int err;
 
-	err = read_limit(dir, "memory.max", &m->limit);
-	if (!err)
-		err = read_counter(dir, "memory.current", &m->usage);
-	if (!err)
-		err = read_stat(dir, "", m);
-	if (!err)
-		err = read_counter(dir, "memory.swap.current", &m->swap_usage);
-	if (!err)
-		err = read_limit(dir, "memory.swap.max", &m->swap_limit);
-	if (!err)
-		err = read_key(dir, "memory.events", "oom_kill", NULL,
-			       &m->oom_kill);
+	err = read_mem(dir, &v2_files, m);
 	if (err)
 		return err;
 	snprintf(path, sizeof(path), "%s/memory.pressure", dir);
@@ -224,7 +242,7 @@ int rc_cgroup_read_dir(int version, const char *dir, struct rc_cgroup_mem *m)
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
 	if (version == 1)
-		return read_v1(dir, m);
+		return read_mem(dir, &v1_files, m);
 	if (version == 2)
 		return read_v2(dir, m);
 	return -EINVAL;

@@ -152,34 +152,38 @@ int rc_meminfo_read(const char *proc_root, struct rc_meminfo *mi)
 	return c.has_total ? 0 : -ENODATA;
 }
 
-/* Adds to a field; sums cover per-zone variants on old kernels. */
+/* Adds to a field: a key once per zone on old kernels, so sums. */
 struct vm_field {
 	const char *key;
-	bool prefix; /* key matches "<key>_<anything>" too */
 	size_t off;
 };
 
-#define VM(key, prefix, field)                                 \
-	{                                                      \
-		key, prefix, offsetof(struct rc_vmstat, field) \
+#define VM(key, field)                                 \
+	{                                              \
+		key, offsetof(struct rc_vmstat, field) \
 	}
 
+/* Keys matched whole. */
 static const struct vm_field vmstat_fields[] = {
-	VM("workingset_refault_anon", false, workingset_refault_anon),
-	VM("workingset_refault_file", false, workingset_refault_file),
-	VM("workingset_refault", false, workingset_refault_file),
-	VM("pswpin", false, pswpin),
-	VM("pswpout", false, pswpout),
-	VM("pgmajfault", false, pgmajfault),
-	VM("allocstall", true, allocstall),
-	VM("pgscan_kswapd", true, pgscan_kswapd),
-	VM("pgscan_direct", true, pgscan_direct),
-	VM("pgsteal_kswapd", true, pgsteal_kswapd),
-	VM("pgsteal_direct", true, pgsteal_direct),
-	VM("oom_kill", false, oom_kill),
+	VM("workingset_refault_anon", workingset_refault_anon),
+	VM("workingset_refault_file", workingset_refault_file),
+	VM("workingset_refault", workingset_refault_file),
+	VM("pswpin", pswpin),
+	VM("pswpout", pswpout),
+	VM("pgmajfault", pgmajfault),
+	VM("oom_kill", oom_kill),
 };
 
-static bool vm_match(const struct vm_field *f, const char *key)
+/* Keys also matched as "<key>_<zone>" (allocstall_normal, ...). */
+static const struct vm_field vmstat_zoned[] = {
+	VM("allocstall", allocstall),
+	VM("pgscan_kswapd", pgscan_kswapd),
+	VM("pgscan_direct", pgscan_direct),
+	VM("pgsteal_kswapd", pgsteal_kswapd),
+	VM("pgsteal_direct", pgsteal_direct),
+};
+
+static bool vm_match(const struct vm_field *f, bool zoned, const char *key)
 {
 	size_t n = strlen(f->key);
 
@@ -188,25 +192,30 @@ static bool vm_match(const struct vm_field *f, const char *key)
 	if (key[n] == '\0')
 		return true;
 	/* pgscan_direct_throttle is a different thing, not a zone. */
-	return f->prefix && key[n] == '_' && strcmp(key + n, "_throttle");
+	return zoned && key[n] == '_' && strcmp(key + n, "_throttle");
+}
+
+/* The field @key adds to, or NULL. */
+static uint64_t *vm_field_of(struct rc_vmstat *vs, const char *key)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(vmstat_fields); i++)
+		if (vm_match(&vmstat_fields[i], false, key))
+			return (uint64_t *)((char *)vs + vmstat_fields[i].off);
+	for (size_t i = 0; i < ARRAY_SIZE(vmstat_zoned); i++)
+		if (vm_match(&vmstat_zoned[i], true, key))
+			return (uint64_t *)((char *)vs + vmstat_zoned[i].off);
+	return NULL;
 }
 
 /* One vmstat line: 1 if it adds to a field. */
 static int vmstat_line(const char *key, const char *val, void *ctx)
 {
-	struct rc_vmstat *vs = ctx;
-	uint64_t v, *dst;
+	uint64_t v, *dst = vm_field_of(ctx, key);
 
-	if (parse_u64(val, NULL, &v))
+	if (!dst || parse_u64(val, NULL, &v))
 		return 0;
-	for (size_t i = 0; i < ARRAY_SIZE(vmstat_fields); i++) {
-		if (!vm_match(&vmstat_fields[i], key))
-			continue;
-		dst = (uint64_t *)((char *)vs + vmstat_fields[i].off);
-		*dst = v > UINT64_MAX - *dst ? UINT64_MAX : *dst + v;
-		return 1;
-	}
-	return 0;
+	*dst = v > UINT64_MAX - *dst ? UINT64_MAX : *dst + v;
+	return 1;
 }
 
 int rc_vmstat_read(const char *proc_root, struct rc_vmstat *vs)
