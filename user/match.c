@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "match.h"
+#include "readfile.h"
 
 #define CGROUP_MNT "/sys/fs/cgroup"
 
@@ -117,25 +118,13 @@ bool cgroup_file_within(const char *file, const char *want)
 	return false;
 }
 
-static ssize_t read_file(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len);
-	close(fd);
-	return n < 0 ? -errno : n;
-}
-
 static ssize_t read_pid_file(const char *proc_root, pid_t pid, const char *name,
 			     char *buf, size_t len)
 {
 	char path[512];
 
 	snprintf(path, sizeof(path), "%s/%d/%s", proc_root, pid, name);
-	return read_file(path, buf, len);
+	return rc_read_prefix(path, buf, len);
 }
 
 /* Fields of /proc/PID/stat after the command name. */
@@ -143,7 +132,7 @@ static int read_stat(const char *proc_root, pid_t pid, pid_t *ppid,
 		     unsigned long long *start)
 {
 	char buf[1024], *p;
-	ssize_t n = read_pid_file(proc_root, pid, "stat", buf, sizeof(buf) - 1);
+	ssize_t n = read_pid_file(proc_root, pid, "stat", buf, sizeof(buf));
 	int pp = 0;
 
 	if (n <= 0)

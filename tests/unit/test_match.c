@@ -44,7 +44,7 @@ static void proc(pid_t pid, const char *cmdline, size_t clen, unsigned uid,
 
 #define CMD(s) s, sizeof(s)
 
-static void fixture(void)
+static void make_fixture(void)
 {
 	snprintf(root, sizeof(root), "/tmp/ramcache-test-match-XXXXXX");
 	if (!mkdtemp(root))
@@ -76,7 +76,7 @@ TEST(without_filters_the_oldest_match_of_any_user_wins)
 	struct match_spec s = { .pattern = "main.py" };
 	struct match_result r;
 
-	fixture();
+	make_fixture();
 	ASSERT_EQ(match_find(root, &s, 999999, &r), 100, "impostor picked");
 	ASSERT_EQ(r.matched, 3, "candidates");
 	cleanup();
@@ -89,7 +89,7 @@ TEST(user_filter_refuses_other_users_processes)
 				.uid = 1000 };
 	struct match_result r;
 
-	fixture();
+	make_fixture();
 	ASSERT_EQ(match_find(root, &s, 999999, &r), 200, "the real one");
 	ASSERT_EQ(r.uid, 1000, "uid");
 	ASSERT_EQ(r.matched, 3, "seen");
@@ -110,7 +110,7 @@ TEST(real_and_effective_uid_must_both_match)
 				.uid = 1000 };
 	const char *st = "Name:\tx\nUid:\t1001\t1000\t1000\t1000\n";
 
-	fixture();
+	make_fixture();
 	put(200, "status", st, strlen(st));
 	ASSERT_EQ(match_find(root, &s, 999999, NULL), 300, "setuid refused");
 	cleanup();
@@ -122,7 +122,7 @@ TEST(cgroup_filter_takes_the_cgroup_and_below)
 				.cgroup = "/system.slice/comfyui.service" };
 	struct match_result r;
 
-	fixture();
+	make_fixture();
 	ASSERT_EQ(match_find(root, &s, 999999, &r), 200, "service");
 	ASSERT_EQ(r.wrong_cgroup, 1, "session refused");
 	s.cgroup = "/system.slice/comfyui.service/worker";
@@ -167,7 +167,7 @@ TEST(self_and_ancestors_are_never_matched)
 {
 	struct match_spec s = { .pattern = "main.py" };
 
-	fixture();
+	make_fixture();
 	/* 300's parent is 1 in the fixture: pretend we are 100 */
 	ASSERT_EQ(match_find(root, &s, 100, NULL), 200, "self skipped");
 	cleanup();
@@ -181,7 +181,7 @@ TEST(verify_catches_a_changed_command_line_user_or_cgroup)
 				.cgroup = "/system.slice/comfyui.service" };
 	const char *st = "Name:\tx\nUid:\t0\t0\t0\t0\n";
 
-	fixture();
+	make_fixture();
 	ASSERT_OK(match_verify(root, &s, 200, -1), "unchanged");
 	put(200, "cmdline", CMD("sleep\0inf"));
 	ASSERT_EQ(match_verify(root, &s, 200, -1), -EACCES, "cmdline");
