@@ -11,6 +11,7 @@
 #include "output.h"
 #include "policy.h"
 #include "probes.h"
+#include "sanitize.h"
 
 #define MiB (1024.0 * 1024.0)
 
@@ -37,6 +38,14 @@ static bool json_event(struct out *o, struct jw *w, const char *type)
 	jw_str(w, "type", type);
 	return true;
 }
+
+/*
+ * @s (at most @n bytes) made safe for a terminal in @buf: every string of
+ * outside origin printed in text mode goes through here.
+ */
+#define SAFE(buf, s, n)	 (text_sanitize(buf, sizeof(buf), s, n), (buf))
+#define SAFE_STR(buf, s) SAFE(buf, s, strlen(s))
+#define COMM_TEXT	 65 /* TEXT_SANITIZED_LEN(16) */
 
 /* Text lines start with the wall clock. */
 static void text_begin(struct out *o)
@@ -83,6 +92,7 @@ static void hdr_json(struct jw *w, FILE *f, const char *type,
 
 void out_start(struct out *o, const struct start_info *s)
 {
+	char safe[1024];
 	struct jw w;
 	char clk[16];
 
@@ -109,12 +119,12 @@ void out_start(struct out *o, const struct start_info *s)
 	out_clock(clk, sizeof(clk));
 	if (s->pid)
 		fprintf(o->f, "%s  tracking pid %d (%s)", clk, s->pid,
-			s->comm ? s->comm : "?");
+			s->comm ? SAFE_STR(safe, s->comm) : "?");
 	else
 		fprintf(o->f, "%s  watching the whole system", clk);
 	if (s->memcg)
-		fprintf(o->f, ", memory cgroup %s (v%d)", s->memcg,
-			s->memcg_version);
+		fprintf(o->f, ", memory cgroup %s (v%d)",
+			SAFE_STR(safe, s->memcg), s->memcg_version);
 	fprintf(o->f, "\n%s  probes:", clk);
 	for (int i = 0; i < NR_PROBES; i++)
 		fprintf(o->f, " %s=%s", s->probes->p[i].tp,
@@ -194,7 +204,7 @@ static void event_json(struct out *o, const struct rc_event_hdr *h)
 void out_event(struct out *o, const void *data, size_t len)
 {
 	const struct rc_event_hdr *h = data;
-	char clk[16];
+	char clk[16], comm[COMM_TEXT];
 
 	if (len < sizeof(*h))
 		return;
@@ -218,9 +228,10 @@ void out_event(struct out *o, const void *data, size_t len)
 		const struct rc_reclaim *e = data;
 
 		fprintf(o->f,
-			"%s  reclaim %-6s pid %u (%.16s): %.3f ms, %" PRIu64
+			"%s  reclaim %-6s pid %u (%s): %.3f ms, %" PRIu64
 			" pages reclaimed\n",
-			clk, reclaim_kind_name(e->kind), h->tgid, e->comm,
+			clk, reclaim_kind_name(e->kind), h->tgid,
+			SAFE(comm, e->comm, sizeof(e->comm)),
 			e->latency_ns / 1e6, (uint64_t)e->nr_reclaimed);
 		break;
 	}
@@ -235,8 +246,9 @@ void out_event(struct out *o, const void *data, size_t len)
 		const struct rc_oom_kill *e = data;
 
 		fprintf(o->f,
-			"%s  OOM kill of pid %u (%.16s): anon %.1f MiB, file %.1f MiB, shmem %.1f MiB\n",
-			clk, e->victim_pid, e->comm, e->anon_rss / MiB,
+			"%s  OOM kill of pid %u (%s): anon %.1f MiB, file %.1f MiB, shmem %.1f MiB\n",
+			clk, e->victim_pid,
+			SAFE(comm, e->comm, sizeof(e->comm)), e->anon_rss / MiB,
 			e->file_rss / MiB, e->shmem_rss / MiB);
 		break;
 	}
@@ -389,6 +401,7 @@ void out_pressure(struct out *o, const struct pressure_info *p)
 
 void out_target(struct out *o, const char *state, pid_t pid, const char *comm)
 {
+	char safe[256];
 	struct jw w;
 
 	if (json_event(o, &w, "target")) {
@@ -399,13 +412,14 @@ void out_target(struct out *o, const char *state, pid_t pid, const char *comm)
 		jw_end(&w);
 		return;
 	}
-	text_line(o, "target pid %d (%s) %s\n", pid, comm ? comm : "?", state);
+	text_line(o, "target pid %d (%s) %s\n", pid,
+		  comm ? SAFE_STR(safe, comm) : "?", state);
 }
 
 void out_target_pick(struct out *o, pid_t pid, const char *comm,
 		     const char *pattern, const struct match_result *r)
 {
-	char clk[16], why[256];
+	char clk[16], why[256], sc[256], sg[1024];
 
 	snprintf(why, sizeof(why),
 		 "oldest of %u processes whose command line holds the "
@@ -438,7 +452,8 @@ void out_target_pick(struct out *o, pid_t pid, const char *comm,
 	out_clock(clk, sizeof(clk));
 	fprintf(o->f,
 		"%s  target pid %d (%s) attached: uid %u, cgroup %s; %s\n", clk,
-		pid, comm ? comm : "?", r->uid, r->cgroup, why);
+		pid, comm ? SAFE_STR(sc, comm) : "?", r->uid,
+		SAFE_STR(sg, r->cgroup), why);
 	fflush(o->f);
 }
 
@@ -465,9 +480,13 @@ static void message(struct out *o, const char *type, int code, const char *fmt,
 	struct jw w;
 	char msg[512];
 
+	char safe[TEXT_SANITIZED_LEN(sizeof(msg))];
+
 	vsnprintf(msg, sizeof(msg), fmt, ap);
+	/* paths, names and labels may be in it: stderr is a terminal too */
 	fprintf(stderr, "ramcache-bpf: %s%s\n",
-		strcmp(type, "warning") ? "" : "warning: ", msg);
+		strcmp(type, "warning") ? "" : "warning: ",
+		SAFE_STR(safe, msg));
 	if (o && json_event(o, &w, type)) {
 		jw_str(&w, "message", msg);
 		if (code >= 0)
@@ -527,6 +546,7 @@ void out_probe_warnings(struct out *o, const struct probes *ps)
 void out_control(struct out *o, const char *state, const char *path, pid_t pid,
 		 const char *why)
 {
+	char safe[4096], sw[1024];
 	struct jw w;
 
 	if (json_event(o, &w, "control")) {
@@ -538,12 +558,13 @@ void out_control(struct out *o, const char *state, const char *path, pid_t pid,
 		jw_end(&w);
 		return;
 	}
-	text_line(o, "control page %s %s%s%s\n", path, state, why ? ": " : "",
-		  why ? why : "");
+	text_line(o, "control page %s %s%s%s\n", SAFE_STR(safe, path), state,
+		  why ? ": " : "", why ? SAFE_STR(sw, why) : "");
 }
 
 void out_evict(struct out *o, const struct evict_info *e)
 {
+	char safe[TEXT_SANITIZED_LEN(RAMCACHE_LABEL_LEN)];
 	struct jw w;
 
 	if (json_event(o, &w, "evict")) {
@@ -567,7 +588,7 @@ void out_evict(struct out *o, const struct evict_info *e)
 		o,
 		"%s #%llu %s (%.1f MiB, %s): headroom %.0f MiB, forecast %.0f MiB\n",
 		e->seq ? "evict" : "would evict", (unsigned long long)e->seq,
-		e->label[0] ? e->label : "-", e->bytes / MiB,
+		e->label[0] ? SAFE_STR(safe, e->label) : "-", e->bytes / MiB,
 		ramcache_reason_name(e->reason), e->headroom / MiB,
 		e->forecast / MiB);
 }
@@ -596,9 +617,11 @@ static void evict_done_json(struct out *o, const struct evict_done_info *d)
 
 static void evict_done_text(struct out *o, const struct evict_done_info *d)
 {
+	char safe[TEXT_SANITIZED_LEN(RAMCACHE_LABEL_LEN)];
+
 	text_begin(o);
 	fprintf(o->f, "evict #%llu %s (%s): %s", (unsigned long long)d->seq,
-		d->label[0] ? d->label : "-", d->status,
+		d->label[0] ? SAFE_STR(safe, d->label) : "-", d->status,
 		d->acked ? "" : "no ack");
 	if (d->acked)
 		fprintf(o->f, "%.1f MiB freed, ack after %.2f ms",
