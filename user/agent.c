@@ -59,6 +59,7 @@ struct target {
 	bool evicting;
 	struct rc_thresholds thr;
 	struct track_totals prev;
+	uint64_t oom_base; /* the cgroup's oom_kill count at attach */
 };
 
 struct agent {
@@ -79,6 +80,10 @@ struct agent {
 	uint64_t drops_told, out_told, next_drop_warn_ns;
 	uint64_t next_read_ns;
 	pid_t refused_told;	 /* --match: last refused pid warned about */
+	/* eviction latency of every target followed, for --hist */
+	struct hist ack_hist, freed_hist;
+	bool had_evictor;
+	int inflight_at_exit; /* commands out when the loop stopped */
 	int read_err, level_err; /* last errors told, to tell each once */
 	bool stop;
 	int exit_code;
@@ -189,6 +194,7 @@ static int target_attach(struct agent *a, pid_t pid,
 		t->sm.rss = ps.rss_bytes;
 	report_err(a, &a->read_err, sampler_read(&t->sm, now_ns()),
 		   "memory and cgroup counters");
+	t->oom_base = t->sm.cs.self.oom_kill;
 	if (t->sm.has_cg && t->sm.cg.ino)
 		bpfstate_watch_memcg(&a->bpf, t->sm.cg.ino);
 	thresholds(a, t->sm.has_cg ? t->sm.cs.limit : RC_UNLIMITED, &t->thr);
@@ -221,8 +227,12 @@ static void target_detach(struct agent *a)
 
 	if (!t->pid)
 		return;
-	if (t->evicting)
+	if (t->evicting) {
 		evictor_finish(&t->ev, now_ns());
+		hist_merge(&a->ack_hist, &t->ev.ack_hist);
+		hist_merge(&a->freed_hist, &t->ev.freed_hist);
+		a->had_evictor = true;
+	}
 	t->evicting = false;
 	if (t->sm.has_cg && t->sm.cg.ino)
 		bpfstate_unwatch_memcg(&a->bpf, t->sm.cg.ino);
@@ -292,6 +302,7 @@ static int handle_event(void *ctx, void *data, size_t len)
 		break;
 	case RC_EV_OOM_KILL:
 		metrics_oom_kill(&a->m);
+		a->next_read_ns = 0; /* the cgroup's count, at the next tick */
 		break;
 	case RC_EV_FAULT_BURST:
 		evaluate(a, now, 0);
@@ -334,6 +345,12 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s)
 	s->drops = bpfstate_stat(&a->bpf, RC_STAT_DROPS);
 	s->kswapd_wakes = bpfstate_stat(&a->bpf, RC_STAT_KSWAPD_WAKES);
 	s->oom_kills = bpfstate_stat(&a->bpf, RC_STAT_OOM_KILLS);
+	if (t->pid && sm->has_cg) {
+		s->has_cgroup_oom = true;
+		s->oom_kills_cgroup = sm->cs.self.oom_kill >= t->oom_base
+					      ? sm->cs.self.oom_kill - t->oom_base
+					      : 0;
+	}
 	s->level = rc_level_name(a->lw.cur.level);
 	s->reasons = a->lw.cur.reasons;
 	s->has_eta = a->lw.in.has_eta;
@@ -525,6 +542,7 @@ static void on_target_exit(struct agent *a)
 
 	/* drain what the target left behind first */
 	ring_buffer__consume(a->rb);
+	sampler_read(&a->t.sm, now_ns()); /* its cgroup's OOM kills too */
 	summary(a, now_ns());
 	target_detach(a);
 	if (!a->o->match) {
@@ -682,6 +700,11 @@ static void loop(struct agent *a)
 				break;
 			}
 		}
+		if (!a->stop && outstream_closed()) {
+			a->stop = true;
+			a->exit_reason = "stdout closed";
+			a->exit_code = EXIT_OUTPUT_CLOSED;
+		}
 	}
 }
 
@@ -756,21 +779,24 @@ static int setup(struct agent *a)
 /* After the loop: last summary, histograms, the exit event. */
 static void finish(struct agent *a, int code)
 {
-	struct hist ack = { 0 }, freed = { 0 };
-	bool had_evictor = false;
+	pid_t pid = a->t.pid;
+	bool evict = a->had_evictor || a->t.evicting || a->o->evict;
 
-	if (a->t.pid)
+	if (a->t.pid) {
+		sampler_read(&a->t.sm, now_ns()); /* counts as of the end */
 		summary(a, now_ns());
-	if (a->t.evicting) {
-		ack = a->t.ev.ack_hist;
-		freed = a->t.ev.freed_hist;
-		had_evictor = true;
 	}
+	a->inflight_at_exit = a->t.evicting ? a->t.ev.nr_inflight : 0;
 	target_detach(a);
 	if (a->o->hist)
-		print_hists(a, had_evictor || a->o->evict ? &ack : NULL,
-			    had_evictor || a->o->evict ? &freed : NULL);
+		print_hists(a, evict ? &a->ack_hist : NULL,
+			    evict ? &a->freed_hist : NULL);
 	out_exit(&a->out, a->exit_reason, code);
+	if (code == EXIT_OUTPUT_CLOSED)
+		out_note(
+			&a->out,
+			"stdout closed: stopped (exit %d); pid %d detached with its heartbeat cleared, %d commands in flight reported unacked",
+			code, (int)pid, a->inflight_at_exit);
 }
 
 static void teardown(struct agent *a)
@@ -801,10 +827,18 @@ int agent_run(const struct opts *o)
 		.t = { .pidfd = -1 },
 		.exit_reason = "done",
 	};
+	sigset_t pipe;
 	int code;
 
+
+	/* a reader gone is an EPIPE to handle, not a SIGPIPE that kills */
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	sigprocmask(SIG_BLOCK, &pipe, NULL);
 	out_set_verbose_libbpf(o->verbose);
-	a.out.f = outstream_open(STDOUT_FILENO, stdout);
+	a.out.f = o->quiet ? outstream_null() : NULL;
+	if (!a.out.f)
+		a.out.f = outstream_open(STDOUT_FILENO, stdout);
 	libbpf_set_print(libbpf_print);
 	metrics_init(&a.m);
 	level_init(&a.lw, NULL);

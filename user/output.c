@@ -295,6 +295,9 @@ static void summary_json(struct out *o, const struct summary *s)
 	jw_u64(&w, "headroom", s->headroom);
 	jw_u64(&w, "kswapd_wakes", s->kswapd_wakes);
 	jw_u64(&w, "oom_kills", s->oom_kills);
+	jw_u64(&w, "oom_kills_system", s->oom_kills);
+	if (s->has_cgroup_oom)
+		jw_u64(&w, "oom_kills_cgroup", s->oom_kills_cgroup);
 	jw_u64(&w, "drops", s->drops);
 	if (s->level)
 		jw_str(&w, "level", s->level);
@@ -360,6 +363,14 @@ static void summary_text(struct out *o, const struct summary *s)
 	if (s->evict_sent)
 		fprintf(o->f, ", evictions %" PRIu64 "/%" PRIu64 " acked",
 			s->evict_acked, s->evict_sent);
+	if (s->has_cgroup_oom && (s->oom_kills || s->oom_kills_cgroup))
+		fprintf(o->f,
+			", OOM kills %" PRIu64 " in the cgroup, %" PRIu64
+			" in the system",
+			s->oom_kills_cgroup, s->oom_kills);
+	else if (s->oom_kills)
+		fprintf(o->f, ", OOM kills %" PRIu64 " in the system",
+			s->oom_kills);
 	if (s->drops)
 		fprintf(o->f, ", %" PRIu64 " events dropped", s->drops);
 	fprintf(o->f, "\n");
@@ -501,6 +512,15 @@ void out_warn(struct out *o, const char *fmt, ...)
 
 	va_start(ap, fmt);
 	message(o, "warning", -1, fmt, ap);
+	va_end(ap);
+}
+
+void out_note(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	message(NULL, "note", -1, fmt, ap);
 	va_end(ap);
 }
 

@@ -52,7 +52,9 @@ struct summary {
 	uint64_t headroom;     /* the tighter of system and cgroup */
 	uint64_t drops;	       /* ring buffer, since start */
 	uint64_t kswapd_wakes; /* since start */
-	uint64_t oom_kills;    /* since start */
+	uint64_t oom_kills;    /* since start, whole system */
+	bool has_cgroup_oom;   /* the target has a memory cgroup */
+	uint64_t oom_kills_cgroup; /* in it, since the agent attached */
 	const char *level;     /* pressure level name, or NULL */
 	uint32_t reasons;      /* RC_R_* bits */
 	bool has_eta;
@@ -89,6 +91,9 @@ void out_target_pick(struct out *o, pid_t pid, const char *comm,
 		     const char *pattern, const struct match_result *r);
 void out_exit(struct out *o, const char *reason, int code);
 /* A one-line warning on stderr, and as {"type":"warning"} with --json. */
+/* A line on stderr only (stdout may be gone). */
+void out_note(struct out *o, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 void out_warn(struct out *o, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
