@@ -79,11 +79,11 @@ struct agent {
 	uint64_t end_ns;
 	uint64_t drops_told, out_told, next_drop_warn_ns;
 	uint64_t next_read_ns;
-	pid_t refused_told;	 /* --match: last refused pid warned about */
+	pid_t refused_told; /* --match: last refused pid warned about */
 	/* eviction latency of every target followed, for --hist */
 	struct hist ack_hist, freed_hist;
 	bool had_evictor;
-	int inflight_at_exit; /* commands out when the loop stopped */
+	int inflight_at_exit;	 /* commands out when the loop stopped */
 	int read_err, level_err; /* last errors told, to tell each once */
 	bool stop;
 	int exit_code;
@@ -347,9 +347,10 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s)
 	s->oom_kills = bpfstate_stat(&a->bpf, RC_STAT_OOM_KILLS);
 	if (t->pid && sm->has_cg) {
 		s->has_cgroup_oom = true;
-		s->oom_kills_cgroup = sm->cs.self.oom_kill >= t->oom_base
-					      ? sm->cs.self.oom_kill - t->oom_base
-					      : 0;
+		s->oom_kills_cgroup =
+			sm->cs.self.oom_kill >= t->oom_base
+				? sm->cs.self.oom_kill - t->oom_base
+				: 0;
 	}
 	s->level = rc_level_name(a->lw.cur.level);
 	s->reasons = a->lw.cur.reasons;
@@ -829,7 +830,6 @@ int agent_run(const struct opts *o)
 	};
 	sigset_t pipe;
 	int code;
-
 
 	/* a reader gone is an EPIPE to handle, not a SIGPIPE that kills */
 	sigemptyset(&pipe);

@@ -22,6 +22,7 @@
 
 #define EVICT_MAX_INFLIGHT 64
 #define EVICT_MAX_COOLDOWN 64
+#define EVICT_RECENT	   256 /* completed commands kept to judge late acks */
 
 struct inflight {
 	uint64_t seq;
@@ -74,6 +75,14 @@ struct evictor {
 	struct cooldown cool[EVICT_MAX_COOLDOWN];
 	struct evict_stats st;
 	struct hist ack_hist, freed_hist; /* usecs */
+	/* commands of this page completed lately: a second ack is a dup */
+	struct {
+		uint64_t seq;
+		bool acked;
+	} recent[EVICT_RECENT];
+	unsigned int recent_head;
+	uint64_t acks_bad_told, acks_lost_told; /* of ctl.acks_bad/lost */
+	bool stalled; /* executor heartbeat stale: nothing is posted */
 };
 
 /*

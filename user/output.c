@@ -653,6 +653,26 @@ static void evict_done_text(struct out *o, const struct evict_done_info *d)
 	fflush(o->f);
 }
 
+void out_anomaly(struct out *o, pid_t pid, const char *kind, uint64_t seq,
+		 const char *detail)
+{
+	char safe[1024];
+	struct jw w;
+
+	if (json_event(o, &w, "anomaly")) {
+		jw_str(&w, "kind", kind);
+		jw_u64(&w, "pid", pid);
+		if (seq)
+			jw_u64(&w, "seq", seq);
+		jw_str(&w, "detail", detail);
+		jw_end(&w);
+		return;
+	}
+	text_line(o, "protocol anomaly from pid %d: %s%s%.0llu: %s\n", (int)pid,
+		  kind, seq ? " #" : "", (unsigned long long)seq,
+		  SAFE_STR(safe, detail));
+}
+
 void out_evict_done(struct out *o, const struct evict_done_info *d)
 {
 	if (o->json)

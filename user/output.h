@@ -49,14 +49,14 @@ struct summary {
 	uint64_t mem_available;
 	bool has_memcg;
 	uint64_t memcg_limit, memcg_usage;
-	uint64_t headroom;     /* the tighter of system and cgroup */
-	uint64_t drops;	       /* ring buffer, since start */
-	uint64_t kswapd_wakes; /* since start */
-	uint64_t oom_kills;    /* since start, whole system */
-	bool has_cgroup_oom;   /* the target has a memory cgroup */
+	uint64_t headroom;	   /* the tighter of system and cgroup */
+	uint64_t drops;		   /* ring buffer, since start */
+	uint64_t kswapd_wakes;	   /* since start */
+	uint64_t oom_kills;	   /* since start, whole system */
+	bool has_cgroup_oom;	   /* the target has a memory cgroup */
 	uint64_t oom_kills_cgroup; /* in it, since the agent attached */
-	const char *level;     /* pressure level name, or NULL */
-	uint32_t reasons;      /* RC_R_* bits */
+	const char *level;	   /* pressure level name, or NULL */
+	uint32_t reasons;	   /* RC_R_* bits */
 	bool has_eta;
 	double eta_s;
 	/* pages/s, of the target's memcg when it counts them, else system */
@@ -139,6 +139,13 @@ struct evict_done_info {
 	uint64_t freed_latency_ns;		  /* 0: RSS drop not seen */
 };
 void out_evict_done(struct out *o, const struct evict_done_info *d);
+
+/*
+ * The executor broke the control page protocol (@kind, a
+ * metrics_anomaly_name()), about command @seq (0: none); @detail says how.
+ */
+void out_anomaly(struct out *o, pid_t pid, const char *kind, uint64_t seq,
+		 const char *detail);
 
 /* A log2 histogram at exit: @name in JSON, @title in text. */
 void out_hist(struct out *o, const char *name, const char *title,
