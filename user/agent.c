@@ -42,6 +42,15 @@
 #define MATCH_PERIOD_NS	   NSEC_PER_SEC
 #define FORECAST_WINDOW_NS NSEC_PER_SEC
 #define EVAL_MIN_GAP_NS	   (2 * 1000000ULL)
+/*
+ * An evaluation reads and scores the executor's whole entry table, which
+ * whoever writes the page makes as big as it likes (65536 entries). So
+ * evaluations are coalesced (at most one per drain of the ring buffer or
+ * tick, however many events asked for one) and the next waits EVAL_DUTY
+ * times as long as the last one took: evaluating takes at most
+ * 1/(1 + EVAL_DUTY) of the loop, the rest is left for the ring buffer.
+ */
+#define EVAL_DUTY 4
 #define BTF_PATH	   "/sys/kernel/btf/vmlinux"
 #define DROP_WARN_NS	   (10 * NSEC_PER_SEC)
 /* /proc and cgroup files are read every tick only when memory is short */
@@ -75,7 +84,11 @@ struct agent {
 	struct level_watch lw;
 	uint64_t mem_total;
 	struct rc_thresholds sys_thr; /* in force without a target */
-	uint64_t last_summary_ns, next_level_ns, next_match_ns, last_eval_ns;
+	uint64_t last_summary_ns, next_level_ns, next_match_ns, next_eval_ns;
+	bool eval_due;	    /* an event or tick asked for an evaluation */
+	uint32_t eval_why;  /* the latest trigger that named a reason */
+	uint64_t eval_reqs; /* requests, for evaluations per event */
+	uint64_t evals;
 	uint64_t end_ns;
 	uint64_t drops_told, out_told, next_drop_warn_ns;
 	uint64_t next_read_ns;
@@ -243,21 +256,43 @@ static void target_detach(struct agent *a)
 	t->pid = 0;
 }
 
+/* Ask for an evaluation; run_eval() decides when. */
 static void evaluate(struct agent *a, uint64_t now, uint32_t why)
 {
-	struct target *t = &a->t;
-	struct rc_forecast f;
+	if (!a->t.pid || !a->t.evicting)
+		return;
+	a->eval_due = true;
+	a->eval_reqs++;
+	if (why)
+		a->eval_why = why;
+}
 
-	if (!t->pid || !t->evicting)
+static void run_eval(struct agent *a)
+{
+	struct target *t = &a->t;
+	uint64_t now, cost, gap;
+	struct rc_forecast f;
+	uint32_t why;
+
+	if (!a->eval_due || !t->pid || !t->evicting)
 		return;
-	if (!why && now - a->last_eval_ns < EVAL_MIN_GAP_NS)
+	now = now_ns();
+	if (now < a->next_eval_ns)
 		return;
-	a->last_eval_ns = now;
+	why = a->eval_why;
+	a->eval_due = false;
+	a->eval_why = 0;
 	if (sampler_forecast(&t->sm, FORECAST_WINDOW_NS, a->o->horizon_ns, &f))
 		evictor_evaluate(&t->ev, now, t->sm.headroom, NULL, why);
 	else
 		evictor_evaluate(&t->ev, now, t->sm.headroom, &f, why);
 	metrics_set_target(&a->m, t->ev.target);
+	metrics_evaluation(&a->m);
+	a->evals++;
+	cost = now_ns() - now;
+	gap = EVAL_DUTY * cost > EVAL_MIN_GAP_NS ? EVAL_DUTY * cost
+						 : EVAL_MIN_GAP_NS;
+	a->next_eval_ns = now + cost + gap;
 }
 
 static int handle_event(void *ctx, void *data, size_t len)
@@ -345,6 +380,8 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s)
 	s->drops = bpfstate_stat(&a->bpf, RC_STAT_DROPS);
 	s->kswapd_wakes = bpfstate_stat(&a->bpf, RC_STAT_KSWAPD_WAKES);
 	s->oom_kills = bpfstate_stat(&a->bpf, RC_STAT_OOM_KILLS);
+	s->evaluations = a->evals;
+	s->eval_requests = a->eval_reqs;
 	if (t->pid && sm->has_cg) {
 		s->has_cgroup_oom = true;
 		s->oom_kills_cgroup =
@@ -522,6 +559,7 @@ static void on_tick(struct agent *a)
 	if (a->t.evicting) {
 		evictor_tick(&a->t.ev, now);
 		evaluate(a, now, 0);
+		run_eval(a);
 	}
 	if (now >= a->next_level_ns) {
 		update_level(a, now);
@@ -688,6 +726,7 @@ static void loop(struct agent *a)
 			switch (evs[i].data.u32) {
 			case TAG_RB:
 				ring_buffer__consume(a->rb);
+				run_eval(a);
 				break;
 			case TAG_TIMER:
 				if (read(a->timerfd, &ticks, sizeof(ticks)) > 0)

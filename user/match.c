@@ -176,19 +176,35 @@ static bool is_ancestor(const pid_t *a, int n, pid_t pid)
 	return false;
 }
 
-/* The path on the unified line ("0::/a/b") if any, else on the first. */
+/*
+ * The path on the memory controller's line ("4:memory:/a/b") if there is
+ * one (v1), else on the unified line ("0::/a/b"), else on the first.
+ */
 static void cgroup_name(const char *file, char *out, size_t len)
 {
-	const char *p = strstr(file, "0::");
+	const char *pick = NULL, *l = file;
 
-	if (p && (p == file || p[-1] == '\n')) {
-		p += 3;
-	} else {
-		p = strchr(file, ':');
-		p = p ? strchr(p + 1, ':') : NULL;
-		p = p ? p + 1 : "";
+	while (l && *l) {
+		const char *nl = strchr(l, '\n');
+		size_t n = nl ? (size_t)(nl - l) : strlen(l);
+		const char *c1 = memchr(l, ':', n);
+		const char *c2 = c1 ? memchr(c1 + 1, ':', n - (c1 + 1 - l))
+				    : NULL;
+
+		if (c2 && lists_controller(c1 + 1, c2 - c1 - 1, "memory", 6)) {
+			pick = c2 + 1;
+			break;
+		}
+		if (c2 && (c2 == c1 + 1) && !pick)
+			pick = c2 + 1;
+		l = nl ? nl + 1 : NULL;
 	}
-	snprintf(out, len, "%.*s", (int)strcspn(p, "\n"), p);
+	if (!pick) {
+		pick = strchr(file, ':');
+		pick = pick ? strchr(pick + 1, ':') : NULL;
+		pick = pick ? pick + 1 : "";
+	}
+	snprintf(out, len, "%.*s", (int)strcspn(pick, "\n"), pick);
 }
 
 enum verdict { V_GONE, V_NO_MATCH, V_WRONG_USER, V_WRONG_CGROUP, V_OK };

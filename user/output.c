@@ -299,6 +299,8 @@ static void summary_json(struct out *o, const struct summary *s)
 	if (s->has_cgroup_oom)
 		jw_u64(&w, "oom_kills_cgroup", s->oom_kills_cgroup);
 	jw_u64(&w, "drops", s->drops);
+	jw_u64(&w, "evaluations", s->evaluations);
+	jw_u64(&w, "eval_requests", s->eval_requests);
 	if (s->level)
 		jw_str(&w, "level", s->level);
 	if (s->level)

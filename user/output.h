@@ -55,6 +55,8 @@ struct summary {
 	uint64_t oom_kills;	   /* since start, whole system */
 	bool has_cgroup_oom;	   /* the target has a memory cgroup */
 	uint64_t oom_kills_cgroup; /* in it, since the agent attached */
+	uint64_t evaluations;	   /* eviction decisions made, since start */
+	uint64_t eval_requests;	   /* events and ticks that asked for one */
 	const char *level;	   /* pressure level name, or NULL */
 	uint32_t reasons;	   /* RC_R_* bits */
 	bool has_eta;

@@ -54,7 +54,7 @@ def closed_stdout_detaches_cleanly_with_exit_6():
     require_root()
     with executor("--entries", 32) as ex:
         r, w = os.pipe()
-        a = subprocess.Popen([AGENT, "--json", "--pid", ex.ready["pid"],
+        a = subprocess.Popen([AGENT, "--json", "--pid", str(ex.ready["pid"]),
                               "--headroom", "100T", "--interval", "0.2s"],
                              stdout=w, stderr=subprocess.PIPE, text=True)
         os.close(w)
@@ -90,7 +90,7 @@ def quiet_agent_runs_on_without_stdout():
     with executor("--entries", 32) as ex:
         r, w = os.pipe()
         os.close(r)  # nobody will ever read
-        a = subprocess.Popen([AGENT, "--quiet", "--pid", ex.ready["pid"],
+        a = subprocess.Popen([AGENT, "--quiet", "--pid", str(ex.ready["pid"]),
                               "--headroom", "100T", "--interval", "0.2s",
                               "--metrics", f"127.0.0.1:{port}"],
                              stdout=w, stderr=subprocess.PIPE, text=True)
@@ -114,7 +114,7 @@ def quiet_agent_runs_on_without_stdout():
 def hist_is_complete_when_the_target_exits():
     require_root()
     with executor("--entries", 32) as ex:
-        with Agent("--pid", ex.ready["pid"], "--headroom", "100T",
+        with Agent("--pid", str(ex.ready["pid"]), "--headroom", "100T",
                    "--hist", "--interval", "10s") as a:
             assert a.wait_for(lambda e: len(
                 [d for d in a.of_type("evict_done")
@@ -137,7 +137,7 @@ def hist_is_complete_when_the_target_exits():
 def summary_tells_cgroup_and_system_oom_kills_apart():
     """One OOM kill in another cgroup, then one in the target's."""
     require_root()
-    with Memcg(64 * MiB) as cg, Memcg(64 * MiB) as other:
+    with Memcg(64 * MiB) as cg, Memcg(64 * MiB, name=f"ramcache-test-{os.getpid()}-other") as other:
         with memhog("--grow", "512M", preexec=cg.preexec()) as p:
             pid = ready(p)
             with Agent("--pid", pid, "--interval", "0.5s") as a:

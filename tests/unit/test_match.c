@@ -163,6 +163,19 @@ TEST(cgroup_paths_of_v1_and_hybrid_hierarchies)
 	ASSERT_FALSE(cgroup_file_within("", "/"), "empty");
 }
 
+TEST(pick_names_the_memory_cgroup_on_v1)
+{
+	struct match_spec s = { .pattern = "main.py" };
+	struct match_result r;
+
+	make_fixture();
+	proc(100, CMD("python3\0main.py"), 1001, 50,
+	     "12:memory:/comfy\n1:name=systemd:/x\n0::/\n");
+	ASSERT_EQ(match_find(root, &s, 999999, &r), 100, "pick");
+	ASSERT_STREQ(r.cgroup, "/comfy", "memory line, not 0::");
+	cleanup();
+}
+
 TEST(self_and_ancestors_are_never_matched)
 {
 	struct match_spec s = { .pattern = "main.py" };
