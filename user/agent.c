@@ -51,8 +51,10 @@
  * 1/(1 + EVAL_DUTY) of the loop, the rest is left for the ring buffer.
  */
 #define EVAL_DUTY 4
-#define BTF_PATH	   "/sys/kernel/btf/vmlinux"
-#define DROP_WARN_NS	   (10 * NSEC_PER_SEC)
+/* How often the target's cgroup is looked up again (it may be moved). */
+#define CGROUP_PERIOD_NS NSEC_PER_SEC
+#define BTF_PATH	 "/sys/kernel/btf/vmlinux"
+#define DROP_WARN_NS	 (10 * NSEC_PER_SEC)
 /* /proc and cgroup files are read every tick only when memory is short */
 #define READ_IDLE_NS (250 * 1000000ULL)
 
@@ -68,7 +70,8 @@ struct target {
 	bool evicting;
 	struct rc_thresholds thr;
 	struct track_totals prev;
-	uint64_t oom_base; /* the cgroup's oom_kill count at attach */
+	uint64_t oom_base;  /* the cgroup's oom_kill count at attach */
+	uint64_t oom_carry; /* OOM kills in cgroups it has left */
 };
 
 struct agent {
@@ -92,7 +95,8 @@ struct agent {
 	uint64_t end_ns;
 	uint64_t drops_told, out_told, next_drop_warn_ns;
 	uint64_t next_read_ns;
-	pid_t refused_told; /* --match: last refused pid warned about */
+	uint64_t next_cg_ns; /* when to look for a cgroup move again */
+	pid_t refused_told;  /* --match: last refused pid warned about */
 	/* eviction latency of every target followed, for --hist */
 	struct hist ack_hist, freed_hist;
 	bool had_evictor;
@@ -205,9 +209,14 @@ static int target_attach(struct agent *a, pid_t pid,
 	sampler_init(&t->sm, pid, NULL, NULL);
 	if (!rc_pidstat_read(RC_PROC_ROOT, pid, &ps))
 		t->sm.rss = ps.rss_bytes;
+	/* the cgroup and RSS were read by pid: still the pidfd's process? */
+	err = pidfd_alive(t->pidfd);
+	if (err)
+		goto fail;
 	report_err(a, &a->read_err, sampler_read(&t->sm, now_ns()),
 		   "memory and cgroup counters");
 	t->oom_base = t->sm.cs.self.oom_kill;
+	a->next_cg_ns = now_ns() + CGROUP_PERIOD_NS;
 	if (t->sm.has_cg && t->sm.cg.ino)
 		bpfstate_watch_memcg(&a->bpf, t->sm.cg.ino);
 	thresholds(a, t->sm.has_cg ? t->sm.cs.limit : RC_UNLIMITED, &t->thr);
@@ -531,6 +540,49 @@ static void check_drops(struct agent *a, uint64_t now)
 	a->next_drop_warn_ns = now + DROP_WARN_NS;
 }
 
+/*
+ * The target was moved to another cgroup (a restarted scope, a container
+ * runtime): follow it, or headroom and thresholds stay the old cgroup's.
+ * The lookup goes by pid, so it counts only if the pidfd's process is
+ * still alive after it.
+ */
+static void recheck_cgroup(struct agent *a, uint64_t now)
+{
+	struct target *t = &a->t;
+	struct rc_cgroup cg;
+	bool has;
+
+	if (!t->pid || now < a->next_cg_ns)
+		return;
+	a->next_cg_ns = now + CGROUP_PERIOD_NS;
+	has = !rc_cgroup_find(RC_PROC_ROOT, RC_CGROUP_ROOT, t->pid, &cg);
+	if (pidfd_alive(t->pidfd))
+		return; /* gone: the pidfd tells the loop */
+	if (has == t->sm.has_cg && (!has || (cg.ino == t->sm.cg.ino &&
+					     !strcmp(cg.path, t->sm.cg.path))))
+		return;
+	if (t->sm.has_cg) {
+		if (t->sm.cs.self.oom_kill > t->oom_base)
+			t->oom_carry += t->sm.cs.self.oom_kill - t->oom_base;
+		if (t->sm.cg.ino)
+			bpfstate_unwatch_memcg(&a->bpf, t->sm.cg.ino);
+	}
+	t->sm.has_cg = has;
+	if (has)
+		t->sm.cg = cg;
+	memset(&t->sm.cs, 0, sizeof(t->sm.cs));
+	report_err(a, &a->read_err, sampler_read(&t->sm, now),
+		   "memory and cgroup counters");
+	t->oom_base = t->sm.cs.self.oom_kill;
+	if (has && cg.ino)
+		bpfstate_watch_memcg(&a->bpf, cg.ino);
+	thresholds(a, has ? t->sm.cs.limit : RC_UNLIMITED, &t->thr);
+	if (t->evicting)
+		t->ev.thr = t->thr;
+	out_target_cgroup(&a->out, t->pid, t->comm, has ? cg.path : NULL,
+			  has ? cg.version : 0);
+}
+
 /* Close to a threshold, or commands out: follow headroom every tick. */
 static bool pressing(const struct agent *a)
 {
@@ -550,6 +602,7 @@ static void on_tick(struct agent *a)
 
 	if (a->o->match && !a->t.pid && now >= a->next_match_ns)
 		find_match(a, now);
+	recheck_cgroup(a, now);
 	sm = sampler_of(a);
 	if (now >= a->next_read_ns || pressing(a)) {
 		report_err(a, &a->read_err, sampler_read(sm, now),

@@ -429,6 +429,29 @@ void out_target(struct out *o, const char *state, pid_t pid, const char *comm)
 		  comm ? SAFE_STR(safe, comm) : "?", state);
 }
 
+void out_target_cgroup(struct out *o, pid_t pid, const char *comm,
+		       const char *memcg, int v)
+{
+	char sc[256], sg[4096];
+	struct jw w;
+
+	if (json_event(o, &w, "target")) {
+		jw_str(&w, "state", "cgroup_changed");
+		jw_u64(&w, "pid", pid);
+		if (comm)
+			jw_str(&w, "comm", comm);
+		if (memcg) {
+			jw_str(&w, "memcg", memcg);
+			jw_u64(&w, "cgroup_version", v);
+		}
+		jw_end(&w);
+		return;
+	}
+	text_line(o, "target pid %d (%s) moved to memory cgroup %s\n", pid,
+		  comm ? SAFE_STR(sc, comm) : "?",
+		  memcg ? SAFE_STR(sg, memcg) : "(none)");
+}
+
 void out_target_pick(struct out *o, pid_t pid, const char *comm,
 		     const char *pattern, const struct match_result *r)
 {

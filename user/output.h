@@ -87,6 +87,9 @@ struct pressure_info {
 void out_pressure(struct out *o, const struct pressure_info *p);
 /* A target was found (--match) or has gone. */
 void out_target(struct out *o, const char *state, pid_t pid, const char *comm);
+/* The target's memory cgroup is now @memcg (NULL: none), version @v. */
+void out_target_cgroup(struct out *o, pid_t pid, const char *comm,
+		       const char *memcg, int v);
 struct match_result;
 /* --match picked @pid: which process, and why (r: what the scan saw). */
 void out_target_pick(struct out *o, pid_t pid, const char *comm,

@@ -93,6 +93,31 @@ def cgroup_filter_picks_the_process_in_the_service_cgroup():
 
 
 @test
+def moved_target_is_followed_into_its_new_cgroup():
+    require_root()
+    with Memcg(1 << 30) as a_cg, Memcg(
+            256 << 20, name=f"ramcache-test-{os.getpid()}-moved") as b_cg:
+        p = subprocess.Popen(["sleep", "600"], preexec_fn=a_cg.preexec())
+        try:
+            with Agent("--pid", p.pid, "--interval", "0.3s",
+                       "--no-evict") as a:
+                st = a.wait_type("start")
+                assert st and st["memcg"] == a_cg.path, st
+                b_cg.add(p.pid)
+                ev = a.wait_for(lambda e: e.get("type") == "target" and
+                                e.get("state") == "cgroup_changed",
+                                timeout=5)
+                assert ev, a.events[-5:]
+                assert ev["memcg"] == b_cg.path, (ev, b_cg.path)
+                s = a.wait_for(lambda e: e.get("type") == "summary" and
+                               e.get("memcg_limit") == 256 << 20, timeout=5)
+                assert s, [e for e in a.of_type("summary")][-2:]
+        finally:
+            p.kill()
+            p.wait()
+
+
+@test
 def user_and_cgroup_need_match():
     r = subprocess.run([Agent.__init__.__globals__["AGENT"], "--user",
                         "root"], capture_output=True, text=True)
