@@ -16,8 +16,10 @@ int bpfstate_load(struct bpfstate *b, const struct opts *o)
 	 * alone and never walks module BTFs (BPF_BTF_GET_NEXT_ID needs
 	 * CAP_SYS_ADMIN), so CAP_BPF and CAP_PERFMON are enough to load.
 	 */
-	LIBBPF_OPTS(bpf_object_open_opts, oo,
-		    .btf_custom_path = "/sys/kernel/btf/vmlinux");
+	struct bpf_object_open_opts oo = {
+		.sz = sizeof(oo),
+		.btf_custom_path = "/sys/kernel/btf/vmlinux",
+	};
 	int err;
 
 	memset(b, 0, sizeof(*b));

@@ -483,8 +483,8 @@ static int pick(struct evictor *ev, uint64_t now, const struct rc_plan *plan,
 	if (n > EVICT_MAX_SCORED)
 		n = EVICT_MAX_SCORED;
 	for (int i = 0; i < n; i++) {
-		const struct ctl_entry *e = &ev->entries[(ev->win_start + i) %
-							 ev->nr_read];
+		const struct ctl_entry *e =
+			&ev->entries[(ev->win_start + i) % ev->nr_read];
 
 		ev->rce[i].id = e->id;
 		ev->rce[i].bytes = e->bytes;

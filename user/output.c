@@ -43,7 +43,13 @@ static bool json_event(struct out *o, struct jw *w, const char *type)
  * @s (at most @n bytes) made safe for a terminal in @buf: every string of
  * outside origin printed in text mode goes through here.
  */
-#define SAFE(buf, s, n)	 (text_sanitize(buf, sizeof(buf), s, n), (buf))
+static const char *safe_text(char *buf, size_t len, const char *s, size_t n)
+{
+	text_sanitize(buf, len, s, n);
+	return buf;
+}
+
+#define SAFE(buf, s, n)	 safe_text(buf, sizeof(buf), s, n)
 #define SAFE_STR(buf, s) SAFE(buf, s, strlen(s))
 #define COMM_TEXT	 65 /* TEXT_SANITIZED_LEN(16) */
 
