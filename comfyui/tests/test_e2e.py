@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """End to end: the real agent (build/ramcache-bpf) watching a stand-in
 ComfyUI process in a scratch memory cgroup. Skips only when the agent is not
-built or does not take --headroom; needs root and libramcache."""
+built or does not take --headroom; needs root."""
 import json
 import os
 import signal
@@ -24,7 +24,6 @@ def require_agent():
     if "--headroom" not in r.stdout:
         raise Skip(f"{AGENT} does not support --headroom yet")
     require_root()
-    env.require_library()
 
 
 class Child:
@@ -83,7 +82,6 @@ def fake_agent_policy_keeps_a_memcg_alive():
     """The same workload with a Python stand-in for the agent's policy: the
     cross-process path (page, futex wake, acks with RSS freed) without BPF."""
     require_root()
-    env.require_library()
     from fakeagent import FakeAgent
     with Memcg(512 * MiB, swap_limit=0) as cg:
         child = Child(cg, "--prompts", 12, "--mib", 64, "--steps", 4, "--step-s", 0.02)
