@@ -255,6 +255,10 @@ class Bridge:
         elif k == "null":
             self.say_once("null", logging.INFO, "the intermediate cache is "
                           "disabled (--cache-none): nothing to publish or evict")
+        elif k == "dependency":
+            self.say_once("null", logging.INFO, "the intermediate cache keeps "
+                          "outputs only until their readers ran (--cache-none): "
+                          "nothing stays between prompts for the agent to free")
         else:
             self.say_once("kind", logging.INFO, "publishing ComfyUI's %s output "
                           "cache (%s)", k, type(outputs).__name__)

@@ -56,8 +56,7 @@ def advice(fam, kind_, cache_args):
     """(level, message) to log once when the agent is attached, or None
     when ComfyUI already runs as the README says."""
     if kind_ in ("null", "dependency"):
-        return ("info", "the intermediate cache keeps nothing between prompts "
-                "(--cache-none): the agent has no outputs to free")
+        return None  # bridge.publish says it once, agent or not
     if fam == FAMILY_TWO:
         inactive = cache_args.get("ram_inactive")
         if kind_ == "ram" and inactive and inactive > 0:

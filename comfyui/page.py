@@ -132,6 +132,7 @@ class Page:
         self.pub_lock = threading.Lock()
         self.cmd_lock = threading.Lock()
         self._ids = []  # ids[i] is the id in entry slot i
+        self._slot = {}  # id -> i
         self._entries_seq = 0
         self._cmd_done = 0
         self._ack_head = 0
@@ -273,9 +274,8 @@ class Page:
             else bytes(label)[:LABEL_LEN]
         raw = raw.split(b"\0", 1)[0]
         with self.pub_lock:
-            try:
-                i = self._ids.index(eid)
-            except ValueError:
+            i = self._slot.get(eid)
+            if i is None:
                 if len(self._ids) == self.max_entries:
                     return False
                 i = len(self._ids)
@@ -284,15 +284,15 @@ class Page:
                             last_use_ns or now_ns(), generation, cost_ns, flags, 0, raw)
             if i == len(self._ids):
                 self._ids.append(eid)
+                self._slot[eid] = i
             self._table_end()
         return True
 
     def remove(self, eid):
         """Remove entry eid (no error when it is not there)."""
         with self.pub_lock:
-            try:
-                i = self._ids.index(eid)
-            except ValueError:
+            i = self._slot.pop(eid, None)
+            if i is None:
                 return
             last = len(self._ids) - 1
             off = self.entries_off
@@ -301,6 +301,7 @@ class Page:
                 a, b = off + last * ENTRY_SIZE, off + i * ENTRY_SIZE
                 self.m[b:b + ENTRY_SIZE] = self.m[a:a + ENTRY_SIZE]
                 self._ids[i] = self._ids[last]
+                self._slot[self._ids[i]] = i
             self.m[off + last * ENTRY_SIZE:off + (last + 1) * ENTRY_SIZE] = bytes(ENTRY_SIZE)
             self._ids.pop()
             self._table_end()
@@ -311,6 +312,7 @@ class Page:
             n = len(self._ids)
             self.m[self.entries_off:self.entries_off + n * ENTRY_SIZE] = bytes(n * ENTRY_SIZE)
             self._ids.clear()
+            self._slot.clear()
             self._table_end()
 
     def set_generation(self, gen):

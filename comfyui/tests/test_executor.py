@@ -521,22 +521,31 @@ def agent_killed_mid_prompt():
 
 @test
 def null_cache_does_nothing_and_says_so_once():
-    w = fresh("NONE")
     a = agent()
     a.start_heartbeat()
     try:
-        for i in range(2):
-            ok, _ = w.run({"t": node("MakeTensor", mib=1, tag=str(i)),
-                           "s": node("Sink", value=["t", 0])}, ["s"], f"n{i}")
-            assert ok
-        assert a.entries() == {}
-        seq = a.post(12345)
-        ack = a.wait_ack(seq)
-        assert ack["status"] == lib.ACK_NOT_FOUND
-        assert len(env.LOG.grep("intermediate cache is disabled")) == 1
+        # two values (newer) and one (v0.3.7x: cache_args {"lru", "ram": 0})
+        for inactive in (0.0, None):
+            BRIDGE._said.discard("null")
+            BRIDGE._said.discard("args")
+            n = len(env.LOG.lines)
+            w = fresh("NONE", ram=0.0, ram_inactive=inactive)
+            try:
+                for i in range(2):
+                    ok, _ = w.run({"t": node("MakeTensor", mib=1, tag=str(i)),
+                                   "s": node("Sink", value=["t", 0])}, ["s"], f"n{i}")
+                    assert ok
+                assert a.entries() == {}
+                seq = a.post(12345)
+                ack = a.wait_ack(seq)
+                assert ack["status"] == lib.ACK_NOT_FOUND
+                said = [line for line in env.LOG.lines[n:] if "ramcache:" in line]
+                assert len([x for x in said if "intermediate cache is disabled" in x]) == 1, said
+                assert not [x for x in said if "GB" in x], said
+            finally:
+                w.stop()
     finally:
         a.stop_heartbeat()
-        w.stop()
 
 
 class Nested:
