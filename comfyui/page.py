@@ -143,6 +143,9 @@ class Page:
             else:
                 self._make_memfd()
         except OSError as e:
+            if e.errno == errno.ENOSYS and e.strerror:
+                raise OSError(e.errno, f"failed to create the control page: {e.strerror}") \
+                    from None
             raise _fail("create the control page", e) from None
         # a ctypes view of the futex word, for FUTEX_WAIT
         self._futex = ctypes.c_uint32.from_buffer(self.m, A_CMD_FUTEX)
@@ -150,6 +153,9 @@ class Page:
     # ------------------------------------------------------------ creation
 
     def _make_memfd(self):
+        if not hasattr(os, "memfd_create") or not hasattr(fcntl, "F_ADD_SEALS"):
+            raise OSError(errno.ENOSYS, "no memfd_create here (Linux only); "
+                          f"set {CTL_ENV} to a file path")
         fd = os.memfd_create(MEMFD_NAME, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             os.fchmod(fd, 0o600)

@@ -228,6 +228,21 @@ def agent_liveness_follows_its_heartbeat(impl, page, a):
     assert abs(a.exec_heartbeat() - time.monotonic_ns()) < 5_000_000_000
 
 
+@conformance
+def hostile_agent_fields_stay_bounded(impl, page, a):
+    """A command head at the end of the u64 range, an unknown level and
+    reason: every poll looks at ring + 1 slots at most and returns."""
+    a.w64(P.A_CMD_HEAD, (1 << 64) - 1)
+    a.w32(P.A_LEVEL, 99)
+    for _ in range(3):
+        assert page.poll() is None
+    assert page.level() == 99
+    off = a.cmds_off
+    a.w64(P.A_CMD_HEAD, 0)
+    a.w64(off, 1)  # a slot whose seq the head never announced
+    assert page.poll() is None
+
+
 def _script(page, agent):
     page.set_generation(3)
     page.publish(1, 1 << 30, 1000, 2, P.F_MODEL, "3:CheckpointLoaderSimple", 7)
