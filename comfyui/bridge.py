@@ -27,6 +27,10 @@ from . import page as pagemod
 log = logging.getLogger("ramcache")
 
 HEARTBEAT_S = 0.25
+# At a prompt's first safe point, under pressure, how long the executor waits
+# for the agent to ask for the outputs that just became inactive (the agent
+# reacts within a few hundred ms; a first node can allocate faster).
+SETTLE_S = 0.6
 WAIT_IDLE_MS = 250
 WAIT_BUSY_MS = 10
 
@@ -83,6 +87,8 @@ class Bridge:
         self.execution_list = None
         self.prompts = 0
         self.in_prompt = False
+        self.prompt_started = False  # no node of this prompt ran yet
+        self.settled = 0  # prompts that waited for the agent at their start
         # entry ids
         self._next_id = 1
         self._ids = {}  # (id(cache), key) -> entry id
@@ -92,6 +98,7 @@ class Bridge:
         self._sizes = {}  # entry id -> (id(value), bytes, has_model)
         self._last_use = {}  # entry id -> (used_generation, mono ns, wall)
         self._labels = {}  # entry id -> label, kept while the entry lives
+        self._newly_inactive = 0  # entries the last publish saw go inactive
         # command flow
         self.inbox = queue.Queue()
         self.outbox = queue.Queue()
@@ -187,7 +194,7 @@ class Bridge:
               "comfyui": compat.describe(ex, compat.comfyui_version()) if ex else None,
               "entries": len(self._published),
               "evicted": self.evicted_total, "evicted_bytes": self.evicted_bytes,
-              "rss_drop": self.freed_total,
+              "rss_drop": self.freed_total, "settled": self.settled,
               "last": self._last_evictions()}
         if page is not None and not page.closed:
             st["control"] = ("memfd:" + pagemod.MEMFD_NAME) if page.memfd else page.path
@@ -300,6 +307,11 @@ class Bridge:
             cost = int(float(getattr(value, "exec_time", 0) or 0) * 1e9)
             row = (memo[1], last, ug, flags, cost)
             rows.append((eid, row, cache, key))
+        def was_active(eid):
+            prev = self._published.get(eid)  # (row, label)
+            return prev is None or prev[0][3] & pagemod.F_ACTIVE
+        self._newly_inactive = sum(1 for eid, row, _, _ in rows
+                                   if not row[3] & pagemod.F_ACTIVE and was_active(eid))
         gone = [eid for eid in self._published if eid not in seen]
         with self.pub_lock:
             if self.page is None:
@@ -346,6 +358,38 @@ class Bridge:
                 break
         if cmds:
             self.answer(cmds, lambda *r: self.outbox.put(r))
+
+    def settle(self):
+        """Executor thread, at a prompt's first safe point: when the agent
+        reports pressure and outputs of earlier prompts have just become
+        inactive, give it up to SETTLE_S to ask for them before the first
+        node allocates. Returns how many commands were served."""
+        page = self.page
+        if page is None or not self._newly_inactive or not self.on_executor_thread():
+            return 0
+        if not page.agent_alive() or (page.level() < 1 and page.target() == 0):
+            return 0
+        self.settled += 1
+        served = 0
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                cmds = [self.inbox.get(timeout=left)]
+            except queue.Empty:
+                break
+            while True:
+                try:
+                    cmds.append(self.inbox.get_nowait())
+                except queue.Empty:
+                    break
+            self.answer(cmds, lambda *r: self.outbox.put(r))
+            served += len(cmds)
+            if not page.agent_alive() or (page.level() < 1 and page.target() == 0):
+                break
+        return served
 
     def answer(self, cmds, sink):
         """serve(cmds) and pass every result to sink(cmd, status, freed),

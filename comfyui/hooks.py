@@ -64,6 +64,7 @@ def _locked_publish():
 def _enter_prompt():
     BRIDGE.exec_thread = threading.get_ident()
     BRIDGE.prompts += 1
+    BRIDGE.prompt_started = True
     _check_cache_args()
 
 
@@ -127,6 +128,9 @@ def _before_node(args, kwargs):
     BRIDGE.execution_list = execution_list
     BRIDGE.running = None
     BRIDGE.safe_point(republish=True)
+    if BRIDGE.prompt_started:  # the cache just moved to this prompt
+        BRIDGE.prompt_started = False
+        BRIDGE.settle()
     BRIDGE.running = node_id
 
 

@@ -231,10 +231,18 @@ def cached_nodes(item):
 class ComfyUI:
     def __init__(self, comfy, boot, cg, port, args, log_path):
         self.log = open(log_path, "w")
+        into_cg = cg.preexec() if cg else None
+
+        def preexec():
+            # Ctrl-C must reach ComfyUI even when this runs in the background
+            # (a non-interactive shell starts background jobs ignoring SIGINT)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            if into_cg:
+                into_cg()
         self.proc = subprocess.Popen(
             [PYTHON, boot, comfy, "--cpu", "--listen", "127.0.0.1", "--port", str(port),
              "--disable-auto-launch", *args],
-            stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=cg.preexec() if cg else None,
+            stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=preexec,
             env=dict(os.environ, PYTHONUNBUFFERED="1"))
         self.pid = self.proc.pid
         self.log_path = log_path
@@ -309,14 +317,19 @@ def main():
     ap.add_argument("--agent", default=rctest.AGENT)
     ap.add_argument("--headroom", default="256M")
     ap.add_argument("--inactive", default="512M")
-    ap.add_argument("--control", choices=("memfd", "file"), default="memfd",
+    ap.add_argument("--control", choices=("auto", "memfd", "file"), default="auto",
                     help="memfd (found by the agent through /proc) or a file at "
-                         "/dev/shm/ramcache-<pid> (for agents before memfd discovery)")
+                         "/dev/shm/ramcache-<pid> (for agents before memfd discovery); "
+                         "auto: memfd when the agent's --help mentions it")
     ap.add_argument("--no-agent", action="store_true", help="the control run")
     ap.add_argument("--json", help="write the summary here")
     a = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("real_comfyui.py: needs root (memory cgroup, agent)")
+    if a.control == "auto":
+        r = subprocess.run([a.agent, "--help"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=10)
+        a.control = "memfd" if "memfd" in r.stdout else "file"
     comfy = os.path.abspath(a.comfyui)
     c, fam = cache_ram_family(comfy)
     version = None
@@ -379,6 +392,7 @@ def main():
                 argv = ["--pid", ui.pid, "--headroom", a.headroom, "--inactive", a.inactive]
                 if a.control == "file":
                     argv += ["--control", f"/dev/shm/ramcache-{ui.pid}"]
+                rctest.AGENT = a.agent
                 ag = rctest.Agent(*argv)
                 end = time.monotonic() + 10
                 while time.monotonic() < end and not http.get("/ramcache/status")["attached"]:
@@ -429,8 +443,12 @@ def main():
                 dones = [e for e in ag.of_type("evict_done") if e.get("pid") == ui.pid]
                 evicted = [d for d in dones if d.get("status") == "evicted"]
                 freed = sum(d.get("bytes_freed", 0) for d in evicted)
+                statuses = {}
+                for d in dones:
+                    statuses[d.get("status")] = statuses.get(d.get("status"), 0) + 1
                 summary["agent"] = {
-                    "commands": len(evicts), "acks": len(dones),
+                    "commands": len(evicts), "acks": len(dones), "statuses": statuses,
+                    "settled": st.get("settled"),
                     "evicted": len(evicted), "bytes_freed": freed,
                     "labels": sorted({d.get("label") for d in evicted}),
                     "ack_latency_ms": sorted(round(d["ack_latency_ns"] / 1e6, 1)
@@ -451,8 +469,8 @@ def main():
             text = ui.text()
             summary["exit"] = rc
             if not a.no_agent:
-                check(results, "ComfyUI exits without a traceback from the package",
-                      "cannot join thread" not in text
+                check(results, "Ctrl-C: ComfyUI stops cleanly, no traceback from the package",
+                      rc == 0 and "Stopped server" in text and "cannot join thread" not in text
                       and not re.search(r"Traceback[^\n]*\n(.*\n){0,20}.*ramcache", text),
                       {"rc": rc})
             summary["log_tail"] = text[-1500:]

@@ -344,6 +344,59 @@ def serves_commands_while_a_model_loads():
 
 
 @test
+def a_prompt_starting_under_pressure_waits_for_the_agent():
+    """The outputs of earlier prompts become inactive when a prompt starts;
+    under pressure the agent gets a moment to ask for them before the first
+    node allocates (an agent reacts in a few hundred ms, a node can allocate
+    sooner). Without pressure, no wait."""
+    w = fresh()
+    a = agent()
+    a.start_heartbeat()
+    stop = threading.Event()
+    try:
+        eid, key = two_prompts(w)
+        log = {}
+
+        def agent_policy():  # asks for inactive entries 200 ms after seeing them
+            while not stop.is_set():
+                old = [e for e in a.entries().values() if e["id"] == eid
+                       and not e["flags"] & lib.F_ACTIVE]
+                if old:
+                    time.sleep(0.2)
+                    log["seq"] = a.post(eid, reason=2)
+                    return
+                time.sleep(0.01)
+
+        def first():
+            log["evicted_before_first_node"] = key not in outputs(w).cache
+            return 1
+        env.CALLS["first"] = first
+        p = {"c": node("Call", tag="first", value="settle"), "s": node("Sink", value=["c", 0])}
+        settled = BRIDGE.settled
+        a.set_level(1, headroom=100 * MiB, target=16 * MiB)
+        th = threading.Thread(target=agent_policy)
+        th.start()
+        ok, msgs = w.run(p, ["s"], "settle")
+        th.join(5)
+        assert ok, msgs
+        assert BRIDGE.settled == settled + 1
+        assert log["evicted_before_first_node"], log
+        ack = a.wait_ack(log["seq"])
+        assert ack and ack["status"] == lib.ACK_EVICTED, ack
+        # no pressure: the next prompt does not wait
+        a.set_level(0)
+        eid, key = two_prompts(w)
+        ok, _ = w.run({"c": node("Call", tag="first", value="calm"),
+                       "s": node("Sink", value=["c", 0])}, ["s"], "calm")
+        assert ok and BRIDGE.settled == settled + 1
+    finally:
+        stop.set()
+        a.set_level(0)
+        a.stop_heartbeat()
+        w.stop()
+
+
+@test
 def never_evicts_what_the_running_node_uses():
     w = fresh()
     a = agent()
