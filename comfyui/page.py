@@ -22,8 +22,8 @@ import threading
 import time
 
 # --- include/ramcache/control.h ---------------------------------------------
-MAGIC = 0x314C544343524152  # "RARCCTL1"
-VERSION = 1
+CTL_MAGIC = 0x314C544343524152  # "RARCCTL1"
+CTL_VERSION = 1
 CTL_ENV = "RAMCACHE_CONTROL"
 MEMFD_NAME = "ramcache"
 LABEL_LEN = 48
@@ -202,7 +202,7 @@ class Page:
 
     def _init_header(self):
         w32, w64 = self._w32, self._w64
-        w32(H_VERSION, VERSION)
+        w32(H_VERSION, CTL_VERSION)
         w32(H_HEADER_SIZE, HEADER_SIZE)
         w64(H_TOTAL_SIZE, self.size)
         w32(H_MAX_ENTRIES, self.max_entries)
@@ -219,7 +219,7 @@ class Page:
         w64(H_CMDS_OFF, self.cmds_off)
         w64(H_ACKS_OFF, self.acks_off)
         w64(E_HEARTBEAT, now_ns())
-        w64(H_MAGIC, MAGIC)  # last: a page without it is not a page yet
+        w64(H_MAGIC, CTL_MAGIC)  # last: a page without it is not a page yet
 
     def close(self, unlink=True):
         """Unmap; remove the file only if it is still ours (not a successor's)."""

@@ -91,7 +91,7 @@ def header_matches_control_h(impl, page, a):
     size = P.ctl_size(P.DEFAULT_ENTRIES, P.DEFAULT_RING)
     assert st.st_size == size == a.size
     u32, u64 = a.u32, a.u64
-    assert u64(P.H_MAGIC) == P.MAGIC and u32(P.H_VERSION) == P.VERSION
+    assert u64(P.H_MAGIC) == P.CTL_MAGIC and u32(P.H_VERSION) == P.CTL_VERSION
     assert u32(P.H_HEADER_SIZE) == 256 and u64(P.H_TOTAL_SIZE) == size
     assert (u32(P.H_MAX_ENTRIES), u32(P.H_RING_SIZE)) == (P.DEFAULT_ENTRIES, P.DEFAULT_RING)
     assert (u32(P.H_ENTRY_SIZE), u32(P.H_CMD_SIZE), u32(P.H_ACK_SIZE)) == (96, 32, 48)
