@@ -49,6 +49,7 @@
 struct target {
 	pid_t pid; /* 0: none */
 	uid_t uid;
+	struct ctl_target ctl; /* pid and uid in the target's namespaces */
 	int pidfd;
 	char comm[64];
 	struct sampler sm;
@@ -196,9 +197,10 @@ static int target_attach(struct agent *a, pid_t pid)
 	if (t->sm.has_cg && t->sm.cg.ino)
 		bpfstate_watch_memcg(&a->bpf, t->sm.cg.ino);
 	thresholds(a, t);
+	if (ctl_target_read(RC_PROC_ROOT, pid, t->uid, &t->ctl))
+		t->ctl.ns_pid = pid;
 	if (a->o->evict) {
-		evictor_init(&t->ev, a->o, &a->out, &a->m, pid, t->uid,
-			     &t->thr);
+		evictor_init(&t->ev, a->o, &a->out, &a->m, &t->ctl, &t->thr);
 		t->ev.rss = t->sm.rss;
 		t->evicting = true;
 	}
@@ -694,6 +696,7 @@ static void start_event(struct agent *a)
 	struct target *t = &a->t;
 
 	si.pid = t->pid;
+	si.ns_pid = t->ctl.ns_pid;
 	si.comm = t->pid ? t->comm : NULL;
 	si.probes = &a->bpf.probes;
 	if (t->pid && t->sm.has_cg) {

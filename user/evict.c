@@ -8,6 +8,7 @@
 
 #include "evict.h"
 #include "json.h"
+#include "meminfo.h"
 
 #define NSEC	      1000000000ULL
 #define OPEN_RETRY_NS (NSEC / 2)
@@ -20,22 +21,22 @@
 #define MiB		(1024.0 * 1024.0)
 
 int evictor_init(struct evictor *ev, const struct opts *o, struct out *out,
-		 struct metrics *m, pid_t pid, uid_t uid,
+		 struct metrics *m, const struct ctl_target *t,
 		 const struct rc_thresholds *thr)
 {
 	memset(ev, 0, sizeof(*ev));
 	ev->o = o;
 	ev->out = out;
 	ev->m = m;
-	ev->pid = pid;
-	ev->uid = uid;
+	ev->pid = t->pid;
+	ev->tgt = *t;
 	ev->thr = *thr;
 	ev->ctl.fd = -1;
 	if (o->control)
 		snprintf(ev->path, sizeof(ev->path), "%s", o->control);
 	else
-		snprintf(ev->path, sizeof(ev->path), RAMCACHE_CTL_PATH_FMT,
-			 (int)pid);
+		snprintf(ev->path, sizeof(ev->path), "/proc/%d/fd",
+			 (int)t->pid);
 	return 0;
 }
 
@@ -79,16 +80,19 @@ static void control_event(struct evictor *ev, const char *state,
 		jw_begin(&w, ev->out->f);
 		jw_str(&w, "type", "control");
 		jw_str(&w, "state", state);
-		jw_str(&w, "path", ev->path);
+		jw_str(&w, "path", ev->open ? ev->ctl.path : ev->path);
+		jw_str(&w, "discovery", ev->o->control ? "path" : "memfd");
 		jw_u64(&w, "pid", ev->pid);
+		jw_u64(&w, "ns_pid", ev->tgt.ns_pid);
 		if (why)
 			jw_str(&w, "reason", why);
 		jw_end(&w);
 		return;
 	}
 	out_clock(clk, sizeof(clk));
-	fprintf(ev->out->f, "%s  control page %s %s%s%s\n", clk, ev->path,
-		state, why ? ": " : "", why ? why : "");
+	fprintf(ev->out->f, "%s  control page %s %s%s%s\n", clk,
+		ev->open ? ev->ctl.path : ev->path, state, why ? ": " : "",
+		why ? why : "");
 	fflush(ev->out->f);
 }
 
@@ -111,14 +115,25 @@ static void try_open(struct evictor *ev, uint64_t now)
 	int err;
 
 	ev->next_open_ns = now + OPEN_RETRY_NS;
-	if (lstat(ev->path, &st))
-		return; /* not there yet: keep monitoring */
-	err = ctl_open(&ev->ctl, ev->path, ev->uid, ev->pid);
+	if (ev->o->control) {
+		if (lstat(ev->path, &st))
+			return; /* not there yet: keep monitoring */
+		err = ctl_open_at(&ev->ctl, ev->path, &ev->tgt);
+	} else {
+		err = ctl_find(&ev->ctl, RC_PROC_ROOT, &ev->tgt);
+		if (err == -ENOENT && ev->ctl.why == CTL_OK)
+			return; /* no page yet: keep monitoring */
+	}
 	if (err) {
-		/* once per reason: the path is retried every half second */
-		if (ev->ctl.why != ev->last_why)
+		/* once per reason: the page is retried every half second */
+		if (ev->ctl.why != ev->last_why) {
+			const char *why = ctl_strerror(&ev->ctl, err);
+
 			out_warn(ev->out, "refusing control page %s: %s",
-				 ev->path, ctl_strerror(&ev->ctl, err));
+				 ev->path, why);
+			if (ev->out->json)
+				control_event(ev, "refused", why);
+		}
 		ev->last_why = ev->ctl.why;
 		return;
 	}

@@ -55,8 +55,8 @@ struct evictor {
 	struct out *out;
 	struct metrics *m;
 	pid_t pid;
-	uid_t uid;
-	char path[PATH_MAX];
+	struct ctl_target tgt; /* pid and uid here and in its namespaces */
+	char path[PATH_MAX];   /* --control, or /proc/<pid>/fd to search */
 	bool open;
 	struct ctl ctl;
 	enum ctl_why last_why; /* to warn once per reason */
@@ -77,12 +77,11 @@ struct evictor {
 };
 
 /*
- * Set up for target @pid (uid @uid) with thresholds @thr. The page is
- * looked for at --control, $RAMCACHE_CONTROL is the executor's business,
- * so the default is /dev/shm/ramcache-<pid>.
+ * Set up for target @t with thresholds @thr. The page is the file at
+ * --control, or else the memfd found in the target's /proc/<pid>/fd.
  */
 int evictor_init(struct evictor *ev, const struct opts *o, struct out *out,
-		 struct metrics *m, pid_t pid, uid_t uid,
+		 struct metrics *m, const struct ctl_target *t,
 		 const struct rc_thresholds *thr);
 void evictor_free(struct evictor *ev);
 

@@ -61,6 +61,8 @@ void out_start(struct out *o, const struct start_info *s)
 		jw_begin(&w, o->f);
 		jw_str(&w, "type", "start");
 		jw_u64(&w, "pid", s->pid);
+		if (s->pid)
+			jw_u64(&w, "ns_pid", s->ns_pid);
 		if (s->comm)
 			jw_str(&w, "comm", s->comm);
 		if (s->memcg) {
@@ -83,7 +85,9 @@ void out_start(struct out *o, const struct start_info *s)
 	if (s->pid)
 		fprintf(o->f, "%s  tracking pid %d (%s)", clk, s->pid,
 			s->comm ? s->comm : "?");
-	else
+	if (s->pid && s->ns_pid != s->pid)
+		fprintf(o->f, ", pid %d in its namespace", s->ns_pid);
+	if (!s->pid)
 		fprintf(o->f, "%s  watching the whole system", clk);
 	if (s->memcg)
 		fprintf(o->f, ", memory cgroup %s (v%d)", s->memcg,

@@ -24,7 +24,8 @@ struct out {
 };
 
 struct start_info {
-	pid_t pid; /* 0: whole system */
+	pid_t pid;    /* 0: whole system */
+	pid_t ns_pid; /* the same process in its own pid namespace */
 	const char *comm;
 	const char *memcg; /* path of the target's memory cgroup, or NULL */
 	int memcg_version;

@@ -40,6 +40,7 @@ class Child:
         assert first and first.get("ready"), (first, self.stderr())
         assert first["page"], f"no control page in the child: {first['reason']}"
         self.pid = first["pid"]
+        self.page = first["page"]
 
     def read(self):
         line = self.proc.stdout.readline()
@@ -68,14 +69,10 @@ class Child:
         return self.proc.stderr.read()
 
     def kill(self):
-        """Stop the child and remove its page, even after an OOM kill."""
+        """Stop the child (its memfd page goes with it), even after an OOM kill."""
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        try:
-            os.unlink(f"/dev/shm/ramcache-{self.pid}")
-        except FileNotFoundError:
-            pass
 
 
 @test
@@ -87,7 +84,7 @@ def fake_agent_policy_keeps_a_memcg_alive():
     from fakeagent import FakeAgent
     with Memcg(512 * MiB, swap_limit=0) as cg:
         child = Child(cg, "--prompts", 12, "--mib", 64, "--steps", 4, "--step-s", 0.02)
-        fa = FakeAgent(f"/dev/shm/ramcache-{child.pid}")
+        fa = FakeAgent(child.page)
         fa.start_heartbeat()
         try:
             child.go()

@@ -19,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import (AGENT, DEMO, MiB, Agent, Memcg, Skip, main,  # noqa: E402
-                    require_root, test)
+                    memfd_page, require_root, test)
 
 LIMIT = 384 * MiB
 WORKLOAD = ["--prompts", 8, "--nodes", 6, "--models", 2, "--model-size",
@@ -55,7 +55,8 @@ class Demo:
         self.events = []
 
     def control_path(self):
-        return f"/dev/shm/ramcache-{self.proc.pid}"
+        """The page's memfd in /proc/<pid>/fd, "" until it exists."""
+        return memfd_page(self.proc.pid)
 
     def wait(self, timeout=TIMEOUT):
         try:
@@ -83,7 +84,9 @@ class Demo:
 
 
 def check_cleaned(demo, mdir):
-    assert not os.path.exists(demo.control_path()), "control page left"
+    assert not demo.control_path(), "control page still open"
+    left = [n for n in os.listdir("/dev/shm") if str(demo.proc.pid) in n]
+    assert not left, f"left in /dev/shm: {left}"
     assert os.listdir(mdir) == [], f"model files left: {os.listdir(mdir)}"
 
 
@@ -185,7 +188,7 @@ class ControlPage:
     """The agent's side of the control page, enough to post commands."""
 
     def __init__(self, path):
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDWR)  # the memfd behind /proc/<pid>/fd/<n>
         try:
             self.m = mmap.mmap(fd, 0)
         finally:

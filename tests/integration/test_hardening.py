@@ -19,7 +19,8 @@ import tempfile
 import threading
 import time
 
-from rctest import AGENT, DEMO, HELPERS, Agent, main, require_root, test
+from rctest import (AGENT, DEMO, HELPERS, Agent, main,  # noqa: E402
+                    require_root, test, wait_page)
 
 EXECUTOR = os.path.join(HELPERS, "executor")
 MEMHOG = os.path.join(HELPERS, "memhog")
@@ -430,11 +431,7 @@ def demo_falls_back_to_local_policy_when_the_agent_is_killed():
         return None
 
     try:
-        path = f"/dev/shm/ramcache-{demo.pid}"
-        for _ in range(200):
-            if os.path.exists(path):
-                break
-            time.sleep(0.02)
+        wait_page(demo.pid, 4)
         a = Agent("--pid", demo.pid, "--interval", "10s")
         try:
             assert seen("agent attached", 10), "demo never obeyed the agent"
@@ -616,7 +613,8 @@ def no_btf_is_exit_5():
 @test
 def executor_library_needs_no_privileges():
     require_root()
-    p = executor("--once", user=NOBODY)
+    path = f"/dev/shm/ramcache-test-hard-nobody-{os.getpid()}"
+    p = executor("--once", "--path", path, user=NOBODY)
     # only the reader thread reads stdout: no race over which line is whose
     ready = ex_wait(p, lambda e: e["type"] == "ready")
     try:
