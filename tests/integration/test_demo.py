@@ -5,21 +5,19 @@ The workload caches ~670 MiB (2 models of 96 MiB, 16 MiB node outputs,
 8 prompts) in a 384 MiB cgroup without swap: the classic cache must be
 OOM-killed, the local policy and the agent must get it through.
 """
-import contextlib
 import json
 import mmap
 import os
-import shutil
 import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import (AGENT, DEMO, MiB, Agent, Memcg, Skip, main,  # noqa: E402
-                    memfd_page, require_root, test)
+                    memfd_page, require_root, scratch_dir, test,
+                    wait_page)
 
 LIMIT = 384 * MiB
 WORKLOAD = ["--prompts", 8, "--nodes", 6, "--models", 2, "--model-size",
@@ -32,13 +30,8 @@ def require_demo():
         raise RuntimeError(f"{DEMO} is not built")
 
 
-@contextlib.contextmanager
 def model_dir():
-    d = tempfile.mkdtemp(prefix="ramcache-test-demo-", dir="/var/tmp")
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+    return scratch_dir("demo-")
 
 
 class Demo:
@@ -136,12 +129,12 @@ def interrupted_demo_cleans_up():
     require_demo()
     with model_dir() as d:
         demo = Demo("--policy", "agent", "--wait-agent", 30, mdir=d)
-        path = demo.control_path()
+        path = wait_page(demo.proc.pid)
         for _ in range(200):
-            if os.path.exists(path) and len(os.listdir(d)) == 2:
+            if len(os.listdir(d)) == 2:
                 break
             time.sleep(0.05)
-        assert os.path.exists(path), "no control page"
+        assert path, "no control page"
         demo.proc.send_signal(signal.SIGINT)
         rc = demo.wait(timeout=30)
         assert rc == 128 + signal.SIGINT, rc
@@ -264,10 +257,7 @@ def executor_answers_commands():
                     "--steps", 5, "--step-ms", 20, mdir=d)
         page = None
         try:
-            for _ in range(200):
-                if os.path.exists(demo.control_path()):
-                    break
-                time.sleep(0.02)
+            wait_page(demo.proc.pid)
             page = ControlPage(demo.control_path())
             page.beat()
             # prompts 3 and 4 run on the other model: nothing of prompt 1
@@ -315,10 +305,7 @@ def agent_loss_falls_back_to_local():
                     memcg=cg, mdir=d)
         page = None
         try:
-            for _ in range(200):
-                if os.path.exists(demo.control_path()):
-                    break
-                time.sleep(0.02)
+            wait_page(demo.proc.pid)
             page = ControlPage(demo.control_path())
             # alive long enough to be seen, then silent; no commands
             for _ in range(10):
@@ -349,10 +336,7 @@ def demo_with_agent_finishes():
                     memcg=cg, mdir=d)
         agent = None
         try:
-            for _ in range(200):
-                if os.path.exists(demo.control_path()):
-                    break
-                time.sleep(0.02)
+            wait_page(demo.proc.pid)
             assert os.path.exists(demo.control_path()), "no control page"
             agent = Agent("--pid", demo.proc.pid, "--headroom", "64M",
                           "--inactive", "128M")
