@@ -183,6 +183,8 @@ int ctl_find(struct ctl *c, const char *proc, const struct ctl_target *t)
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
 	snprintf(dir, sizeof(dir), "%s/%d/fd", proc, (int)t->pid);
+	/* Not even a look at the fd table: a refusal too (no CAP_SYS_PTRACE). */
+	c->why = CTL_ERR_SYS;
 	pidfd = (int)syscall(SYS_pidfd_open, t->pid, 0);
 	if (pidfd < 0)
 		return -errno;

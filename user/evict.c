@@ -117,7 +117,8 @@ static void try_open(struct evictor *ev, uint64_t now)
 
 			out_warn(ev->out, "refusing control page %s: %s%s",
 				 ev->path, why,
-				 err == -EPERM && ev->ctl.why == CTL_ERR_SYS
+				 (err == -EPERM || err == -EACCES) &&
+						 ev->ctl.why == CTL_ERR_SYS
 					 ? " (the agent needs CAP_SYS_PTRACE)"
 					 : "");
 			control_event(ev, "refused", why);
