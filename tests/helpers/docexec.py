@@ -55,7 +55,7 @@ def say(**kw):
 class Page:
     """The executor's side of one control page (a sealed memfd)."""
 
-    def __init__(self, max_entries, ring):
+    def __init__(self, max_entries, ring, seal=True):
         self.max_entries = max_entries
         self.ring = ring
         # "Size formula"
@@ -67,8 +67,9 @@ class Page:
         self.fd = os.memfd_create("ramcache",
                                   os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         os.ftruncate(self.fd, self.size)
-        fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS,
-                    fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
+        if seal:
+            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS,
+                        fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
         self.m = mmap.mmap(self.fd, self.size, mmap.MAP_SHARED,
                            mmap.PROT_READ | mmap.PROT_WRITE)
         # publishing stores and loads: one aligned 8- or 4-byte access
@@ -211,12 +212,14 @@ def main():
     ap.add_argument("--hold-s", type=float, default=2.0)
     ap.add_argument("--wait-agent", type=float, default=0,
                     help="seconds to wait for an agent before caching")
+    ap.add_argument("--no-seal", action="store_true",
+                    help="leave the page unsealed (the agent must refuse it)")
     a = ap.parse_args()
     stop = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.append(1))
 
-    page = Page(max_entries=256, ring=64)
+    page = Page(max_entries=256, ring=64, seal=not a.no_seal)
     say(type="ready", pid=os.getpid(), uid=os.geteuid(), page=page.path,
         size=page.size)
     end = time.monotonic() + a.wait_agent

@@ -148,4 +148,30 @@ def document_executor_is_served_by_the_agent():
               f"{done['rss_end'] >> 20} MiB")
 
 
+@test
+def unsealed_page_is_refused_with_an_event():
+    """The document requires F_SEAL_SHRINK: without it the agent refuses
+    the page, says why in a control event, and posts nothing."""
+    require_agent()
+    with Memcg(LIMIT) as cg:
+        ex = DocExec(cg, "--no-seal", "--entries", 1, "--hold-s", 30)
+        try:
+            ready = ex.wait_type("ready")
+            assert ready, "no ready"
+            with Agent("--pid", ready["pid"]) as agent:
+                ev = agent.wait_for(lambda e: e.get("type") == "control",
+                                    timeout=10)
+                assert ev, agent.events[-10:]
+                assert ev["state"] == "refused", ev
+                assert ev["reason"] == ("not sealed against shrinking "
+                                        "(F_SEAL_SHRINK)"), ev
+                assert ev["discovery"] == "memfd", ev
+                assert ev["path"] == f"/proc/{ready['pid']}/fd", ev
+                time.sleep(1.2)  # two more looks: refused once, never attached
+                assert [e["state"] for e in agent.of_type("control")] == \
+                    ["refused"], agent.of_type("control")
+        finally:
+            ex.kill()
+
+
 main()

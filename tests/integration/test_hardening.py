@@ -210,6 +210,11 @@ def page_of_another_uid_is_refused():
             time.sleep(0.6)  # one more open attempt: warned once
             assert not controls(a, "attached")
             assert len(warnings(a, "refusing control page")) == 1
+            # the refusal is an event of its own, not only a warning line
+            r = controls(a, "refused")
+            assert len(r) == 1, a.events[-10:]
+            assert r[0]["reason"] == "not owned by the executor's uid", r
+            assert r[0]["discovery"] == "path" and r[0]["path"] == path, r
             finish(a)
 
 
