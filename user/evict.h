@@ -13,7 +13,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "args.h"
 #include "control.h"
 #include "hist.h"
 #include "metrics.h"
@@ -22,6 +21,13 @@
 
 #define EVICT_MAX_INFLIGHT 64
 #define EVICT_MAX_COOLDOWN 64
+#define EVICT_RECENT	   256 /* completed commands kept to judge late acks */
+/*
+ * Entries scored per evaluation: a bigger table is scored a window at a
+ * time, the window moving on each evaluation, so one evaluation costs
+ * about the same whatever size the executor gave its page.
+ */
+#define EVICT_MAX_SCORED 8192
 
 struct inflight {
 	uint64_t seq;
@@ -50,8 +56,16 @@ struct evict_stats {
 	uint64_t bytes_freed;
 };
 
+/* What the evictor needs of the command line. */
+struct evict_cfg {
+	const char *control; /* page file; NULL: the memfd in /proc/<pid>/fd */
+	bool dry_run;
+	enum rc_score_policy policy;
+	uint64_t ack_timeout_ns;
+};
+
 struct evictor {
-	const struct opts *o;
+	struct evict_cfg cfg;
 	struct out *out;
 	struct metrics *m;
 	pid_t pid;
@@ -74,14 +88,23 @@ struct evictor {
 	struct cooldown cool[EVICT_MAX_COOLDOWN];
 	struct evict_stats st;
 	struct hist ack_hist, freed_hist; /* usecs */
+	/* commands of this page completed lately: a second ack is a dup */
+	struct {
+		uint64_t seq;
+		bool acked;
+	} recent[EVICT_RECENT];
+	unsigned int recent_head;
+	uint64_t acks_bad_told, acks_lost_told; /* of ctl.acks_bad/lost */
+	bool stalled; /* executor heartbeat stale: nothing is posted */
+	uint32_t win_start, nr_read; /* window of ev->entries scored last */
 };
 
 /*
  * Set up for target @t with thresholds @thr. The page is the file at
- * --control, or else the memfd found in the target's /proc/<pid>/fd.
+ * cfg->control, or else the memfd found in the target's /proc/<pid>/fd.
  */
-int evictor_init(struct evictor *ev, const struct opts *o, struct out *out,
-		 struct metrics *m, const struct ctl_target *t,
+int evictor_init(struct evictor *ev, const struct evict_cfg *cfg,
+		 struct out *out, struct metrics *m, const struct ctl_target *t,
 		 const struct rc_thresholds *thr);
 void evictor_free(struct evictor *ev);
 

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* JSON lines, histograms and event formatting, as a user reads them. */
+#include <ramcache/control.h>
+
 #include "hist.h"
 #include "json.h"
 #include "output.h"
+#include "probes.h"
 #include "test.h"
 
 static char *capture(void (*fn)(FILE *f, void *ctx), void *ctx)
@@ -118,6 +121,173 @@ TEST(reclaim_event_json)
 	ASSERT_TRUE(strstr(s, "\"latency_ns\":1234"), s);
 	ASSERT_TRUE(strstr(s, "\"comm\":\"0123456789abcdef\""), s);
 	ASSERT_EQ(count_lines(s), 1, "exactly one line");
+	free(s);
+}
+
+static void probe_warnings_json(FILE *f, void *ctx)
+{
+	struct out o = { .f = f, .json = true };
+	struct probes ps = { 0 };
+
+	ps.p[0].tp = "page_fault_user";
+	ps.p[0].what = "page faults";
+	ps.p[0].off_why = PROBE_MISSING;
+	ps.p[1].tp = "rss_stat";
+	ps.p[1].what = "RSS";
+	ps.p[1].off_why = PROBE_BAD_ARGS;
+	ps.p[1].nargs = 3;
+	ps.p[1].want_nargs = 2;
+	for (int i = 2; i < NR_PROBES; i++)
+		ps.p[i].tp = "x";
+	out_probe_warnings(&o, &ps);
+}
+
+/* Warnings printed by the probe module reach --json as events. */
+TEST(probe_warnings_are_json_events)
+{
+	char *s = capture(probe_warnings_json, NULL);
+
+	ASSERT_EQ(count_lines(s), 2, s);
+	ASSERT_TRUE(
+		strstr(s,
+		       "{\"type\":\"warning\",\"message\":\"kernel has no tracepoint page_fault_user"),
+		s);
+	ASSERT_TRUE(strstr(s,
+			   "tracepoint rss_stat has 3 arguments, expected 2"),
+		    s);
+	free(s);
+}
+
+static void evict_json(FILE *f, void *ctx)
+{
+	struct out o = { .f = f, .json = true };
+	struct evict_info e = {
+		.pid = 5,
+		.ts_ns = 6,
+		.seq = 7,
+		.id = 8,
+		.label = "vae",
+		.bytes = 9,
+		.reason = RAMCACHE_REASON_FORECAST,
+		.active = true,
+		.headroom = 10,
+		.forecast = 11,
+	};
+	struct evict_done_info d = {
+		.pid = 5,
+		.seq = 7,
+		.id = 8,
+		.label = "vae",
+		.status = "evicted",
+		.bytes = 9,
+		.acked = true,
+		.bytes_freed = 12,
+		.recv_latency_ns = 13,
+		.ack_latency_ns = 14,
+		.freed_latency_ns = 15,
+	};
+	struct control_info c = {
+		.state = "dropped",
+		.path = "/proc/5/fd/3",
+		.discovery = "memfd",
+		.pid = 5,
+		.ns_pid = 1,
+		.why = "truncated",
+	};
+
+	out_evict(&o, &e);
+	out_evict_done(&o, &d);
+	out_control(&o, &c);
+}
+
+/* The eviction events keep their field names (README's event table). */
+TEST(evict_events_json_fields)
+{
+	char *s = capture(evict_json, NULL);
+
+	ASSERT_EQ(count_lines(s), 3, s);
+	ASSERT_TRUE(
+		strstr(s,
+		       "{\"type\":\"evict\",\"pid\":5,\"ts_ns\":6,\"seq\":7,\"id\":8,\"label\":\"vae\",\"bytes\":9,\"reason\":\"forecast\",\"active\":true,\"headroom\":10,\"forecast\":11}"),
+		s);
+	ASSERT_TRUE(
+		strstr(s,
+		       "{\"type\":\"evict_done\",\"pid\":5,\"seq\":7,\"id\":8,\"label\":\"vae\",\"status\":\"evicted\",\"bytes\":9,\"bytes_freed\":12,\"recv_latency_ns\":13,\"ack_latency_ns\":14,\"freed_latency_ns\":15}"),
+		s);
+	ASSERT_TRUE(
+		strstr(s,
+		       "{\"type\":\"control\",\"state\":\"dropped\",\"path\":\"/proc/5/fd/3\",\"discovery\":\"memfd\",\"pid\":5,\"ns_pid\":1,\"reason\":\"truncated\"}"),
+		s);
+	free(s);
+}
+
+/* Every hostile byte below is escaped: what is left is printable ASCII. */
+static bool terminal_safe(const char *s)
+{
+	for (const unsigned char *p = (const void *)s; *p; p++)
+		if (*p != '\n' && (*p < 0x20 || *p >= 0x7f))
+			return false;
+	return true;
+}
+
+static void oom_text(FILE *f, void *ctx)
+{
+	struct out o = { .f = f };
+	struct rc_oom_kill e = { .hdr = { .type = RC_EV_OOM_KILL } };
+
+	memcpy(e.comm,
+	       "\x1b]0;pwn\x07\x9b"
+	       "2J\xc2\x9bok",
+	       16);
+	out_event(&o, &e, sizeof(e));
+}
+
+TEST(text_mode_escapes_control_bytes_in_comm)
+{
+	char *s = capture(oom_text, NULL);
+
+	ASSERT_TRUE(terminal_safe(s), s);
+	ASSERT_TRUE(strstr(s, "(\\x1b]0;pwn\\x07\\x9b2J\\xc2\\x9bok)") != NULL,
+		    s);
+	free(s);
+}
+
+static void label_text(FILE *f, void *ctx)
+{
+	struct out o = { .f = f };
+	char label[] = "model\xc2\x85\xe2\x80\xaexe.";
+	struct evict_done_info d = { .seq = 7,
+				     .status = "evicted",
+				     .label = label };
+	struct start_info si = { .pid = 1,
+				 .comm = "\x1b[31mred",
+				 .memcg = "/a\x07"
+					  "b" };
+	struct probes pr = { 0 };
+	struct control_info c = {
+		.state = "attached",
+		.path = "/dev/shm/\x1b[2J",
+		.discovery = "path",
+		.pid = 1,
+		.ns_pid = 1,
+	};
+
+	out_evict_done(&o, &d);
+	out_control(&o, &c);
+	out_target(&o, "attached", 1, "\x1b[2J");
+	si.probes = &pr;
+	out_start(&o, &si);
+}
+
+TEST(text_mode_escapes_labels_paths_and_names)
+{
+	char *s = capture(label_text, NULL);
+
+	ASSERT_TRUE(terminal_safe(s), s);
+	ASSERT_TRUE(strstr(s, "model\\xc2\\x85\\xe2\\x80\\xaexe.") != NULL, s);
+	ASSERT_TRUE(strstr(s, "/dev/shm/\\x1b[2J") != NULL, s);
+	ASSERT_TRUE(strstr(s, "(\\x1b[31mred)") != NULL, s);
+	ASSERT_TRUE(strstr(s, "/a\\x07b") != NULL, s);
 	free(s);
 }
 
