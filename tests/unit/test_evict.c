@@ -125,6 +125,7 @@ TEST(big_table_is_read_a_window_per_evaluation)
 	struct rc_thresholds thr = { .headroom_min = 1ULL << 40,
 				     .inactive_min = 1ULL << 41 };
 	uint32_t starts[4];
+	struct ctl_target tgt;
 	struct ramcache *rc;
 	struct metrics m;
 	struct evictor ev;
@@ -149,8 +150,9 @@ TEST(big_table_is_read_a_window_per_evaluation)
 	out.json = true;
 	metrics_init(&m);
 	cfg.control = path;
-	if (!ASSERT_OK(evictor_init(&ev, &cfg, &out, &m, getpid(), getuid(),
-				    &thr),
+	tgt.pid = tgt.ns_pid = getpid();
+	tgt.uid = tgt.ns_uid = getuid();
+	if (!ASSERT_OK(evictor_init(&ev, &cfg, &out, &m, &tgt, &thr),
 		       "evictor_init"))
 		goto out_m;
 	evictor_tick(&ev, ramcache_now_ns());
