@@ -307,6 +307,7 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s,
 	struct sampler *sm = sampler_of(a);
 	double dt = (now - a->last_summary_ns) / 1e9;
 	struct track_totals tt;
+	struct rc_forecast f;
 
 	if (bpfstate_totals(&a->bpf, t->pid, &tt))
 		memset(&tt, 0, sizeof(tt));
@@ -331,6 +332,11 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s,
 		s->memcg_usage = sm->cs.usage;
 	}
 	s->headroom = sm->headroom;
+	if (t->pid &&
+	    !sampler_forecast(sm, FORECAST_WINDOW_NS, a->o->horizon_ns, &f)) {
+		s->has_forecast = true;
+		s->forecast = f.at_horizon;
+	}
 	s->drops = bpfstate_stat(&a->bpf, RC_STAT_DROPS);
 	s->kswapd_wakes = bpfstate_stat(&a->bpf, RC_STAT_KSWAPD_WAKES);
 	s->oom_kills = bpfstate_stat(&a->bpf, RC_STAT_OOM_KILLS);
@@ -435,7 +441,8 @@ static void find_match(struct agent *a, uint64_t now)
 				 strerror(-err));
 		return;
 	}
-	out_target(&a->out, "attached", pid, a->t.comm);
+	out_target(&a->out, "attached", pid, a->t.comm, a->t.thr.headroom_min,
+		   a->t.thr.inactive_min);
 }
 
 /* Lost events are never silent: a warning at most every DROP_WARN_NS. */
@@ -521,7 +528,7 @@ static void on_target_exit(struct agent *a)
 		a->exit_reason = "target exited";
 		return;
 	}
-	out_target(&a->out, "exited", pid, a->t.comm);
+	out_target(&a->out, "exited", pid, a->t.comm, 0, 0);
 	a->next_match_ns = 0;
 }
 
@@ -541,8 +548,7 @@ static void print_hist(struct agent *a, const char *name, const char *title,
 	if (a->out.json) {
 		struct jw w;
 
-		jw_begin(&w, a->out.f);
-		jw_str(&w, "type", "hist");
+		out_json_begin(&w, a->out.f, "hist");
 		jw_str(&w, "name", name);
 		jw_str(&w, "unit", "usecs");
 		jw_u64(&w, "count", hist_total(h));

@@ -76,8 +76,7 @@ static void control_event(struct evictor *ev, const char *state,
 	if (ev->out->json) {
 		struct jw w;
 
-		jw_begin(&w, ev->out->f);
-		jw_str(&w, "type", "control");
+		out_json_begin(&w, ev->out->f, "control");
 		jw_str(&w, "state", state);
 		jw_str(&w, "path", ev->path);
 		jw_u64(&w, "pid", ev->pid);
@@ -157,8 +156,7 @@ static void done_event(struct evictor *ev, const struct inflight *f,
 	if (ev->out->json) {
 		struct jw w;
 
-		jw_begin(&w, ev->out->f);
-		jw_str(&w, "type", "evict_done");
+		out_json_begin(&w, ev->out->f, "evict_done");
 		jw_u64(&w, "pid", ev->pid);
 		jw_u64(&w, "seq", f->seq);
 		jw_u64(&w, "id", f->id);

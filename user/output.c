@@ -15,6 +15,16 @@ static const char *reclaim_kind_name(uint32_t kind)
 	return kind == RC_RECLAIM_MEMCG ? "memcg" : "direct";
 }
 
+void out_json_begin(struct jw *w, FILE *f, const char *type)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	jw_begin(w, f);
+	jw_str(w, "type", type);
+	jw_u64(w, "ts_ns", (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec);
+}
+
 void out_clock(char *buf, size_t len)
 {
 	time_t t = time(NULL);
@@ -58,8 +68,7 @@ void out_start(struct out *o, const struct start_info *s)
 	if (o->json) {
 		struct jw w;
 
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "start");
+		out_json_begin(&w, o->f, "start");
 		jw_u64(&w, "pid", s->pid);
 		if (s->comm)
 			jw_str(&w, "comm", s->comm);
@@ -239,8 +248,7 @@ void out_summary(struct out *o, const struct summary *s)
 	if (o->json) {
 		struct jw w;
 
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "summary");
+		out_json_begin(&w, o->f, "summary");
 		jw_u64(&w, "pid", s->pid);
 		jw_double(&w, "interval_s", s->interval_s);
 		if (s->rss)
@@ -259,6 +267,8 @@ void out_summary(struct out *o, const struct summary *s)
 			jw_u64(&w, "memcg_usage", s->memcg_usage);
 		}
 		jw_u64(&w, "headroom", s->headroom);
+		if (s->has_forecast)
+			jw_u64(&w, "forecast", s->forecast);
 		jw_u64(&w, "kswapd_wakes", s->kswapd_wakes);
 		jw_u64(&w, "oom_kills", s->oom_kills);
 		jw_u64(&w, "drops", s->drops);
@@ -336,8 +346,7 @@ void out_pressure(struct out *o, const struct pressure_info *p)
 	if (o->json) {
 		struct jw w;
 
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "pressure");
+		out_json_begin(&w, o->f, "pressure");
 		jw_str(&w, "level", p->level);
 		reasons_json(&w, p->reasons);
 		if (p->has_eta)
@@ -356,19 +365,23 @@ void out_pressure(struct out *o, const struct pressure_info *p)
 	fflush(o->f);
 }
 
-void out_target(struct out *o, const char *state, pid_t pid, const char *comm)
+void out_target(struct out *o, const char *state, pid_t pid, const char *comm,
+		uint64_t headroom, uint64_t inactive)
 {
 	char clk[16];
 
 	if (o->json) {
 		struct jw w;
 
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "target");
+		out_json_begin(&w, o->f, "target");
 		jw_str(&w, "state", state);
 		jw_u64(&w, "pid", pid);
 		if (comm)
 			jw_str(&w, "comm", comm);
+		if (headroom)
+			jw_u64(&w, "headroom", headroom);
+		if (inactive)
+			jw_u64(&w, "inactive", inactive);
 		jw_end(&w);
 		return;
 	}
@@ -385,8 +398,7 @@ void out_exit(struct out *o, const char *reason, int code)
 	if (o->json) {
 		struct jw w;
 
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "exit");
+		out_json_begin(&w, o->f, "exit");
 		jw_str(&w, "reason", reason);
 		jw_i64(&w, "code", code);
 		jw_end(&w);
@@ -409,8 +421,7 @@ void out_warn(struct out *o, const char *fmt, ...)
 	if (o->json) {
 		struct jw w;
 
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "warning");
+		out_json_begin(&w, o->f, "warning");
 		jw_str(&w, "message", msg);
 		jw_end(&w);
 	}

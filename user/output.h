@@ -47,7 +47,9 @@ struct summary {
 	uint64_t mem_available;
 	bool has_memcg;
 	uint64_t memcg_limit, memcg_usage;
-	uint64_t headroom;     /* the tighter of system and cgroup */
+	uint64_t headroom; /* the tighter of system and cgroup */
+	bool has_forecast;
+	uint64_t forecast;     /* headroom predicted --horizon ahead */
 	uint64_t drops;	       /* ring buffer, since start */
 	uint64_t kswapd_wakes; /* since start */
 	uint64_t oom_kills;    /* since start */
@@ -79,12 +81,23 @@ struct pressure_info {
 	pid_t pid;
 };
 void out_pressure(struct out *o, const struct pressure_info *p);
-/* A target was found (--match) or has gone. */
-void out_target(struct out *o, const char *state, pid_t pid, const char *comm);
+/*
+ * A target was found (--match) or has gone; @headroom and @inactive are the
+ * thresholds used for it (0: not told).
+ */
+void out_target(struct out *o, const char *state, pid_t pid, const char *comm,
+		uint64_t headroom, uint64_t inactive);
 void out_exit(struct out *o, const char *reason, int code);
 /* A one-line warning on stderr, and as {"type":"warning"} with --json. */
 void out_warn(struct out *o, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+struct jw;
+/*
+ * Opens a JSON event: its "type" and "ts_ns" (CLOCK_MONOTONIC now, the clock
+ * of the BPF events' stamps), so every line of a record sits on one axis.
+ */
+void out_json_begin(struct jw *w, FILE *f, const char *type);
 
 /* Local wall clock as HH:MM:SS, the prefix of text lines. */
 void out_clock(char *buf, size_t len);
