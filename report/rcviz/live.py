@@ -153,6 +153,8 @@ class Live:
                                   "anon_rss", "file_rss", "shmem_rss"))})
         elif typ == "warning":
             self.warnings.append((t, str(e.get("message", ""))))
+        elif typ == "error":
+            self.warnings.append((t, "error: " + str(e.get("message", ""))))
         elif typ == "exit":
             self.exit = e
 

@@ -156,16 +156,18 @@ def _num(v):
         else None
 
 
-def build(events):
-    """A Timeline from parsed events, in record order."""
+def build(events, t0_ns=None):
+    """A Timeline from parsed events, in record order; time 0 is t0_ns,
+    else the start event, else the first stamp."""
     tl = Timeline()
     stamps = [e["ts_ns"] for e in events if _num(e.get("ts_ns")) is not None]
     starts = [e["ts_ns"] for e in events if e["type"] == "start"
               and _num(e.get("ts_ns")) is not None]
     if not stamps:
-        tl.t0_ns = 0
+        tl.t0_ns = t0_ns or 0
         return tl
-    tl.t0_ns = starts[0] if starts else min(stamps)
+    tl.t0_ns = t0_ns if t0_ns is not None else (
+        starts[0] if starts else min(stamps))
     last = tl.t0_ns
     evs = {}
     kswapd_open = {}
@@ -275,8 +277,9 @@ def build(events):
         elif typ == "oom_kill":
             tl.ooms.append(Oom(t, e))
             _comm(tl, e.get("victim_pid"), e)
-        elif typ == "warning":
-            tl.warnings.append((t, str(e.get("message", ""))))
+        elif typ in ("warning", "error"):
+            tl.warnings.append((t, ("error: " if typ == "error" else "")
+                                + str(e.get("message", ""))))
         elif typ == "exit":
             tl.exit = e
     tl.duration = max(0.0, tl.secs(last))
