@@ -27,6 +27,7 @@ class Live:
         self.reasons = []
         self.eta = None
         self.headroom = None
+        self.headroom_max = 0
         self.mem_available = None
         self.thresholds = {}
         self.evictions = collections.deque(maxlen=keep)
@@ -79,7 +80,7 @@ class Live:
         elif typ == "target":
             if pid:
                 x = self._executor(pid)
-                x.comm = str(e.get("comm", "")) or x.comm
+                x.comm = x.comm or str(e.get("comm", ""))
                 x.alive = e.get("state") == "attached"
                 for k in ("headroom", "inactive"):
                     if e.get(k):
@@ -90,6 +91,8 @@ class Live:
         elif typ == "summary":
             self.mem_available = e.get("mem_available")
             self.headroom = e.get("headroom")
+            self.headroom_max = max(self.headroom_max, self.headroom or 0,
+                                    self.mem_available or 0)
             self.drops = max(self.drops, e.get("drops") or 0)
             self._level(e)
             if pid:
@@ -221,8 +224,8 @@ def screen(st, width=80, height=24, clock=None):
         f"inactive below {fmt_bytes(th.get('inactive'))}   MemAvailable "
         f"{fmt_bytes(st.mem_available)}")
     add("")
-    bw = max(10, min(30, width - 70))
-    add(f"{'PID':>7} {'COMMAND':<16} {'RSS':>9} {'CGROUP':>17} "
+    bw = max(6, min(30, width - 71))
+    add(f"{'PID':>7} {'COMMAND':<14} {'RSS':>9} {'CGROUP':>17} "
         f"{'HEADROOM':>9} {'':{bw + 2}} {'ETA':>7}", "bold")
     for x in list(st.ex.values())[-4:]:
         cg = "-"
@@ -232,12 +235,16 @@ def screen(st, width=80, height=24, clock=None):
             1 << 60) else st.mem_available
         b = bar(x.headroom, scale, bw, (th.get("headroom"),
                                         th.get("inactive")))
-        state = "" if x.alive else " (gone)"
-        add(f"{x.pid:>7} {fit(x.comm + state, 16):<16} "
+        eta = eta_text(x.eta) if x.alive else "exited"
+        add(f"{x.pid:>7} {fit(x.comm, 14):<14} "
             f"{fmt_bytes(x.rss):>9} {cg:>17} {fmt_bytes(x.headroom):>9} "
-            f"{b} {eta_text(x.eta):>7}", st.level if x.alive else None)
+            f"{b} {eta:>7}", st.level if x.alive else None)
     if not st.ex:
-        add("  (no executor followed: system-wide view)")
+        b = bar(st.headroom, st.headroom_max, bw, (th.get("headroom"),
+                                                   th.get("inactive")))
+        add(f"{'-':>7} {'(system)':<14} {'-':>9} {'-':>17} "
+            f"{fmt_bytes(st.headroom):>9} {b} {eta_text(st.eta):>7}",
+            st.level)
     add("")
     c = st.counts
     add(f"Evictions: {st.sent} sent, {c['evicted']} evicted, {c['busy']} "

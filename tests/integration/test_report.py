@@ -523,6 +523,21 @@ def top_restores_the_terminal_on_signals():
         assert "OOM kills: 1" in s and tm.fmt("#{alternate_on}") == "1", s
         tm.keys("C-c")
         assert restored(tm), tm.screen()
+        # the agent it runs (whole system here) is stopped with it
+        tm.keys("clear", "Enter")
+        tm.keys(top_cmd("--agent", AGENT, "--no-evict"), "Enter")
+        s = tm.wait_screen(lambda s: "following the whole system" in s
+                           and "Level: " in s and "Level: ?" not in s, 20)
+        assert "Level: " in s and tm.fmt("#{alternate_on}") == "1", s
+        agent = subprocess.run(["pgrep", "-P", str(tm.child())],
+                               capture_output=True, text=True).stdout.split()
+        assert len(agent) == 1, agent
+        tm.keys("C-c")
+        assert restored(tm), tm.screen()
+        end = time.monotonic() + 5
+        while os.path.exists(f"/proc/{agent[0]}") and time.monotonic() < end:
+            time.sleep(0.1)
+        assert not os.path.exists(f"/proc/{agent[0]}"), "agent left running"
     p = subprocess.run([sys.executable, TOP, "--input", rec],
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
