@@ -226,6 +226,9 @@ def legend(x, y, width, items):
                             **style))
         elif kind == "dot":
             parts.append(el("circle", cx=cx + 10, cy=mid, r=4, **style))
+        elif kind == "tick":
+            parts.append(el("line", x1=cx + 10, y1=mid - 5, x2=cx + 10,
+                            y2=mid + 5, **style))
         elif kind == "tri":
             parts.append(el("path", d=tri_path(cx + 10, mid, 5), **style))
         else:

@@ -185,6 +185,8 @@ def eviction_panel(c, tl):
                                           "stroke_width": 5}))
     items.append(("ack -> RSS drop", "line", {"stroke": "#555",
                                               "stroke_width": 2}))
+    items.append(("RSS drop seen", "tick", {"stroke": "#222",
+                                            "stroke_width": 1.5}))
     evs = sorted(tl.evictions, key=lambda e: (e.t_post, e.seq or 0))
     spans = [(c.sx(e.t_post) - 3, max(c.sx(e.t_end) + 3,
                                       c.sx(e.t_post) + 6)) for e in evs]
@@ -206,6 +208,11 @@ def eviction_panel(c, tl):
             parts.append(S.el("line", x1=c.sx(t_from), y1=y,
                               x2=c.sx(e.t_freed), y2=y, stroke=color,
                               stroke_width=2, class_="freed"))
+        if e.t_freed is not None:
+            xf = c.sx(e.t_freed)
+            parts.append(S.el("line", x1=xf, y1=y - 4, x2=xf, y2=y + 4,
+                              stroke="#222", stroke_width=1.5,
+                              class_="freed-tick"))
         if e.group == "lost" and e.t_done is not None:
             parts.append(S.el("line", x1=x_post, y1=y, x2=c.sx(e.t_done),
                               y2=y, stroke=color, stroke_width=1,
