@@ -14,7 +14,7 @@ h1 { font-size: 20px; margin: 0 0 4px 0; }
 h2 { font-size: 16px; margin: 22px 0 6px 0; }
 .meta { color: #555; font-size: 13px; margin-bottom: 10px; }
 .chart { background: #fff; border: 1px solid #ddd; display: inline-block; }
-table { border-collapse: collapse; font-size: 13px; margin-right: 24px;
+table { border-collapse: collapse; font-size: 13px; margin: 0 24px 14px 0;
         background: #fff; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
