@@ -18,21 +18,6 @@ static const char *reclaim_kind_name(uint32_t kind)
 	return kind == RC_RECLAIM_MEMCG ? "memcg" : "direct";
 }
 
-/*
- * Opens a JSON event that has no kernel stamp: its "type" and "ts_ns" now
- * (CLOCK_MONOTONIC, the clock of the BPF stamps), so that every line of a
- * record sits on one time axis.
- */
-static void event_begin(struct jw *w, FILE *f, const char *type)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	jw_begin(w, f);
-	jw_str(w, "type", type);
-	jw_u64(w, "ts_ns", (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec);
-}
-
 void out_clock(char *buf, size_t len)
 {
 	time_t t = time(NULL);
@@ -40,6 +25,63 @@ void out_clock(char *buf, size_t len)
 
 	localtime_r(&t, &tm);
 	strftime(buf, len, "%H:%M:%S", &tm);
+}
+
+/* With --json: start the object of one event of @type and return true. */
+/*
+ * Opens a JSON event: its "type" and "ts_ns" (CLOCK_MONOTONIC: the kernel's
+ * stamp for BPF events, when it was posted for commands, else now), so that
+ * every line of a record sits on one time axis.
+ */
+static void json_begin(struct jw *w, FILE *f, const char *type, uint64_t ts_ns)
+{
+	jw_begin(w, f);
+	jw_str(w, "type", type);
+	jw_u64(w, "ts_ns", ts_ns);
+}
+
+static uint64_t mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static bool json_event_at(struct out *o, struct jw *w, const char *type,
+			  uint64_t ts_ns)
+{
+	if (!o->json)
+		return false;
+	json_begin(w, o->f, type, ts_ns);
+	return true;
+}
+
+static bool json_event(struct out *o, struct jw *w, const char *type)
+{
+	return json_event_at(o, w, type, mono_now());
+}
+
+/* Text lines start with the wall clock. */
+static void text_begin(struct out *o)
+{
+	char clk[16];
+
+	out_clock(clk, sizeof(clk));
+	fprintf(o->f, "%s  ", clk);
+}
+
+/* One text line, after the wall clock. */
+__attribute__((format(printf, 2, 3))) static void
+text_line(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+
+	text_begin(o);
+	va_start(ap, fmt);
+	vfprintf(o->f, fmt, ap);
+	va_end(ap);
+	fflush(o->f);
 }
 
 /* RC_R_* bits as a JSON array of their names. */
@@ -55,9 +97,7 @@ static void reasons_json(struct jw *w, uint32_t reasons)
 static void hdr_json(struct jw *w, FILE *f, const char *type,
 		     const struct rc_event_hdr *h)
 {
-	jw_begin(w, f);
-	jw_str(w, "type", type);
-	jw_u64(w, "ts_ns", h->ts_ns);
+	json_begin(w, f, type, h->ts_ns);
 	jw_u64(w, "pid", h->tgid);
 	jw_u64(w, "tid", h->pid);
 	jw_u64(w, "cpu", h->cpu);
@@ -65,12 +105,10 @@ static void hdr_json(struct jw *w, FILE *f, const char *type,
 
 void out_start(struct out *o, const struct start_info *s)
 {
+	struct jw w;
 	char clk[16];
 
-	if (o->json) {
-		struct jw w;
-
-		event_begin(&w, o->f, "start");
+	if (json_event(o, &w, "start")) {
 		jw_u64(&w, "pid", s->pid);
 		if (s->comm)
 			jw_str(&w, "comm", s->comm);
@@ -245,7 +283,7 @@ static void summary_json(struct out *o, const struct summary *s)
 {
 	struct jw w;
 
-	event_begin(&w, o->f, "summary");
+	json_begin(&w, o->f, "summary", mono_now());
 	jw_u64(&w, "pid", s->pid);
 	jw_double(&w, "interval_s", s->interval_s);
 	if (s->rss)
@@ -291,16 +329,10 @@ static void summary_json(struct out *o, const struct summary *s)
 	jw_end(&w);
 }
 
-void out_summary(struct out *o, const struct summary *s)
+static void summary_text(struct out *o, const struct summary *s)
 {
-	char clk[16];
-
-	if (o->json) {
-		summary_json(o, s);
-		return;
-	}
-	out_clock(clk, sizeof(clk));
-	fprintf(o->f, "%s  summary", clk);
+	text_begin(o);
+	fputs("summary", o->f);
 	if (s->pid && s->has_rss_file)
 		fprintf(o->f,
 			" pid %d: rss %.1f MiB (file %.1f MiB), %.0f faults/s,",
@@ -345,14 +377,20 @@ void out_summary(struct out *o, const struct summary *s)
 	fflush(o->f);
 }
 
+void out_summary(struct out *o, const struct summary *s)
+{
+	if (o->json)
+		summary_json(o, s);
+	else
+		summary_text(o, s);
+}
+
 void out_pressure(struct out *o, const struct pressure_info *p)
 {
+	struct jw w;
 	char clk[16], r[256];
 
-	if (o->json) {
-		struct jw w;
-
-		event_begin(&w, o->f, "pressure");
+	if (json_event(o, &w, "pressure")) {
 		jw_str(&w, "level", p->level);
 		reasons_json(&w, p->reasons);
 		if (p->has_eta)
@@ -375,12 +413,9 @@ void out_pressure(struct out *o, const struct pressure_info *p)
 void out_target(struct out *o, const char *state, pid_t pid, const char *comm,
 		uint64_t headroom, uint64_t inactive)
 {
-	char clk[16];
+	struct jw w;
 
-	if (o->json) {
-		struct jw w;
-
-		event_begin(&w, o->f, "target");
+	if (json_event(o, &w, "target")) {
 		jw_str(&w, "state", state);
 		jw_u64(&w, "pid", pid);
 		if (comm)
@@ -392,65 +427,59 @@ void out_target(struct out *o, const char *state, pid_t pid, const char *comm,
 		jw_end(&w);
 		return;
 	}
-	out_clock(clk, sizeof(clk));
-	fprintf(o->f, "%s  target pid %d (%s) %s\n", clk, pid,
-		comm ? comm : "?", state);
-	fflush(o->f);
+	text_line(o, "target pid %d (%s) %s\n", pid, comm ? comm : "?", state);
 }
 
 void out_exit(struct out *o, const char *reason, int code)
 {
-	char clk[16];
+	struct jw w;
 
-	if (o->json) {
-		struct jw w;
-
-		event_begin(&w, o->f, "exit");
+	if (json_event(o, &w, "exit")) {
 		jw_str(&w, "reason", reason);
 		jw_i64(&w, "code", code);
 		jw_end(&w);
 		return;
 	}
-	out_clock(clk, sizeof(clk));
-	fprintf(o->f, "%s  exiting: %s\n", clk, reason);
-	fflush(o->f);
+	text_line(o, "exiting: %s\n", reason);
+}
+
+/*
+ * A message for the user on stderr and, with --json, as an event of @type
+ * on stdout (@code is added unless it is < 0).
+ */
+static void message(struct out *o, const char *type, int code, const char *fmt,
+		    va_list ap)
+{
+	struct jw w;
+	char msg[512];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	fprintf(stderr, "ramcache-bpf: %s%s\n",
+		strcmp(type, "warning") ? "" : "warning: ", msg);
+	if (o && json_event(o, &w, type)) {
+		jw_str(&w, "message", msg);
+		if (code >= 0)
+			jw_i64(&w, "code", code);
+		jw_end(&w);
+	}
 }
 
 void out_warn(struct out *o, const char *fmt, ...)
 {
-	char msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	message(o, "warning", -1, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "ramcache-bpf: warning: %s\n", msg);
-	if (o->json) {
-		struct jw w;
-
-		event_begin(&w, o->f, "warning");
-		jw_str(&w, "message", msg);
-		jw_end(&w);
-	}
 }
 
 int out_fail(struct out *o, int code, const char *fmt, ...)
 {
-	char msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	message(o, "error", code, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "ramcache-bpf: %s\n", msg);
-	if (o && o->json) {
-		struct jw w;
-
-		event_begin(&w, o->f, "error");
-		jw_str(&w, "message", msg);
-		jw_i64(&w, "code", code);
-		jw_end(&w);
-	}
 	return code;
 }
 
@@ -486,12 +515,9 @@ void out_probe_warnings(struct out *o, const struct probes *ps)
 void out_control(struct out *o, const char *state, const char *path, pid_t pid,
 		 const char *why)
 {
-	char clk[16];
+	struct jw w;
 
-	if (o->json) {
-		struct jw w;
-
-		event_begin(&w, o->f, "control");
+	if (json_event(o, &w, "control")) {
 		jw_str(&w, "state", state);
 		jw_str(&w, "path", path);
 		jw_u64(&w, "pid", pid);
@@ -500,23 +526,16 @@ void out_control(struct out *o, const char *state, const char *path, pid_t pid,
 		jw_end(&w);
 		return;
 	}
-	out_clock(clk, sizeof(clk));
-	fprintf(o->f, "%s  control page %s %s%s%s\n", clk, path, state,
-		why ? ": " : "", why ? why : "");
-	fflush(o->f);
+	text_line(o, "control page %s %s%s%s\n", path, state, why ? ": " : "",
+		  why ? why : "");
 }
 
 void out_evict(struct out *o, const struct evict_info *e)
 {
-	char clk[16];
+	struct jw w;
 
-	if (o->json) {
-		struct jw w;
-
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "evict");
+	if (json_event_at(o, &w, "evict", e->ts_ns)) {
 		jw_u64(&w, "pid", e->pid);
-		jw_u64(&w, "ts_ns", e->ts_ns);
 		if (e->seq)
 			jw_u64(&w, "seq", e->seq);
 		else
@@ -531,21 +550,20 @@ void out_evict(struct out *o, const struct evict_info *e)
 		jw_end(&w);
 		return;
 	}
-	out_clock(clk, sizeof(clk));
-	fprintf(o->f,
-		"%s  %s #%llu %s (%.1f MiB, %s): headroom %.0f MiB, forecast %.0f MiB\n",
-		clk, e->seq ? "evict" : "would evict",
-		(unsigned long long)e->seq, e->label[0] ? e->label : "-",
-		e->bytes / MiB, ramcache_reason_name(e->reason),
-		e->headroom / MiB, e->forecast / MiB);
-	fflush(o->f);
+	text_line(
+		o,
+		"%s #%llu %s (%.1f MiB, %s): headroom %.0f MiB, forecast %.0f MiB\n",
+		e->seq ? "evict" : "would evict", (unsigned long long)e->seq,
+		e->label[0] ? e->label : "-", e->bytes / MiB,
+		ramcache_reason_name(e->reason), e->headroom / MiB,
+		e->forecast / MiB);
 }
 
 static void evict_done_json(struct out *o, const struct evict_done_info *d)
 {
 	struct jw w;
 
-	event_begin(&w, o->f, "evict_done");
+	json_begin(&w, o->f, "evict_done", mono_now());
 	jw_u64(&w, "pid", d->pid);
 	jw_u64(&w, "seq", d->seq);
 	jw_u64(&w, "id", d->id);
@@ -562,18 +580,12 @@ static void evict_done_json(struct out *o, const struct evict_done_info *d)
 	jw_end(&w);
 }
 
-void out_evict_done(struct out *o, const struct evict_done_info *d)
+static void evict_done_text(struct out *o, const struct evict_done_info *d)
 {
-	char clk[16];
-
-	if (o->json) {
-		evict_done_json(o, d);
-		return;
-	}
-	out_clock(clk, sizeof(clk));
-	fprintf(o->f, "%s  evict #%llu %s (%s): %s", clk,
-		(unsigned long long)d->seq, d->label[0] ? d->label : "-",
-		d->status, d->acked ? "" : "no ack");
+	text_begin(o);
+	fprintf(o->f, "evict #%llu %s (%s): %s", (unsigned long long)d->seq,
+		d->label[0] ? d->label : "-", d->status,
+		d->acked ? "" : "no ack");
 	if (d->acked)
 		fprintf(o->f, "%.1f MiB freed, ack after %.2f ms",
 			d->bytes_freed / MiB, d->ack_latency_ns / 1e6);
@@ -584,13 +596,20 @@ void out_evict_done(struct out *o, const struct evict_done_info *d)
 	fflush(o->f);
 }
 
+void out_evict_done(struct out *o, const struct evict_done_info *d)
+{
+	if (o->json)
+		evict_done_json(o, d);
+	else
+		evict_done_text(o, d);
+}
+
 void out_hist(struct out *o, const char *name, const char *title,
 	      const struct hist *h)
 {
-	if (o->json) {
-		struct jw w;
+	struct jw w;
 
-		event_begin(&w, o->f, "hist");
+	if (json_event(o, &w, "hist")) {
 		jw_str(&w, "name", name);
 		jw_str(&w, "unit", "usecs");
 		jw_u64(&w, "count", hist_total(h));
