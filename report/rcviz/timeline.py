@@ -15,6 +15,8 @@ STATUS_NAME = {"evicted": "evicted", "busy": "busy / pinned",
                "lost": "lost (timeout, no answer)",
                "not_found": "not found", "dry_run": "dry run (not sent)"}
 OOM_COLOR = "#b00020"
+MAX_LANES = 40
+MAX_STALLS = 4000
 STALL_COLOR = {"direct": "#d95f02", "memcg": "#7570b3"}
 
 
@@ -190,7 +192,8 @@ def eviction_panel(c, tl):
     evs = sorted(tl.evictions, key=lambda e: (e.t_post, e.seq or 0))
     spans = [(c.sx(e.t_post) - 3, max(c.sx(e.t_end) + 3,
                                       c.sx(e.t_post) + 6)) for e in evs]
-    lane_of = S.lanes(spans, gap=2)
+    # a long record: at most MAX_LANES rows, bars may then touch
+    lane_of = [k % MAX_LANES for k in S.lanes(spans, gap=2)]
     n = max(lane_of) + 1 if lane_of else 1
     lane_h = 9 if n > 10 else 12
     p = c.panel("Evictions", max(24, n * lane_h + 6), items)
@@ -260,7 +263,11 @@ def stall_panel(c, tl):
         p.add(S.el("rect", x=x0, y=p.y1 - 7, width=max(1.0, x1 - x0),
                    height=6, fill="#9ecae1", class_="kswapd",
                    title=f"kswapd{nid} awake {t0:.3f}-{t1:.3f} s"))
-    for s in tl.stalls:
+    stalls, note = thin_stalls(tl.stalls, c.sx)
+    if note:
+        p.add(S.text(c.right - 4, p.y0 + 12, note, anchor="end", size=10,
+                     fill="#888"))
+    for s in stalls:
         x, y = c.sx(s.t_end), p.sy(max(s.latency_ns / 1e6, lo))
         title = (f"{s.kind} reclaim stall of {s.comm} (pid {s.pid}, tid "
                  f"{s.tid}): {S.fmt_ms(s.latency_ns / 1e6)}, "
@@ -273,6 +280,21 @@ def stall_panel(c, tl):
                          fill=STALL_COLOR["memcg"], fill_opacity=0.6)
         p.add(f'<g class="stall" data-kind="{s.kind}">'
               f"<title>{S.escape(title)}</title>{shape}</g>")
+
+
+def thin_stalls(stalls, sx):
+    """All stalls, or for a long record the longest of each kind per
+    pixel column (the tables still count them all)."""
+    if len(stalls) <= MAX_STALLS:
+        return stalls, None
+    best = {}
+    for s in stalls:
+        k = (s.kind, int(sx(s.t_end)))
+        if k not in best or s.latency_ns > best[k].latency_ns:
+            best[k] = s
+    kept = sorted(best.values(), key=lambda s: s.t_end)
+    return kept, (f"{len(stalls)} stalls: the longest per pixel and kind "
+                  f"shown ({len(kept)})")
 
 
 def report_svg(tl, width=1200):
