@@ -156,32 +156,19 @@ static int read_stat(const char *dir, const char *pfx, struct rc_cgroup_mem *m)
 	return 0;
 }
 
-/* Where one cgroup version keeps what struct rc_cgroup_mem holds. */
-struct cg_files {
-	const char *limit, *usage;
-	const char *stat_prefix; /* v1's hierarchical total_ keys */
-	const char *swap_limit, *swap_usage;
-	const char *events; /* with an oom_kill key */
-	bool memsw;	    /* v1: the swap files count memory + swap */
-};
+enum cg_file { CG_LIMIT, CG_USAGE, CG_SWAP_LIMIT, CG_SWAP_USAGE, CG_EVENTS };
 
-static const struct cg_files v1_files = {
-	.limit = "memory.limit_in_bytes",
-	.usage = "memory.usage_in_bytes",
-	.stat_prefix = "total_",
-	.swap_limit = "memory.memsw.limit_in_bytes",
-	.swap_usage = "memory.memsw.usage_in_bytes",
-	.events = "memory.oom_control",
-	.memsw = true,
-};
-
-static const struct cg_files v2_files = {
-	.limit = "memory.max",
-	.usage = "memory.current",
-	.stat_prefix = "",
-	.swap_limit = "memory.swap.max",
-	.swap_usage = "memory.swap.current",
-	.events = "memory.events",
+/*
+ * Each file in cgroup v1 and v2. v1's swap files count memory + swap, and
+ * its memory.stat keys are hierarchical with a total_ prefix.
+ */
+static const char *const cg_names[][2] = {
+	[CG_LIMIT] = { "memory.limit_in_bytes", "memory.max" },
+	[CG_USAGE] = { "memory.usage_in_bytes", "memory.current" },
+	[CG_SWAP_LIMIT] = { "memory.memsw.limit_in_bytes", "memory.swap.max" },
+	[CG_SWAP_USAGE] = { "memory.memsw.usage_in_bytes",
+			    "memory.swap.current" },
+	[CG_EVENTS] = { "memory.oom_control", "memory.events" },
 };
 
 /* v1's memsw counts memory + swap; swap alone is the difference. */
@@ -197,23 +184,27 @@ static void memsw_to_swap(struct rc_cgroup_mem *m)
 						       : 0;
 }
 
-static int read_mem(const char *dir, const struct cg_files *f,
-		    struct rc_cgroup_mem *m)
+/* The files of cgroup @version (1 or 2) both have. */
+static int read_mem(const char *dir, int version, struct rc_cgroup_mem *m)
 {
+	const int v = version - 1;
 	int err;
 
-	err = read_limit(dir, f->limit, &m->limit);
+	err = read_limit(dir, cg_names[CG_LIMIT][v], &m->limit);
 	if (!err)
-		err = read_counter(dir, f->usage, &m->usage);
+		err = read_counter(dir, cg_names[CG_USAGE][v], &m->usage);
 	if (!err)
-		err = read_stat(dir, f->stat_prefix, m);
+		err = read_stat(dir, version == 1 ? "total_" : "", m);
 	if (!err)
-		err = read_limit(dir, f->swap_limit, &m->swap_limit);
+		err = read_limit(dir, cg_names[CG_SWAP_LIMIT][v],
+				 &m->swap_limit);
 	if (!err)
-		err = read_counter(dir, f->swap_usage, &m->swap_usage);
+		err = read_counter(dir, cg_names[CG_SWAP_USAGE][v],
+				   &m->swap_usage);
 	if (!err)
-		err = read_key(dir, f->events, "oom_kill", NULL, &m->oom_kill);
-	if (!err && f->memsw)
+		err = read_key(dir, cg_names[CG_EVENTS][v], "oom_kill", NULL,
+			       &m->oom_kill);
+	if (!err && version == 1)
 		memsw_to_swap(m);
 	return err;
 }
@@ -223,7 +214,7 @@ static int read_v2(const char *dir, struct rc_cgroup_mem *m)
 	char path[PATH_MAX];
 	int err;
 
-	err = read_mem(dir, &v2_files, m);
+	err = read_mem(dir, 2, m);
 	if (err)
 		return err;
 	snprintf(path, sizeof(path), "%s/memory.pressure", dir);
@@ -242,7 +233,7 @@ int rc_cgroup_read_dir(int version, const char *dir, struct rc_cgroup_mem *m)
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
 	if (version == 1)
-		return read_mem(dir, &v1_files, m);
+		return read_mem(dir, 1, m);
 	if (version == 2)
 		return read_v2(dir, m);
 	return -EINVAL;
