@@ -179,6 +179,11 @@ def x_scale(root):
 def report_draws_every_eviction_and_the_oom_kill():
     rec = record()
     events = read_events(rec)
+    # the record: every line on the one clock, thresholds per target
+    assert all(isinstance(e.get("ts_ns"), int) for e in events), \
+        [e["type"] for e in events if "ts_ns" not in e][:5]
+    assert [e["headroom"] for e in events if e["type"] == "target"
+            and e["state"] == "attached"] == [64 * MiB, 64 * MiB]
     t0 = [e for e in events if e["type"] == "start"][0]["ts_ns"]
     out = os.path.join(work(), "report.html")
     doc = render(rec, out)
@@ -253,6 +258,8 @@ def report_draws_every_eviction_and_the_oom_kill():
     pids = sorted({e["pid"] for e in events if e["type"] == "rss"})
     want = {"cgroup usage", "cgroup limit", "headroom", "evicted",
             "memcg reclaim", "MemAvailable (system)", "critical",
+            "forecast (--horizon ahead)", "evict below (--headroom)",
+            "evict inactive below (--inactive)",
             *(f"RSS ramcache-demo ({p})" for p in pids)}
     assert want <= names, want - names
     yaxes = find_class(root, "y-axis")
