@@ -1372,7 +1372,8 @@ def main():
     cfg = dict(QUICK if args.quick else FULL)
     if args.trials:
         cfg.update(reaction_trials=args.trials, outcome_rounds=args.trials,
-                   noswap_rounds=args.trials)
+                   noswap_rounds=args.trials,
+                   comfy=dict(cfg["comfy"], rounds=args.trials))
     out = args.out or os.path.join(OUTPUT, "bench",
                                    "quick" if args.quick else "")
     os.makedirs(out, exist_ok=True)
