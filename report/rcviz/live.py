@@ -94,6 +94,9 @@ class Live:
             self.headroom_max = max(self.headroom_max, self.headroom or 0,
                                     self.mem_available or 0)
             self.drops = max(self.drops, e.get("drops") or 0)
+            for k in ("headroom", "inactive"):
+                if e.get("threshold_" + k):
+                    self.thresholds[k] = e["threshold_" + k]
             self._level(e)
             if pid:
                 x = self._executor(pid)

@@ -106,7 +106,8 @@ class Timeline:
         self.mem_available = []
         self.headroom = []
         self.forecast = []
-        self.thresholds = {}
+        self.thresholds = {}  # the last in force
+        self.threshold_series = {"headroom": [], "inactive": []}
         self.bands = []
         self.evictions = []
         self.stalls = []
@@ -214,6 +215,11 @@ def build(events, t0_ns=None):
                 elif series and series[-1][1] is not None:
                     series.append((t, None))  # a gap: no target then
             tl.drops = max(tl.drops, _num(e.get("drops")) or 0)
+            for k in ("headroom", "inactive"):
+                v = _num(e.get("threshold_" + k))
+                if v:
+                    tl.thresholds[k] = v
+                    tl.threshold_series[k].append((t, v))
             if e.get("level") in LEVELS:
                 level_now = _level(tl, t, e, level_now)
         elif typ == "pressure":

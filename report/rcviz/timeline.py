@@ -129,12 +129,15 @@ def headroom_panel(c, tl):
                      fill="#888"))
     for key, color in (("headroom", "#d62728"), ("inactive", "#e08a00")):
         v = th.get(key)
-        if v:
-            y = p.sy(v)
-            p.add(S.el("line", x1=c.left, y1=y, x2=c.right, y2=y,
-                       stroke=color, stroke_dasharray="2 3",
-                       class_=f"threshold threshold-{key}",
-                       title=f"--{key} {S.fmt_bytes(v)}"))
+        if not v:
+            continue
+        # as the summaries told them (they follow the cgroup), else flat
+        pts = tl.threshold_series.get(key) or [(0.0, v)]
+        pts = [(0.0, pts[0][1])] + pts + [(c.t_end, pts[-1][1])]
+        p.add(f'<g class="threshold threshold-{key}"><title>--{key} '
+              f'{S.fmt_bytes(v)}</title>' + S.polyline(
+                  pts, c.sx, p.sy, step=True, vmax=vmax, stroke=color,
+                  stroke_dasharray="2 3") + "</g>")
 
 
 def available_panel(c, tl):

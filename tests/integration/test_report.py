@@ -182,8 +182,10 @@ def report_draws_every_eviction_and_the_oom_kill():
     # the record: every line on the one clock, thresholds per target
     assert all(isinstance(e.get("ts_ns"), int) for e in events), \
         [e["type"] for e in events if "ts_ns" not in e][:5]
-    assert [e["headroom"] for e in events if e["type"] == "target"
-            and e["state"] == "attached"] == [64 * MiB, 64 * MiB]
+    thr = {(e.get("threshold_headroom"), e.get("threshold_inactive"))
+           for e in events if e["type"] == "summary" and e.get("pid")}
+    assert thr == {(64 * MiB, 128 * MiB)}, thr
+    assert any("forecast" in e for e in events if e["type"] == "summary")
     t0 = [e for e in events if e["type"] == "start"][0]["ts_ns"]
     out = os.path.join(work(), "report.html")
     doc = render(rec, out)
