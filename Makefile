@@ -19,7 +19,7 @@ CFLAGS ?= -g -O2
 ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE \
 	      -DRAMCACHE_VERSION='"$(VERSION)"' \
 	      -I$(OUTPUT) -Ibpf -Iinclude -Iuser
-BPF_CFLAGS := -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) \
+BPF_CFLAGS := -g -O2 -Wall -Werror -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) \
 	      -I$(VMLINUX_DIR) -Ibpf -I$(OUTPUT)
 AGENT_LIBS := -lbpf -lelf -lz $(shell pkg-config --libs libmicrohttpd 2>/dev/null) -lm
 
@@ -236,10 +236,20 @@ soak: all
 # overhead, reaction and eviction latency, outcomes against other policies,
 # footprint. Writes BENCHMARKS.md and bench/results.json. Needs root.
 # `make test` runs the harness in quick mode (tests/integration/test_bench.py).
-BENCH_BINS := $(OUTPUT)/bench/faultbench
+BENCH_BINS := $(OUTPUT)/bench/faultbench $(OUTPUT)/bench/fpbench \
+	      $(OUTPUT)/bench/empty.bpf.o
 
 $(OUTPUT)/bench:
 	$(Q)mkdir -p $@
+
+# fpbench drives the agent's BPF programs through bpfstate.
+$(OUTPUT)/bench/fpbench: bench/fpbench.c $(USER_LIB_OBJS) | $(OUTPUT)/bench
+	$(call msg,BENCH,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $< $(USER_LIB_OBJS) $(AGENT_LIBS) -o $@
+
+$(OUTPUT)/bench/%.bpf.o: bench/%.bpf.c $(VMLINUX_DIR)/vmlinux.h | $(OUTPUT)/bench
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
 $(OUTPUT)/bench/%: bench/%.c | $(OUTPUT)/bench
 	$(call msg,BENCH,$@)

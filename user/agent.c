@@ -23,6 +23,7 @@
 
 #include "agent.h"
 #include "bpfstate.h"
+#include "oomvictim.h"
 #include "evict.h"
 #include "hist.h"
 #include "json.h"
@@ -254,6 +255,7 @@ static int handle_event(void *ctx, void *data, size_t len)
 	struct agent *a = ctx;
 	const struct rc_event_hdr *h = data;
 	struct target *t = &a->t;
+	struct rc_oom_kill oom;
 	uint64_t now;
 
 	if (len < sizeof(*h))
@@ -291,6 +293,13 @@ static int handle_event(void *ctx, void *data, size_t len)
 		break;
 	case RC_EV_OOM_KILL:
 		metrics_oom_kill(&a->m);
+		if (len >= sizeof(oom) && oom_victim_partial(data)) {
+			/* a pid-only kernel: /proc may still know the rest */
+			memcpy(&oom, data, sizeof(oom));
+			oom_victim_fill(RC_PROC_ROOT, &oom);
+			data = &oom;
+			len = sizeof(oom);
+		}
 		break;
 	case RC_EV_FAULT_BURST:
 		evaluate(a, now, 0);

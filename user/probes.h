@@ -23,19 +23,22 @@ struct probe {
 	const char *tp;	  /* tracepoint name */
 	const char *what; /* what it tells, for the warning */
 	enum probe_state state;
+	int form; /* which of the tracepoint's argument forms, -1: none */
 	struct bpf_link *link; /* NULL when not attached */
 };
 
-#define NR_PROBES 9
+#define NR_PROBES 10
+#define MAX_FORMS 3 /* argument forms of one tracepoint across kernels */
 
 struct probes {
 	struct probe p[NR_PROBES];
 };
 
 /*
- * Before load: pick tp_btf or raw_tp for each tracepoint and disable the
- * other program. A tracepoint missing from the kernel is left off with a
- * warning. Returns 0, or -errno when the kernel's BTF cannot be read.
+ * Before load: pick, for each tracepoint, the programs that read the
+ * kernel's form of its arguments (per its BTF) and of those tp_btf or
+ * raw_tp; disable the others. A tracepoint missing from the kernel, or of
+ * a form we do not know, is left off with a warning. Returns 0, or -errno when the kernel's BTF cannot be read.
  */
 int probes_select(struct probes *ps, struct pressure_bpf *skel,
 		  enum probe_mode mode);
