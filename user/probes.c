@@ -144,23 +144,17 @@ int probes_select(struct probes *ps, struct pressure_bpf *skel,
 	for (int i = 0; i < NR_PROBES && !err; i++) {
 		const struct tracepoint *tp = &tps[i];
 		struct probe *p = &ps->p[i];
-		char sig[16];
+		char sig[sizeof(p->sig)];
 		int n = tp_sig(btf, tp->tp, sig, sizeof(sig));
 
 		p->tp = tp->tp;
 		p->what = tp->what;
 		p->form = n ? -1 : form_of(tp, sig);
+		snprintf(p->sig, sizeof(p->sig), "%s", n ? "?" : sig);
 		if (n == -ENOENT)
-			fprintf(stderr,
-				"ramcache-bpf: warning: kernel has no "
-				"tracepoint %s, %s not traced\n",
-				tp->tp, tp->what);
+			p->off_why = PROBE_MISSING;
 		else if (p->form < 0)
-			fprintf(stderr,
-				"ramcache-bpf: warning: tracepoint %s has "
-				"arguments this version does not know (%s); "
-				"%s not traced\n",
-				tp->tp, n ? "unreadable" : sig, tp->what);
+			p->off_why = PROBE_BAD_ARGS;
 		if (p->form >= 0)
 			p->state = mode == PROBE_RAW_TP ? PROBE_USE_RAW
 							: PROBE_USE_BTF;
@@ -197,11 +191,9 @@ int probes_attach(struct probes *ps, struct pressure_bpf *skel)
 					     : tps[i].forms[p->form].raw_off);
 		link = bpf_program__attach(prog);
 		if (!link) {
-			fprintf(stderr,
-				"ramcache-bpf: warning: failed to attach %s to "
-				"%s: %s; %s not traced\n",
-				probe_state_name(p->state), p->tp,
-				strerror(errno), p->what);
+			p->off_why = PROBE_ATTACH_FAILED;
+			p->err = errno;
+			p->attach_mode = probe_state_name(p->state);
 			p->state = PROBE_OFF;
 			continue;
 		}

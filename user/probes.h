@@ -19,12 +19,24 @@ enum probe_state {
 	PROBE_USE_RAW,
 };
 
+/* Why a tracepoint is off, for the warning output.c prints. */
+enum probe_off {
+	PROBE_OK = 0,
+	PROBE_MISSING,	     /* the kernel has no such tracepoint */
+	PROBE_BAD_ARGS,	     /* arguments (sig) of no form we know */
+	PROBE_ATTACH_FAILED, /* attaching attach_mode failed with err */
+};
+
 struct probe {
 	const char *tp;	  /* tracepoint name */
 	const char *what; /* what it tells, for the warning */
 	enum probe_state state;
 	int form; /* which of the tracepoint's argument forms, -1: none */
 	struct bpf_link *link; /* NULL when not attached */
+	enum probe_off off_why;
+	char sig[8]; /* the kernel's argument kinds: 'p'ointer, 'i'nteger */
+	int err;     /* errno of a failed attach */
+	const char *attach_mode;
 };
 
 #define NR_PROBES 10
@@ -36,15 +48,17 @@ struct probes {
 
 /*
  * Before load: pick, for each tracepoint, the programs that read the
- * kernel's form of its arguments (per its BTF) and of those tp_btf or
- * raw_tp; disable the others. A tracepoint missing from the kernel, or of
- * a form we do not know, is left off with a warning. Returns 0, or -errno when the kernel's BTF cannot be read.
+ * kernel's form of its arguments (per its BTF), tp_btf or raw_tp, and
+ * disable the others. A tracepoint missing from the kernel, or of a form
+ * this version does not know, is left off, its off_why set
+ * (out_probe_warnings() tells the user). Returns 0, or -errno when the
+ * kernel's BTF cannot be read.
  */
 int probes_select(struct probes *ps, struct pressure_bpf *skel,
 		  enum probe_mode mode);
 
 /*
- * After load: attach every chosen program. A failure is a warning and the
+ * After load: attach every chosen program. A failure sets off_why and the
  * rest keeps working. Returns the number attached (0 is for main to judge).
  */
 int probes_attach(struct probes *ps, struct pressure_bpf *skel);
