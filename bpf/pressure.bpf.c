@@ -47,16 +47,30 @@ struct {
 } tracked SEC(".maps");
 
 /*
- * Where a tp_btf program turns a kernel pointer into a number it can hash:
- * the verifier forbids arithmetic on the pointer itself, and a probe read
- * would cost more than the whole fast path.
+ * Per CPU: the mm of the task that runs there, as the sched_switch program
+ * last saw it (0 before any switch since load, or for a kernel thread),
+ * and the slot it maps to, worked out once per switch (and again when
+ * index_gen says the tracked set changed). A fault then needs no helper
+ * call to know whose it is. scratch is where a tp_btf program turns a
+ * pointer into a number: the verifier forbids arithmetic on the pointer,
+ * and a probe read would cost more than the whole fast path.
  */
+struct cpu_cur {
+	__u64 mm;
+	__u64 gen;
+	__s64 slot;
+	__u64 scratch;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
-} ptrval SEC(".maps");
+	__type(value, struct cpu_cur);
+} cur SEC(".maps");
+
+/* Bumped after every change of mm_index; never ~0 (a stale cpu_cur). */
+__u64 index_gen;
 
 /* Memory cgroups (by directory inode) whose reclaim is reported. */
 struct {
@@ -200,6 +214,7 @@ static __always_inline void mm_unindex(__u64 mm, __u32 slot)
 				mm_index[(h + i + 1) & (RC_MM_SLOTS - 1)]
 					? RC_MM_TOMB
 					: 0);
+			__sync_fetch_and_add(&index_gen, 1);
 			return;
 		}
 	}
@@ -216,8 +231,10 @@ static __always_inline bool mm_index_add(__u64 mm, __u32 slot)
 		if (old == (mm | slot))
 			return true;
 		if ((old == 0 || old == RC_MM_TOMB) &&
-		    __sync_val_compare_and_swap(e, old, mm | slot) == old)
+		    __sync_val_compare_and_swap(e, old, mm | slot) == old) {
+			__sync_fetch_and_add(&index_gen, 1);
 			return true;
+		}
 	}
 	return false;
 }
@@ -247,15 +264,22 @@ static __always_inline void mm_learn(__u32 slot, __u64 mm)
 		stat_inc(RC_STAT_MM_INDEX_FULL);
 }
 
+static __always_inline struct cpu_cur *cpu_cur(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&cur, &zero);
+}
+
 /* The value of a pointer the verifier types (tp_btf, iterators). */
 static __always_inline __u64 ptr_value(const void *p)
 {
+	struct cpu_cur *c = cpu_cur();
 	volatile __u64 *v;
-	__u32 zero = 0;
 
-	v = bpf_map_lookup_elem(&ptrval, &zero);
-	if (!v)
+	if (!c)
 		return 0;
+	v = &c->scratch;
 	*v = (__u64)p;
 	return *v;
 }
@@ -270,16 +294,67 @@ static __always_inline __u64 current_mm(bool btf)
 	return (__u64)BPF_CORE_READ(task, mm);
 }
 
+/* Slot of the mm running on this CPU, from its cache (-1: untracked). */
+static __always_inline int cached_slot(struct cpu_cur *c)
+{
+	__u64 g = index_gen;
+
+	if (c->gen != g) {
+		/* read as a number: the compiler must not put a pointer it
+		 * found equal in its place (no arithmetic on pointers) */
+		c->slot = mm_slot(*(volatile __u64 *)&c->mm);
+		c->gen = g;
+	}
+	return c->slot;
+}
+
 /* Slot of the current task's process (0 when the whole system is watched). */
 static __always_inline int current_slot(bool btf)
 {
+	struct cpu_cur *c;
 	__u64 mm;
 
 	if (!filter_tgid)
 		return 0;
+	c = cpu_cur();
+	if (c && c->mm)
+		return cached_slot(c);
+	/* nothing switched here since load: ask */
 	mm = current_mm(btf);
 	return mm ? mm_slot(mm) : -1;
 }
+
+/*
+ * The task about to run here: remember its mm, so that its faults find
+ * their slot without a helper call. Nothing else is done on a switch.
+ */
+static __always_inline int handle_switch(struct task_struct *next, bool btf)
+{
+	struct cpu_cur *c;
+	__u64 mm;
+
+	if (!filter_tgid)
+		return 0;
+	c = cpu_cur();
+	if (!c)
+		return 0;
+	if (btf) {
+		/* a privileged program may store a pointer as a number */
+		c->scratch = (__u64)next->mm;
+		mm = c->scratch;
+	} else {
+		mm = (__u64)BPF_CORE_READ(next, mm);
+	}
+	if (c->mm != mm) {
+		c->mm = mm;
+		c->gen = ~0ULL;
+	}
+	return 0;
+}
+
+/* (preempt, prev, next, prev_state) since v5.18, (preempt, prev, next) before */
+TP_BOTH(sw, "sched_switch", handle_switch(next, btf), bool preempt,
+	struct task_struct *prev, struct task_struct *next)
 
 static __always_inline struct rc_track *track_of(int slot)
 {
@@ -309,14 +384,23 @@ int learn_mm(struct bpf_iter__task *ctx)
 /* A tracked process's exec brings a new mm: file it in place of the old. */
 static __always_inline int handle_exec(bool btf)
 {
+	struct cpu_cur *c;
 	__u32 tgid;
+	__u64 mm;
 
 	if (!filter_tgid)
 		return 0;
+	c = cpu_cur();
+	mm = current_mm(btf);
+	/* the task runs on with its new mm: no switch will tell this CPU */
+	if (c) {
+		c->mm = mm;
+		c->gen = ~0ULL;
+	}
 	tgid = bpf_get_current_pid_tgid() >> 32;
 	for (__u32 i = 0; i < RC_MAX_TARGETS; i++) {
 		if (targets[i].tgid == tgid) {
-			mm_learn(i, current_mm(btf));
+			mm_learn(i, mm);
 			return 0;
 		}
 	}
@@ -611,16 +695,20 @@ static __noinline int rss_report(struct mm_struct *mm, __u32 slot, int member,
 static __always_inline int handle_rss(struct mm_struct *mm, int member,
 				      long count, bool btf)
 {
+	struct cpu_cur *c;
 	struct rc_target *t;
-	__u64 mmv;
 	__s64 cur;
 	int slot;
 
 	/* Whole-system mode reports no per-process RSS. */
 	if (!filter_tgid)
 		return 0;
-	mmv = btf ? ptr_value(mm) : (__u64)mm;
-	slot = mm_slot(mmv);
+	c = cpu_cur();
+	/* mostly the task's own mm, whose slot this CPU knows already */
+	if (c && c->mm && (__u64)mm == c->mm)
+		slot = cached_slot(c);
+	else
+		slot = mm_slot(btf ? ptr_value(mm) : (__u64)mm);
 	if (slot < 0 || member < 0 || member > 3)
 		return 0;
 	if (count >= 0)

@@ -55,6 +55,11 @@ static const struct tracepoint tps[NR_PROBES] = {
 	{ "rss_stat",
 	  "RSS",
 	  { FORM("pi", rss), FORM("pii", rss_count), FORM("ii", rss_nomm) } },
+	/* (preempt, prev, next, prev_state) since v5.18, no prev_state before:
+	 * the program reads next only */
+	{ "sched_switch",
+	  "fault attribution without a helper call",
+	  { FORM("ippi", sw), FORM("ipp", sw) } },
 	{ "sched_process_exec", "RSS after exec", { FORM("pip", exec) } },
 };
 
@@ -158,18 +163,23 @@ int probes_select(struct probes *ps, struct pressure_bpf *skel,
 		if (p->form >= 0)
 			p->state = mode == PROBE_RAW_TP ? PROBE_USE_RAW
 							: PROBE_USE_BTF;
+		/* off first: two forms may share one program */
 		for (int f = 0; f < MAX_FORMS && tp->forms[f].sig && !err;
 		     f++) {
-			bool mine = f == p->form;
-
 			err = bpf_program__set_autoload(
-				prog_at(skel, tp->forms[f].btf_off),
-				mine && p->state == PROBE_USE_BTF);
+				prog_at(skel, tp->forms[f].btf_off), false);
 			if (!err)
 				err = bpf_program__set_autoload(
 					prog_at(skel, tp->forms[f].raw_off),
-					mine && p->state == PROBE_USE_RAW);
+					false);
 		}
+		if (p->form >= 0 && !err)
+			err = bpf_program__set_autoload(
+				prog_at(skel,
+					p->state == PROBE_USE_BTF
+						? tp->forms[p->form].btf_off
+						: tp->forms[p->form].raw_off),
+				true);
 	}
 	btf__free(btf);
 	return err;
