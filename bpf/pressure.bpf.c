@@ -47,29 +47,15 @@ struct {
 } tracked SEC(".maps");
 
 /*
- * Per CPU: the mm of the task that runs there, as the sched_switch program
- * last saw it (0 before any switch since load, or for a kernel thread),
- * and the slot it maps to, worked out once per switch (and again when
- * index_gen says the tracked set changed). A fault then needs no helper
- * call to know whose it is. scratch is where a tp_btf program turns a
- * pointer into a number: the verifier forbids arithmetic on the pointer,
- * and a probe read would cost more than the whole fast path.
+ * Per CPU (struct rc_cpu, a plain array indexed by CPU, one cache line
+ * each: a per-CPU map's lookup costs several times the load it saves
+ * here): the mm the sched_switch program saw switched in and its slot,
+ * so that a fault needs no helper call to know whose it is. CPUs past
+ * RC_MAX_CPUS take the slower way (a helper call).
  */
-struct cpu_cur {
-	__u64 mm;
-	__u64 gen;
-	__s64 slot;
-	__u64 scratch;
-};
+struct rc_cpu cpus[RC_MAX_CPUS];
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct cpu_cur);
-} cur SEC(".maps");
-
-/* Bumped after every change of mm_index; never ~0 (a stale cpu_cur). */
+/* Bumped after every change of mm_index, before the CPUs are told. */
 __u64 index_gen;
 
 /* Memory cgroups (by directory inode) whose reclaim is reported. */
@@ -198,6 +184,17 @@ static __always_inline int mm_slot(__u64 mm)
 	return -1;
 }
 
+/*
+ * mm_index changed: every CPU works its slot out again at its next fault
+ * (pushed to the CPUs, so that a fault reads nothing global).
+ */
+static __always_inline void index_changed(void)
+{
+	__sync_fetch_and_add(&index_gen, 1);
+	for (int i = 0; i < RC_MAX_CPUS; i++)
+		cpus[i].gen = RC_GEN_STALE;
+}
+
 static __always_inline void mm_unindex(__u64 mm, __u32 slot)
 {
 	__u32 h = mm_hash(mm);
@@ -214,7 +211,7 @@ static __always_inline void mm_unindex(__u64 mm, __u32 slot)
 				mm_index[(h + i + 1) & (RC_MM_SLOTS - 1)]
 					? RC_MM_TOMB
 					: 0);
-			__sync_fetch_and_add(&index_gen, 1);
+			index_changed();
 			return;
 		}
 	}
@@ -232,7 +229,7 @@ static __always_inline bool mm_index_add(__u64 mm, __u32 slot)
 			return true;
 		if ((old == 0 || old == RC_MM_TOMB) &&
 		    __sync_val_compare_and_swap(e, old, mm | slot) == old) {
-			__sync_fetch_and_add(&index_gen, 1);
+			index_changed();
 			return true;
 		}
 	}
@@ -264,21 +261,25 @@ static __always_inline void mm_learn(__u32 slot, __u64 mm)
 		stat_inc(RC_STAT_MM_INDEX_FULL);
 }
 
-static __always_inline struct cpu_cur *cpu_cur(void)
+static __always_inline struct rc_cpu *cpu_cur(void)
 {
-	__u32 zero = 0;
+	__u32 cpu = bpf_get_smp_processor_id();
 
-	return bpf_map_lookup_elem(&cur, &zero);
+	return cpu < RC_MAX_CPUS ? &cpus[cpu] : NULL;
 }
 
 /* The value of a pointer the verifier types (tp_btf, iterators). */
 static __always_inline __u64 ptr_value(const void *p)
 {
-	struct cpu_cur *c = cpu_cur();
+	struct rc_cpu *c = cpu_cur();
 	volatile __u64 *v;
+	__u64 n = 0;
 
-	if (!c)
-		return 0;
+	if (!c) {
+		/* the slow way: read it back from the stack */
+		bpf_probe_read_kernel(&n, sizeof(n), &p);
+		return n;
+	}
 	v = &c->scratch;
 	*v = (__u64)p;
 	return *v;
@@ -295,15 +296,25 @@ static __always_inline __u64 current_mm(bool btf)
 }
 
 /* Slot of the mm running on this CPU, from its cache (-1: untracked). */
-static __always_inline int cached_slot(struct cpu_cur *c)
+static __always_inline int cached_slot(struct rc_cpu *c)
 {
-	__u64 g = index_gen;
+	__u64 g;
+	int slot;
 
-	if (c->gen != g) {
+	if (c->gen == RC_GEN_STALE) {
+		g = index_gen;
 		/* read as a number: the compiler must not put a pointer it
 		 * found equal in its place (no arithmetic on pointers) */
-		c->slot = mm_slot(*(volatile __u64 *)&c->mm);
+		slot = mm_slot(*(volatile __u64 *)&c->mm);
+		/* faults counted for a slot that changed hands: dropped */
+		if (slot != c->slot)
+			c->pending = 0;
+		c->slot = slot;
 		c->gen = g;
+		/* the index changed meanwhile: its writer may have told this
+		 * CPU before the slot above was stored */
+		if (*(volatile __u64 *)&index_gen != g)
+			c->gen = RC_GEN_STALE;
 	}
 	return c->slot;
 }
@@ -311,7 +322,7 @@ static __always_inline int cached_slot(struct cpu_cur *c)
 /* Slot of the current task's process (0 when the whole system is watched). */
 static __always_inline int current_slot(bool btf)
 {
-	struct cpu_cur *c;
+	struct rc_cpu *c;
 	__u64 mm;
 
 	if (!filter_tgid)
@@ -323,38 +334,6 @@ static __always_inline int current_slot(bool btf)
 	mm = current_mm(btf);
 	return mm ? mm_slot(mm) : -1;
 }
-
-/*
- * The task about to run here: remember its mm, so that its faults find
- * their slot without a helper call. Nothing else is done on a switch.
- */
-static __always_inline int handle_switch(struct task_struct *next, bool btf)
-{
-	struct cpu_cur *c;
-	__u64 mm;
-
-	if (!filter_tgid)
-		return 0;
-	c = cpu_cur();
-	if (!c)
-		return 0;
-	if (btf) {
-		/* a privileged program may store a pointer as a number */
-		c->scratch = (__u64)next->mm;
-		mm = c->scratch;
-	} else {
-		mm = (__u64)BPF_CORE_READ(next, mm);
-	}
-	if (c->mm != mm) {
-		c->mm = mm;
-		c->gen = ~0ULL;
-	}
-	return 0;
-}
-
-/* (preempt, prev, next, prev_state) since v5.18, (preempt, prev, next) before */
-TP_BOTH(sw, "sched_switch", handle_switch(next, btf), bool preempt,
-	struct task_struct *prev, struct task_struct *next)
 
 static __always_inline struct rc_track *track_of(int slot)
 {
@@ -384,7 +363,7 @@ int learn_mm(struct bpf_iter__task *ctx)
 /* A tracked process's exec brings a new mm: file it in place of the old. */
 static __always_inline int handle_exec(bool btf)
 {
-	struct cpu_cur *c;
+	struct rc_cpu *c;
 	__u32 tgid;
 	__u64 mm;
 
@@ -395,7 +374,7 @@ static __always_inline int handle_exec(bool btf)
 	/* the task runs on with its new mm: no switch will tell this CPU */
 	if (c) {
 		c->mm = mm;
-		c->gen = ~0ULL;
+		c->gen = RC_GEN_STALE;
 	}
 	tgid = bpf_get_current_pid_tgid() >> 32;
 	for (__u32 i = 0; i < RC_MAX_TARGETS; i++) {
@@ -412,37 +391,101 @@ TP_BOTH(exec, "sched_process_exec", handle_exec(btf), struct task_struct *p,
 
 /* ---- page faults: counted per CPU, an event only for a burst ---- */
 
-static __always_inline int handle_fault(bool btf)
+/*
+ * Add @n faults of @slot on this CPU to its counters, and emit a burst
+ * when its window's count crosses burst_faults. The clock is read here.
+ */
+static __noinline int fault_add(int slot, __u64 n)
 {
-	int slot = current_slot(btf);
 	struct rc_track *t = track_of(slot);
 	struct rc_fault_burst *e;
-	__u64 now, n;
+	__u64 now, wf;
 
 	if (!t)
 		return 0;
-	t->faults++;
-	n = ++t->window_faults;
-	if (n & burst_check_mask)
-		return 0;
+	t->faults += n;
 	now = bpf_ktime_get_ns();
 	if (now - t->window_start_ns > burst_window_ns) {
 		t->window_start_ns = now;
-		t->window_faults = n = 1;
+		t->window_faults = 0;
 	}
-	if (n != burst_faults)
+	wf = t->window_faults + n;
+	t->window_faults = wf;
+	if (wf < burst_faults || wf - n >= burst_faults)
 		return 0;
 	e = event_reserve(sizeof(*e), RC_EV_FAULT_BURST, tgid_of(slot));
 	if (!e)
 		return 0;
 	e->window_ns = now - t->window_start_ns;
-	e->faults = t->window_faults;
+	e->faults = wf;
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }
 
+/*
+ * A tracked process's faults are counted in its CPU's line and added to
+ * the slot's counters every burst_check_mask + 1 of them (and when the
+ * CPU switches to another mm): most faults touch that line only.
+ */
+static __always_inline int handle_fault(bool btf)
+{
+	struct rc_cpu *c = cpu_cur();
+	__u64 n;
+	int slot;
+
+	if (!c || (filter_tgid && !c->mm)) {
+		/* nothing switched here since load: ask, count at once */
+		slot = current_slot(btf);
+		return slot < 0 ? 0 : fault_add(slot, 1);
+	}
+	slot = filter_tgid ? cached_slot(c) : 0;
+	if (slot < 0)
+		return 0;
+	n = ++c->pending;
+	if (n & burst_check_mask)
+		return 0;
+	c->pending = 0;
+	return fault_add(slot, n);
+}
+
 TP_BOTH(fault, "page_fault_user", handle_fault(btf), unsigned long address,
 	struct pt_regs *regs, unsigned long error_code)
+
+/*
+ * The task about to run here: remember its mm, so that its faults find
+ * their slot without a helper call. Nothing else is done on a switch.
+ */
+static __always_inline int handle_switch(struct task_struct *next, bool btf)
+{
+	struct rc_cpu *c;
+	__u64 mm;
+
+	if (!filter_tgid)
+		return 0;
+	c = cpu_cur();
+	if (!c)
+		return 0;
+	if (btf) {
+		/* a privileged program may store a pointer as a number */
+		c->scratch = (__u64)next->mm;
+		mm = c->scratch;
+	} else {
+		mm = (__u64)BPF_CORE_READ(next, mm);
+	}
+	if (c->mm != mm) {
+		/* the faults counted here belong to the mm switched out */
+		if (c->pending && c->gen != RC_GEN_STALE && c->slot >= 0)
+			fault_add(c->slot, c->pending);
+		c->pending = 0;
+		c->mm = mm;
+		c->gen = RC_GEN_STALE;
+	}
+	return 0;
+}
+
+/* (preempt, prev, next, prev_state) since v5.18, (preempt, prev, next) before */
+TP_BOTH(sw, "sched_switch", handle_switch(next, btf), bool preempt,
+	struct task_struct *prev, struct task_struct *next)
 
 /* ---- direct and memcg reclaim: begin/end pairs per thread ---- */
 
@@ -695,7 +738,7 @@ static __noinline int rss_report(struct mm_struct *mm, __u32 slot, int member,
 static __always_inline int handle_rss(struct mm_struct *mm, int member,
 				      long count, bool btf)
 {
-	struct cpu_cur *c;
+	struct rc_cpu *c;
 	struct rc_target *t;
 	__s64 cur;
 	int slot;

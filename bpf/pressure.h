@@ -106,6 +106,24 @@ struct rc_rss {
 #define RC_MM_PROBES 8
 #define RC_MM_TOMB   1ULL /* a removed entry: lookups go on past it */
 
+/*
+ * What one CPU knows of the task running on it: its mm (0 before the first
+ * switch seen, or a kernel thread), the slot that mm maps to (-1: not
+ * tracked) as of index generation gen (RC_GEN_STALE: work it out again,
+ * set for every CPU whenever the tracked set changes), and scratch
+ * space where a tp_btf program turns a pointer into a number.
+ */
+#define RC_MAX_CPUS  512
+#define RC_GEN_STALE ~0ULL
+
+struct rc_cpu {
+	__u64 mm;
+	__u64 gen;
+	__s64 slot;
+	__u64 scratch;
+	__u64 pending; /* faults of slot not yet added to its counters */
+} __attribute__((aligned(64)));
+
 /* Per-CPU counters of one slot (slot 0 is the system when nothing is filtered). */
 struct rc_track {
 	__u64 faults;

@@ -124,6 +124,27 @@ cleanup:
 	teardown(&f);
 }
 
+/* The mm the BPF side learnt for this process. */
+static __u64 my_mm(struct fixture *f)
+{
+	for (int i = 0; i < RC_MAX_TARGETS; i++)
+		if (f->b.skel->bss->targets[i].tgid == (__u32)getpid())
+			return f->b.skel->bss->targets[i].mm;
+	return 0;
+}
+
+/*
+ * What the sched_switch program would note on every CPU: this process's mm
+ * runs there. The fault program then takes its fast path.
+ */
+static void switched_in(struct fixture *f, __u64 mm)
+{
+	for (int i = 0; i < RC_MAX_CPUS; i++) {
+		f->b.skel->bss->cpus[i].mm = mm;
+		f->b.skel->bss->cpus[i].gen = RC_GEN_STALE;
+	}
+}
+
 /* A child that only sleeps: a live process with memory of its own. */
 static pid_t sleeper(void)
 {
@@ -142,6 +163,42 @@ static void reap(pid_t pid)
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 	}
+}
+
+TEST(fast_path_counts_per_cpu_and_hands_over_at_a_switch)
+{
+	__u64 args[3] = { 0 }, sw[4] = { 0, 0, 0, 0 }, n = 0;
+	struct track_totals t;
+	struct fixture f;
+
+	/* 128 faults per burst: added to the counters every 64 */
+	if (!setup(&f, 128))
+		goto cleanup;
+	switched_in(&f, my_mm(&f));
+	for (int i = 0; i < 200; i++)
+		ASSERT_OK(run(f.b.skel->progs.fault_raw, args, 3), "run");
+	ASSERT_OK(bpfstate_totals(&f.b, getpid(), &t), "totals");
+	ASSERT_EQ(t.faults, 192, "three batches of 64 reached the counters");
+	ring_buffer__consume(f.rb);
+	ASSERT_EQ(f.seen.n, 1, "one burst");
+	ASSERT_EQ(((struct rc_fault_burst *)f.seen.last)->faults, 128,
+		  "at 128");
+	ASSERT_EQ(((struct rc_event_hdr *)f.seen.last)->tgid, getpid(), "tgid");
+	/* switching to another task (a kernel thread: no mm) hands the
+	 * last 8 over */
+	ASSERT_OK(run(f.b.skel->progs.sw_raw, sw, 4), "switch");
+	ASSERT_OK(bpfstate_totals(&f.b, getpid(), &t), "totals");
+	ASSERT_EQ(t.faults, 200, "all counted after the switch");
+	/* untracked: the CPUs learn it without a switch */
+	switched_in(&f, my_mm(&f));
+	ASSERT_OK(bpfstate_untrack(&f.b, getpid()), "untrack");
+	for (int i = 0; i < 70; i++)
+		ASSERT_OK(run(f.b.skel->progs.fault_raw, args, 3), "run");
+	for (int i = 0; i < RC_MAX_CPUS; i++)
+		n += f.b.skel->bss->cpus[i].pending;
+	ASSERT_EQ(n, 0, "nothing counted for an untracked process");
+cleanup:
+	teardown(&f);
 }
 
 TEST(fault_of_untracked_tgid_is_ignored)
@@ -264,15 +321,6 @@ cleanup:
 	teardown(&f);
 }
 
-/* The mm the BPF side learnt for this process. */
-static __u64 my_mm(struct fixture *f)
-{
-	for (int i = 0; i < RC_MAX_TARGETS; i++)
-		if (f->b.skel->bss->targets[i].tgid == (__u32)getpid())
-			return f->b.skel->bss->targets[i].mm;
-	return 0;
-}
-
 /* v6.2+: rss_stat(mm, member); the counters are read from the mm. */
 TEST(rss_of_mm_member_form_reads_the_counters)
 {
@@ -378,7 +426,8 @@ TEST(exec_files_the_new_mm)
 	struct fixture f;
 	__u64 args[3] = { 0 }, old;
 
-	if (!setup(&f, 1000))
+	/* an odd burst size: every fault reaches the counters at once */
+	if (!setup(&f, 1001))
 		goto cleanup;
 	old = my_mm(&f);
 	/* pretend the old image was another mm, as after an exec */
