@@ -31,7 +31,7 @@ AGENT_LIBS = -lbpf -lelf -lz $(shell pkg-config --libs libmicrohttpd) -lm
 DEPS_PKGS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
 	     make gcc python3 libmicrohttpd-dev systemtap-sdt-dev \
 	     libclang-rt-14-dev clang-format cppcheck procps util-linux mount \
-	     binutils coreutils
+	     binutils coreutils systemd linux-libc-dev
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))
@@ -89,13 +89,21 @@ deps:
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
+	$(Q)if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "ramcache-bpf: missing node and npm (run 'sudo make deps')"; exit 1; \
+		fi; \
+		echo "  DEPS     installing nodejs npm"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	fi
 
 # User-facing targets that need packages: deps, then a fresh make that reads
 # the installed tools (pkg-config, bpftool) from scratch.
 test demo bench soak fuzz: deps
 	$(Q)$(MAKE) --no-print-directory run-$@
 
-run-test: all hardening
+run-test: all hardening comfyui-web
 	$(Q)OUTPUT=$(OUTPUT) PYTHON=$(PYTHON) $(PYTHON) tests/run.py
 
 run-demo: all
@@ -163,6 +171,20 @@ $(OUTPUT)/bench/%.bpf.o: bench/%.bpf.c $(VMLINUX_DIR)/vmlinux.h | $(OUTPUT)/benc
 $(OUTPUT)/bench/%: bench/%.c | $(OUTPUT)/bench
 	$(call msg,BENCH,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@
+
+# The ComfyUI frontend extension is type-checked against ComfyUI's frontend
+# types (comfyui/tests/test_web.py); npm installs the pinned versions here,
+# never into the source tree (node and npm come from make deps).
+WEB_CHECK := $(OUTPUT)/comfyui-web
+WEB_PINS := comfyui/tests/web/package.json comfyui/tests/web/package-lock.json \
+	comfyui/tests/web/.npmrc
+.PHONY: comfyui-web
+$(WEB_CHECK)/node_modules/.package-lock.json: $(WEB_PINS)
+	$(call msg,NPM,$(WEB_CHECK))
+	$(Q)mkdir -p $(WEB_CHECK) && cp $(WEB_PINS) $(WEB_CHECK)/ && \
+		cd $(WEB_CHECK) && npm ci --cache $(abspath $(OUTPUT))/npm-cache >/dev/null
+	$(Q)touch $@
+comfyui-web: $(WEB_CHECK)/node_modules/.package-lock.json
 
 # Regenerate the committed vmlinux.h from the running kernel's BTF.
 vmlinux:
