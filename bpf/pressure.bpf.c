@@ -3,9 +3,11 @@
  * Memory-pressure events of the tracked processes (or of the whole system):
  * page faults, direct and memcg reclaim stalls, kswapd, OOM kills and RSS.
  *
- * Each tracepoint has a tp_btf and a raw_tp program sharing one handler; the
- * agent keeps the one the kernel supports and disables the other. Handlers
- * read kernel memory with BPF_CORE_READ so they work under both.
+ * Each tracepoint has a tp_btf and a raw_tp program sharing one handler (and
+ * one pair per form of its arguments across kernels); the agent keeps the
+ * one the kernel supports and disables the others. The fault and rss_stat
+ * fast paths read kernel memory directly under tp_btf; everything else
+ * uses BPF_CORE_READ, which works under both.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
@@ -28,8 +30,9 @@ const volatile __u64 page_size = 4096;
 /*
  * The tracked processes (written by the agent) and the mm of each, filed
  * by a hash of the mm pointer: an entry is the mm with its slot number in
- * the low bits (mm_struct is cache-line aligned), 0 when free. A fault or
- * RSS change of any other process costs one load and a compare.
+ * the low bits (mm_struct is cache-line aligned), 0 when free. Looked up
+ * once per context switch (see cpus below), and by rss_stat for an mm
+ * other than the running one: one load and a compare for an untracked mm.
  */
 struct rc_target targets[RC_MAX_TARGETS];
 __u64 mm_index[RC_MM_SLOTS];
