@@ -21,7 +21,7 @@ CFLAGS ?= -g -O2
 ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -MMD -MP \
 	      -DRAMCACHE_VERSION='"$(VERSION)"' \
 	      -I$(OUTPUT) -Ibpf -Iinclude -Iuser
-BPF_CFLAGS := -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) \
+BPF_CFLAGS := -g -O2 -Wall -Werror -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) \
 	      -MMD -MP -I$(VMLINUX_DIR) -Ibpf -I$(OUTPUT)
 # Recursive (=), not :=, so pkg-config runs when a link needs it: after
 # `make deps` has installed libmicrohttpd-dev, never at parse time.
@@ -51,7 +51,8 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUTPUT)/tests/%,$(UNIT_SRCS))
 HELPER_SRCS := $(wildcard tests/helpers/*.c)
 HELPER_BINS := $(patsubst tests/helpers/%.c,$(OUTPUT)/tests/%,$(HELPER_SRCS))
-BENCH_BINS := $(OUTPUT)/bench/faultbench
+BENCH_BINS := $(OUTPUT)/bench/faultbench $(OUTPUT)/bench/fpbench \
+	      $(OUTPUT)/bench/empty.bpf.o
 
 AGENT := $(OUTPUT)/ramcache-bpf
 DEMO := $(OUTPUT)/ramcache-demo
@@ -157,6 +158,15 @@ $(OUTPUT)/tests/test_%: tests/unit/test_%.c $(USER_LIB_OBJS) $(LIBA) | $(OUTPUT)
 $(OUTPUT)/tests/%: tests/helpers/%.c $(LIBA) | $(OUTPUT)/tests
 	$(call msg,HELPER,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $< $(LIBA) -lpthread -lm -o $@
+
+# fpbench drives the agent's BPF programs through bpfstate.
+$(OUTPUT)/bench/fpbench: bench/fpbench.c $(USER_LIB_OBJS) | $(OUTPUT)/bench $(SKELS)
+	$(call msg,BENCH,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $< $(USER_LIB_OBJS) $(AGENT_LIBS) -o $@
+
+$(OUTPUT)/bench/%.bpf.o: bench/%.bpf.c $(VMLINUX_DIR)/vmlinux.h | $(OUTPUT)/bench
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
 $(OUTPUT)/bench/%: bench/%.c | $(OUTPUT)/bench
 	$(call msg,BENCH,$@)

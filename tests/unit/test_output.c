@@ -139,8 +139,7 @@ static void probe_warnings_json(FILE *f, void *ctx)
 	ps.p[1].tp = "rss_stat";
 	ps.p[1].what = "RSS";
 	ps.p[1].off_why = PROBE_BAD_ARGS;
-	ps.p[1].nargs = 3;
-	ps.p[1].want_nargs = 2;
+	strcpy(ps.p[1].sig, "pl?");
 	for (int i = 2; i < NR_PROBES; i++)
 		ps.p[i].tp = "x";
 	out_probe_warnings(&o, &ps);
@@ -175,7 +174,8 @@ TEST(probe_warnings_are_json_events)
 		       ",\"message\":\"kernel has no tracepoint page_fault_user"),
 		s);
 	ASSERT_TRUE(strstr(s,
-			   "tracepoint rss_stat has 3 arguments, expected 2"),
+			   "tracepoint rss_stat has arguments (pl?) of no form "
+			   "this version knows; RSS not traced"),
 		    s);
 	free(s);
 }
@@ -208,10 +208,18 @@ static void evict_json(FILE *f, void *ctx)
 		.ack_latency_ns = 14,
 		.freed_latency_ns = 15,
 	};
+	struct control_info c = {
+		.state = "dropped",
+		.path = "/proc/5/fd/3",
+		.discovery = "memfd",
+		.pid = 5,
+		.ns_pid = 1,
+		.why = "truncated",
+	};
 
 	out_evict(&o, &e);
 	out_evict_done(&o, &d);
-	out_control(&o, "dropped", "/dev/shm/x", 5, "truncated");
+	out_control(&o, &c);
 }
 
 /* The eviction events keep their field names (README's event table). */
@@ -231,7 +239,7 @@ TEST(evict_events_json_fields)
 		s);
 	ASSERT_TRUE(
 		strstr(s,
-		       ",\"state\":\"dropped\",\"path\":\"/dev/shm/x\",\"pid\":5,\"reason\":\"truncated\"}"),
+		       ",\"state\":\"dropped\",\"path\":\"/proc/5/fd/3\",\"discovery\":\"memfd\",\"pid\":5,\"ns_pid\":1,\"reason\":\"truncated\"}"),
 		s);
 	free(s);
 }
@@ -279,9 +287,16 @@ static void label_text(FILE *f, void *ctx)
 				 .memcg = "/a\x07"
 					  "b" };
 	struct probes pr = { 0 };
+	struct control_info c = {
+		.state = "attached",
+		.path = "/dev/shm/\x1b[2J",
+		.discovery = "path",
+		.pid = 1,
+		.ns_pid = 1,
+	};
 
 	out_evict_done(&o, &d);
-	out_control(&o, "attached", "/dev/shm/\x1b[2J", 1, NULL);
+	out_control(&o, &c);
 	out_target(&o, "attached", 1, "\x1b[2J");
 	si.probes = &pr;
 	out_start(&o, &si);
