@@ -22,7 +22,11 @@ import comfy.utils  # noqa: E402
 
 CUSTOM_NODES = tempfile.mkdtemp(prefix="ramcache-custom-nodes-")
 CLONE = os.path.join(CUSTOM_NODES, "ramcache_bpf")
+# as git clones it: tracked files only (no tests, no bytecode caches)
 shutil.copytree(env.PKG, CLONE, ignore=shutil.ignore_patterns("tests", "__pycache__"))
+# what the clone ships, listed before ComfyUI imports it (importing writes
+# __pycache__/*.pyc into the clone unless PYTHONDONTWRITEBYTECODE is set)
+CLONED = [os.path.join(d, f) for d, _, files in os.walk(CLONE) for f in files]
 
 _server = env.comfyui_main.Server()
 env.comfyui_main.hijack_progress(_server)  # main.py sets its hook first
@@ -32,9 +36,9 @@ BRIDGE = pkg.bridge.BRIDGE
 
 @test
 def the_clone_is_python_and_javascript_only():
-    for dirpath, _, files in os.walk(CLONE):
-        for f in files:
-            assert f.endswith((".py", ".js", ".md")), os.path.join(dirpath, f)
+    assert any(f.endswith("__init__.py") for f in CLONED), CLONED
+    for f in CLONED:
+        assert f.endswith((".py", ".js", ".md")), f
     src = "".join(open(os.path.join(CLONE, f)).read() for f in os.listdir(CLONE)
                   if f.endswith(".py"))
     assert "libramcache.so" not in src and "RAMCACHE_LIB" not in src

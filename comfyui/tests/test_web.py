@@ -3,9 +3,11 @@
 type-checked with tsc against @comfyorg/comfyui-frontend-types (installed
 by 'make comfyui-web' from the pinned package-lock.json), and its view
 logic run under node's test runner. Fails, never skips, without them."""
+import json
 import os
 import shutil
 import subprocess
+import tempfile
 
 import env
 from rctest import main, test
@@ -55,9 +57,20 @@ def extension_type_checks_against_the_frontend_types():
 
 @test
 def view_logic_under_node_test():
-    r = subprocess.run(["node", "--test", os.path.join(PINS, "view.test.mjs")],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=120)
+    """The shipped ramcache_view.js, copied unchanged next to a package.json
+    saying "type": "module" (as ComfyUI's browser loads it: an ES module).
+    Node 20.19+ would guess that from the syntax; Debian 12's node 18 reads
+    a .js file without it as CommonJS and finds no named exports."""
+    with tempfile.TemporaryDirectory(prefix="ramcache-web-") as root:
+        os.makedirs(os.path.join(root, "tests", "web"))
+        shutil.copytree(WEB, os.path.join(root, "web"))
+        with open(os.path.join(root, "web", "package.json"), "w") as f:
+            json.dump({"type": "module"}, f)
+        test_file = os.path.join(root, "tests", "web", "view.test.mjs")
+        shutil.copy(os.path.join(PINS, "view.test.mjs"), test_file)
+        r = subprocess.run(["node", "--test", test_file], cwd=root,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=120)
     assert r.returncode == 0, r.stdout
     assert "# fail 0" in r.stdout and "# pass 4" in r.stdout, r.stdout
 

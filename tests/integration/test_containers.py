@@ -75,6 +75,10 @@ def host_pid_of(proc, timeout=10.0):
         kids = children(proc.pid)
         if kids:
             return kids[0]
+        if proc.poll() is not None:  # the container is gone already: say why
+            out, err = proc.communicate()
+            raise AssertionError(f"the container exited {proc.returncode} before its "
+                                 f"init was seen: {err[-2000:]}{out[-500:]}")
         time.sleep(0.02)
     raise AssertionError("the container's init never appeared")
 
@@ -91,6 +95,18 @@ def model_dir():
         yield d
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def image_copy(path):
+    """@path copied where uid 65534 can read it, as a container image holds
+    its own code: the checkout may sit in a directory only root can enter
+    (a clone in /root, as on a fresh machine)."""
+    with model_dir() as d:
+        copy = os.path.join(d, os.path.basename(path))
+        shutil.copy(path, copy)
+        os.chmod(copy, 0o644)
+        yield copy
 
 
 class Run:
@@ -183,8 +199,8 @@ def demo_in_a_container_as_another_user_is_served():
 @test
 def document_executor_in_a_container_is_served():
     require_tools()
-    with Memcg(256 * MiB) as cg:
-        run = Run(container([sys.executable, DOCEXEC, "--wait-agent", 20]),
+    with Memcg(256 * MiB) as cg, image_copy(DOCEXEC) as docexec:
+        run = Run(container([sys.executable, docexec, "--wait-agent", 20]),
                   cg)
         agent = None
         try:
