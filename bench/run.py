@@ -1376,6 +1376,9 @@ def report(res):
                  "evictions and OOM kills")
     L += outcomes_table(res["outcomes_noswap"],
                         "## 4b. Outcomes without swap")
+    L += picture(res, "BENCHMARKS-outcomes-noswap.svg", "the outcome runs "
+                 "without swap: RSS of the demo against the limit per "
+                 "policy, evictions and OOM kills")
     L += ["## Targets and misses", ""] + [f"- {n}" for n in res["verdicts"]]
     L.append("")
     return "\n".join(L)
