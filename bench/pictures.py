@@ -86,7 +86,7 @@ def outcomes_svg(runs, limit, title):
         tr = r["trace"]
         lim = tr.get("limit", limit)
         outcome = ("finished" if r["finished"] else
-                   f"OOM-killed" if r["oom_kills"] else f"exit {r['rc']}")
+                   "OOM-killed" if r["oom_kills"] else f"exit {r['rc']}")
         name = POLICY_NAME.get(r["policy"], r["policy"])
         items = [("RSS", "line", {"stroke": T.PALETTE[0],
                                   "stroke_width": 2})]
