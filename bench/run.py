@@ -493,7 +493,8 @@ def bpf_cost(cfg):
         for name, args in order:
             samples[name].append(fpbench(args + size))
     floor = {}
-    for k, prog in (("fault", "fault_empty"), ("rss", "rss_empty")):
+    for k, prog in (("fault", "fault_empty"), ("rss", "rss_empty"),
+                    ("sw", "sw_empty")):
         floor[k] = statistics.median(
             s["progs"][prog]["run_time_ns"] / s["progs"][prog]["runs"]
             for s in samples["empty"])
@@ -1206,12 +1207,13 @@ def report(res):
                   bc["method"] + ".", "",
                   f"Do-nothing programs: {bc['floor_ns']['fault']:.1f} ns "
                   f"per run on page_fault_user, {bc['floor_ns']['rss']:.1f}"
-                  " ns on rss_stat. Targets above that: at most "
+                  f" ns on rss_stat, {bc['floor_ns']['sw']:.1f} ns on "
+                  "sched_switch. Targets above that: at most "
                   f"{TARGET_TRACKED_NS} ns for a tracked process's faults, "
                   f"{TARGET_UNTRACKED_NS} ns for an untracked one's.", "",
                   "| tracked | benchmark | fault: ns/run (above empty) | "
                   "rss_stat: ns/run (above empty) | sched_switch: ns/run "
-                  "(runs) | CPU ns per fault | target |",
+                  "(above empty; runs) | CPU ns per fault | target |",
                   "|---|---|---|---|---|---|---|"]
             for name, r in bc["rows"].items():
                 cells = []
@@ -1222,7 +1224,9 @@ def report(res):
                                  f"({c['above_empty']:+.1f})")
                 sw = r.get("sw")
                 cells.append("-" if not sw else
-                             f"{sw['ns_per_run']:.0f} ({sw['runs']:.0f})")
+                             f"{sw['ns_per_run']:.0f} "
+                             f"({sw['above_empty']:+.0f}; "
+                             f"{sw['runs']:.0f} runs)")
                 L.append(f"| {r['tracked']} | "
                          f"{'tracked' if r['self'] else 'untracked'} | "
                          + " | ".join(cells)
