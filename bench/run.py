@@ -6,7 +6,10 @@
 Sections (all measured in this run; every figure is a ratio against a
 baseline of the same run or a distribution):
   overhead   fault-path throughput: no agent / agent tracking another
-             process / agent tracking the benchmark itself (interleaved)
+             process / agent tracking the benchmark itself / a bpftrace
+             one-liner / a /proc poller (interleaved), their burst
+             detection delay, and each BPF program's cost per run with
+             1, 8 and 64 processes tracked (bench/fpbench.c)
   footprint  agent RSS and CPU at idle and under the fault storm; drops
   reaction   on one memory ramp in a scratch memcg: first reclaim -> the
              agent's eviction command; PSI trigger; node-boundary checks
