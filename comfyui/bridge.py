@@ -81,6 +81,7 @@ class Bridge:
         self.exec_lock = threading.RLock()
         self.pub_lock = threading.Lock()  # publish-side library calls
         self.interrupt_types = ()
+        self.hooks = []  # what hooks.install wrapped in this ComfyUI
         # what the executor is doing, set by the hooks
         self.running = None
         self.dynprompt = None
@@ -195,6 +196,7 @@ class Bridge:
               "entries": len(self._published),
               "evicted": self.evicted_total, "evicted_bytes": self.evicted_bytes,
               "rss_drop": self.freed_total, "settled": self.settled,
+              "hooks": list(self.hooks),
               "last": self._last_evictions()}
         if page is not None and not page.closed:
             st["control"] = ("memfd:" + pagemod.MEMFD_NAME) if page.memfd else page.path

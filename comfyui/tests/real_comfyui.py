@@ -381,7 +381,7 @@ def main():
             ui.wait_up(http)
             st = http.get("/ramcache/status")
             check(results, "/ramcache/status answers before the agent", st.get("page") is True,
-                  {k: st.get(k) for k in ("page", "control", "attached", "comfyui")})
+                  {k: st.get(k) for k in ("page", "control", "attached", "comfyui", "hooks")})
             exts = http.get("/extensions")
             js = "/extensions/ramcache_bpf/ramcache.js"
             body = http.get(js, raw=True).decode(errors="replace") if js in exts else ""
