@@ -17,7 +17,8 @@ What it does (root: a scratch memory cgroup and the agent):
   5. checks: every prompt ran, the agent's commands were acked "evicted"
      with RSS freed, 0 OOM kills; the status node kept the cache keys of
      the nodes after it (a repeated prompt is all cached); a clean exit of
-     --quick-test-for-ci;
+     --quick-test-for-ci; and, read from the source, that the stand-in has
+     every part of this ComfyUI the package uses (comfyui_api.py);
 and prints a JSON summary (--json FILE keeps it). --no-agent runs the same
 prompts without the agent: the control run, which should hit the limit.
 Exit status 0 when every check passed.
@@ -41,6 +42,9 @@ PKG = os.path.dirname(HERE)
 ROOT = os.environ.get("RAMCACHE_ROOT") or os.path.dirname(PKG)
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import rctest  # noqa: E402
+
+sys.path.insert(0, HERE)
+import comfyui_api  # noqa: E402
 
 MiB = 1 << 20
 PYTHON = "/usr/bin/python3"  # Debian's python3 with python3-torch
@@ -326,7 +330,17 @@ def main():
                          "auto: memfd when the agent's --help mentions it")
     ap.add_argument("--no-agent", action="store_true", help="the control run")
     ap.add_argument("--json", help="write the summary here")
+    ap.add_argument("--api-only", action="store_true",
+                    help="only compare the checkout's source with the stand-in (no root)")
     a = ap.parse_args()
+    if a.api_only:
+        _, fam = cache_ram_family(os.path.abspath(a.comfyui))
+        problems = comfyui_api.compare(os.path.abspath(a.comfyui),
+                                       os.path.join(HERE, "standin"), fam)
+        for p in problems:
+            print(p)
+        print(f"{fam}: {len(comfyui_api.ITEMS) + 1} parts compared, {len(problems)} problems")
+        sys.exit(1 if problems else 0)
     if os.geteuid() != 0:
         raise SystemExit("real_comfyui.py: needs root (memory cgroup, agent)")
     if a.control == "auto":
@@ -351,6 +365,10 @@ def main():
     per_prompt_bytes = 2 * a.side * a.side * 3 * 4 * a.batch
     print(f"ComfyUI {version} ({a.commit or 'commit not given'}), {fam}: "
           f"main.py --cpu {' '.join(cmdline)}", flush=True)
+
+    problems = comfyui_api.compare(comfy, os.path.join(HERE, "standin"), fam)
+    check(results, "the stand-in has what this ComfyUI has of what the package uses",
+          not problems, problems)
 
     rc, text = quick_test(comfy, boot, a.port, tmp, a.control)
     loaded = re.search(r"seconds: .*custom_nodes/ramcache_bpf\n", text) and \
