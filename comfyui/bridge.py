@@ -373,7 +373,8 @@ class Bridge:
             return 0
         self.settled += 1
         served = 0
-        deadline = time.monotonic() + SETTLE_S
+        start = time.monotonic()
+        deadline = start + SETTLE_S
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -391,6 +392,13 @@ class Bridge:
             served += len(cmds)
             if not page.agent_alive() or (page.level() < 1 and page.target() == 0):
                 break
+        msg = ("prompt %d started under pressure (%d entries just became inactive): "
+               "waited %.0f ms for the agent, %d commands served")
+        args = (self.prompts, self._newly_inactive, (time.monotonic() - start) * 1e3, served)
+        if "settle" in self._said:
+            log.debug("ramcache: " + msg, *args)
+        else:
+            self.say_once("settle", logging.INFO, msg + " (said once)", *args)
         return served
 
     def answer(self, cmds, sink):

@@ -437,8 +437,16 @@ def main():
                     ok = item["status"]["status_str"] == "success"
                 except (urllib.error.URLError, OSError, TimeoutError, ValueError) as e:
                     ok, item = False, {"error": str(e)}
+                now = {}
+                if ui.proc.poll() is None:
+                    try:
+                        now = http.get("/ramcache/status")
+                    except (urllib.error.URLError, OSError, ValueError):
+                        pass
                 prompts.append({"prompt": i, "ok": ok, "rss": rss(ui.pid),
-                                "cgroup": cg_usage(cg) if os.path.isdir(cg.path) else None})
+                                "cgroup": cg_usage(cg) if os.path.isdir(cg.path) else None,
+                                **{k: now.get(k) for k in ("level", "headroom", "target",
+                                                           "entries", "evicted", "settled")}})
                 print(f"  prompt {i}: {'ok' if ok else 'FAILED'}  rss "
                       f"{(prompts[-1]['rss'] or 0) / MiB:.0f} MiB  cgroup "
                       f"{(prompts[-1]['cgroup'] or 0) / MiB:.0f} MiB", flush=True)
@@ -486,6 +494,9 @@ def main():
         finally:
             if ag is not None:
                 ag.stop()
+                summary["agent_events"] = [e for e in ag.events if e.get("type") in (
+                    "evict", "evict_done", "control", "error", "warning", "start")][:400]
+                summary["agent_stderr"] = ag.stderr[-50:]
             rc = ui.stop()
             text = ui.text()
             summary["exit"] = rc
