@@ -373,6 +373,7 @@ class Bridge:
             return 0
         self.settled += 1
         served = 0
+        newly = self._newly_inactive
         start = time.monotonic()
         deadline = start + SETTLE_S
         while True:
@@ -394,7 +395,7 @@ class Bridge:
                 break
         msg = ("prompt %d started under pressure (%d entries just became inactive): "
                "waited %.0f ms for the agent, %d commands served")
-        args = (self.prompts, self._newly_inactive, (time.monotonic() - start) * 1e3, served)
+        args = (self.prompts, newly, (time.monotonic() - start) * 1e3, served)
         if "settle" in self._said:
             log.debug("ramcache: " + msg, *args)
         else:
