@@ -30,6 +30,7 @@
 #include "level.h"
 #include "match.h"
 #include "metrics.h"
+#include "oomvictim.h"
 #include "metrics_http.h"
 #include "onlevel.h"
 #include "output.h"
@@ -61,6 +62,7 @@
 struct target {
 	pid_t pid; /* 0: none */
 	uid_t uid;
+	struct ctl_target ctl; /* pid and uid in the target's namespaces */
 	int pidfd;
 	char comm[64];
 	struct sampler sm;
@@ -220,6 +222,8 @@ static int target_attach(struct agent *a, pid_t pid,
 	if (t->sm.has_cg && t->sm.cg.ino)
 		bpfstate_watch_memcg(&a->bpf, t->sm.cg.ino);
 	thresholds(a, t->sm.has_cg ? t->sm.cs.limit : RC_UNLIMITED, &t->thr);
+	if (ctl_target_read(RC_PROC_ROOT, pid, t->uid, &t->ctl))
+		t->ctl.ns_pid = pid;
 	if (a->o->evict) {
 		struct evict_cfg cfg = {
 			.control = a->o->control,
@@ -229,7 +233,7 @@ static int target_attach(struct agent *a, pid_t pid,
 			.ack_timeout_ns = a->o->ack_timeout_ns,
 		};
 
-		err = evictor_init(&t->ev, &cfg, &a->out, &a->m, pid, t->uid,
+		err = evictor_init(&t->ev, &cfg, &a->out, &a->m, &t->ctl,
 				   &t->thr);
 		if (err)
 			out_warn(
@@ -317,6 +321,7 @@ static int handle_event(void *ctx, void *data, size_t len)
 	struct agent *a = ctx;
 	const struct rc_event_hdr *h = data;
 	struct target *t = &a->t;
+	struct rc_oom_kill oom;
 	uint64_t now;
 
 	if (len < sizeof(*h))
@@ -355,6 +360,13 @@ static int handle_event(void *ctx, void *data, size_t len)
 	case RC_EV_OOM_KILL:
 		metrics_oom_kill(&a->m);
 		a->next_read_ns = 0; /* the cgroup's count, at the next tick */
+		if (len >= sizeof(oom) && oom_victim_partial(data)) {
+			/* a pid-only kernel: /proc may still know the rest */
+			memcpy(&oom, data, sizeof(oom));
+			oom_victim_fill(RC_PROC_ROOT, &oom);
+			data = &oom;
+			len = sizeof(oom);
+		}
 		break;
 	case RC_EV_FAULT_BURST:
 		evaluate(a, now, 0);
@@ -370,6 +382,7 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s)
 	struct sampler *sm = sampler_of(a);
 	double dt = (now - a->last_summary_ns) / 1e9;
 	struct track_totals tt;
+	struct rc_forecast f;
 
 	if (bpfstate_totals(&a->bpf, t->pid, &tt))
 		memset(&tt, 0, sizeof(tt));
@@ -394,6 +407,15 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s)
 		s->memcg_usage = sm->cs.usage;
 	}
 	s->headroom = sm->headroom;
+	if (t->pid &&
+	    !sampler_forecast(sm, FORECAST_WINDOW_NS, a->o->horizon_ns, &f)) {
+		s->has_forecast = true;
+		s->forecast = f.at_horizon;
+	}
+	s->threshold_headroom = t->pid ? t->thr.headroom_min
+				       : a->sys_thr.headroom_min;
+	s->threshold_inactive = t->pid ? t->thr.inactive_min
+				       : a->sys_thr.inactive_min;
 	s->drops = bpfstate_stat(&a->bpf, RC_STAT_DROPS);
 	s->kswapd_wakes = bpfstate_stat(&a->bpf, RC_STAT_KSWAPD_WAKES);
 	s->oom_kills = bpfstate_stat(&a->bpf, RC_STAT_OOM_KILLS);
@@ -815,6 +837,7 @@ static void start_event(struct agent *a)
 	struct target *t = &a->t;
 
 	si.pid = t->pid;
+	si.ns_pid = t->ctl.ns_pid;
 	si.comm = t->pid ? t->comm : NULL;
 	si.probes = &a->bpf.probes;
 	if (t->pid && t->sm.has_cg) {
