@@ -31,7 +31,7 @@ AGENT_LIBS = -lbpf -lelf -lz $(shell pkg-config --libs libmicrohttpd) -lm
 DEPS_PKGS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
 	     make gcc python3 libmicrohttpd-dev systemtap-sdt-dev \
 	     libclang-rt-14-dev clang-format cppcheck procps util-linux mount \
-	     binutils coreutils systemd linux-libc-dev
+	     binutils coreutils systemd linux-libc-dev chromium tmux
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))
@@ -290,7 +290,8 @@ run-bench: all
 # ---- install ----------------------------------------------------------------
 # `make install` (PREFIX=/usr/local, DESTDIR for staging): the agent, the
 # executor library and its headers, the systemd unit and its settings (an
-# existing /etc/default/ramcache-bpf is kept).
+# existing /etc/default/ramcache-bpf is kept), ramcache-report and
+# ramcache-top (Python, stdlib only) with their modules in lib/ramcache-bpf.
 PREFIX ?= /usr/local
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 .PHONY: install
@@ -308,6 +309,10 @@ install: all
 	$(Q)[ -e $(DESTDIR)/etc/default/ramcache-bpf ] || \
 		install -D -m 0644 contrib/systemd/ramcache-bpf.default \
 		$(DESTDIR)/etc/default/ramcache-bpf
+	$(Q)install -D -m 0755 report/ramcache-report $(DESTDIR)$(PREFIX)/bin/ramcache-report
+	$(Q)install -D -m 0755 report/ramcache-top $(DESTDIR)$(PREFIX)/bin/ramcache-top
+	$(Q)install -d $(DESTDIR)$(PREFIX)/lib/ramcache-bpf/rcviz
+	$(Q)install -m 0644 report/rcviz/*.py $(DESTDIR)$(PREFIX)/lib/ramcache-bpf/rcviz/
 
 # Dependencies recorded by -MMD (absent before the first build).
 -include $(shell find $(OUTPUT) -name '*.d' 2>/dev/null)

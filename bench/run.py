@@ -748,6 +748,7 @@ def bench_reaction(cfg):
         return {"skipped": "needs root (memcg, BPF)"}
     headroom = cfg["model_size"] + 2 * cfg["output_size"]
     trials = []
+    ramp = None
     for t in range(cfg["reaction_trials"]):
         with Memcg(cfg["limit"], swap_limit=0) as cg, scratch_dir() as d:
             psi = PsiWatch(cg)
@@ -781,6 +782,11 @@ def bench_reaction(cfg):
         t_psi = min((f for f in psi.fires if f >= t_start), default=None)
         t_oom = min((e["ts_ns"] for e in agent.of_type("oom_kill")
                      if e.get("victim_pid") == demo.pid), default=None)
+        if ramp is None and t0 is not None:
+            ramp = ramp_record({
+                "t_start": t_start, "t_end": t_end, "t_reclaim": t0,
+                "t_evict": t_evict, "t_psi": t_psi, "t_oom": t_oom},
+                agent, demo.pid, cfg["limit"])
         tr = {"t_start": t_start, "t_end": t_end, "t_reclaim": t0,
               "t_oom": t_oom,
               "reclaims": len(rec), "t_evict": t_evict, "t_psi": t_psi,
@@ -811,7 +817,7 @@ def bench_reaction(cfg):
         f"{headroom // MiB} MiB after each node, node boundaries at "
         "200 evenly spaced phases per trial; a check that would come "
         "after the process ended (OOM-killed) is a miss."),
-        "headroom": headroom, "trials": [], "rows": {}}
+        "headroom": headroom, "trials": [], "rows": {}, "ramp": ramp}
     for tr in trials:
         res["trials"].append({k: v for k, v in tr.items() if k != "trace"})
     valid = [tr for tr in trials if tr["t_reclaim"] is not None]
@@ -841,6 +847,41 @@ def bench_reaction(cfg):
                     vals.append(n - tr["t_reclaim"])
         rows[f"node-check-{node_s}s"] = row_of(vals, miss)
     return res
+
+
+RAMP_TYPES = ("rss", "reclaim", "evict", "oom_kill", "summary", "pressure",
+              "kswapd")
+
+
+def ramp_record(times, agent, pid, limit):
+    """One trial's agent events (of the executor), for the picture."""
+    evs = [{k: v for k, v in e.items() if not k.startswith("_")}
+           for e in agent.events if e.get("type") in RAMP_TYPES
+           and (e.get("pid") in (pid, None) or e["type"] == "kswapd"
+                or e.get("victim_pid") == pid)]
+    return dict(times, limit=limit, events=evs)
+
+
+def outcome_trace(agent, demo, t0_ns, limit):
+    """RSS of the executor (decimated), evictions and OOM kills, in
+    seconds since the workload started: the outcome picture's data."""
+    rss = [((e["ts_ns"] - t0_ns) / 1e9, e["rss"]) for e in
+           agent.of_type("rss") if e.get("pid") == demo.pid]
+    step = max(1, len(rss) // 400)
+    rss = rss[::step] + rss[-1:] if rss else []
+    done = {e.get("seq"): e.get("status") for e in
+            agent.of_type("evict_done")}
+    return {"limit": limit,
+            "t_end": ((demo.end_ns or mono_ns()) - t0_ns) / 1e9,
+            "rss": [[round(t, 4), b] for t, b in rss],
+            "oom": [round((e["ts_ns"] - t0_ns) / 1e9, 4) for e in
+                    agent.of_type("oom_kill")
+                    if e.get("victim_pid") == demo.pid],
+            "evict": [[round((e["ts_ns"] - t0_ns) / 1e9, 4),
+                       done.get(e.get("seq"), "")] for e in
+                      agent.of_type("evict") if "seq" in e],
+            "finished_t": (((demo.end_ns or 0) - t0_ns) / 1e9
+                           if demo.rc == 0 else None)}
 
 
 def rel_ms(t, t0):
@@ -924,6 +965,7 @@ def run_outcome(cfg, policy, swap):
                 else ["--no-evict"]
             agent = start_agent(demo.pid, *flags)
             t0 = time.monotonic()
+            t0_ns = mono_ns()
             demo.send()
             demo.wait(cfg["timeout"])
             wall = time.monotonic() - t0
@@ -959,6 +1001,7 @@ def run_outcome(cfg, policy, swap):
             "recv_latency_ns")} for e in ack],
         "agent_drops": max([s.get("drops", 0) for s in
                             agent.of_type("summary")] or [0]),
+        "trace": outcome_trace(agent, demo, t0_ns, limit),
     }
 
 
@@ -1309,8 +1352,12 @@ def report(res):
     if "skipped" in r:
         L += [f"Skipped: {r['skipped']}", ""]
     else:
-        L += [r["method"], "",
-              f"Trials: {len(r['trials'])}, with a reclaim event: "
+        L += [r["method"], ""]
+        L += picture(res, "BENCHMARKS-ramp.svg", "one trial of the "
+                     "reaction ramp: RSS against the limit, the first "
+                     "reclaim stall, ramcache-bpf's first command, PSI, "
+                     "the OOM kill")
+        L += [f"Trials: {len(r['trials'])}, with a reclaim event: "
               f"{r['trials_with_reclaim']}. Milliseconds from the first "
               "reclaim stall (negative: before it); percentiles over all "
               "attempts, a miss counting as infinitely late, so 'missed' "
@@ -1365,6 +1412,9 @@ def report(res):
                                  for r in cs["runs"]) + ".")
         L.append("")
     L += outcomes_table(res["outcomes"], "## 4. Outcomes")
+    L += picture(res, "BENCHMARKS-outcomes.svg", "the outcome runs of one "
+                 "round: RSS of the demo against the limit per policy, "
+                 "evictions and OOM kills")
     L += outcomes_table(res["outcomes_noswap"],
                         "## 4b. Outcomes without swap")
     L += ["## Targets and misses", ""] + [f"- {n}" for n in res["verdicts"]]
@@ -1479,6 +1529,23 @@ def machine():
             "hostname_hash": None}
 
 
+def draw_pictures(res, outdir):
+    """The SVGs beside BENCHMARKS.md, by the report's code."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import pictures
+    try:
+        return pictures.render(res, outdir)
+    except Exception as e:  # a picture is not worth the run's figures
+        log(f"pictures not drawn: {e!r}")
+        return []
+
+
+def picture(res, name, alt):
+    if name in res.get("pictures", []):
+        return [f"![{alt}]({name})", ""]
+    return []
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
@@ -1489,8 +1556,14 @@ def main():
     ap.add_argument("--json", help="write results.json here instead")
     ap.add_argument("--only", default="",
                     help="comma-separated sections to run")
+    ap.add_argument("--trials", type=int, help="reaction trials and "
+                    "outcome rounds (fewer: e.g. to redraw the pictures)")
     args = ap.parse_args()
-    cfg = QUICK if args.quick else FULL
+    cfg = dict(QUICK if args.quick else FULL)
+    if args.trials:
+        cfg.update(reaction_trials=args.trials, outcome_rounds=args.trials,
+                   noswap_rounds=args.trials,
+                   comfy=dict(cfg["comfy"], rounds=args.trials))
     out = args.out or os.path.join(OUTPUT, "bench",
                                    "quick" if args.quick else "")
     os.makedirs(out, exist_ok=True)
@@ -1518,7 +1591,7 @@ def main():
     res["outcomes_noswap"] = (bench_outcomes(cfg, zram=False)
                               if want("outcomes") and cfg["zram"]
                               else {"skipped": "quick mode runs one variant"
-                                    if cfg is QUICK else "not selected"})
+                                    if args.quick else "not selected"})
     comfy = (bench_comfy(cfg) if want("eviction") or want("outcomes")
              else skipped)
     res["outcomes"] = bench_outcomes(cfg) if want("outcomes") else skipped
@@ -1528,6 +1601,8 @@ def main():
     res["seconds"] = time.monotonic() - t0
     jpath = args.json or os.path.join(out, "results.json")
     mpath = args.md or os.path.join(out, "BENCHMARKS.md")
+    res["pictures"] = draw_pictures(res, os.path.dirname(
+        os.path.abspath(mpath)))
     with open(jpath, "w") as f:
         json.dump(res, f, indent=1, sort_keys=True)
         f.write("\n")

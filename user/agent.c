@@ -382,6 +382,7 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s)
 	struct sampler *sm = sampler_of(a);
 	double dt = (now - a->last_summary_ns) / 1e9;
 	struct track_totals tt;
+	struct rc_forecast f;
 
 	if (bpfstate_totals(&a->bpf, t->pid, &tt))
 		memset(&tt, 0, sizeof(tt));
@@ -406,6 +407,15 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s)
 		s->memcg_usage = sm->cs.usage;
 	}
 	s->headroom = sm->headroom;
+	if (t->pid &&
+	    !sampler_forecast(sm, FORECAST_WINDOW_NS, a->o->horizon_ns, &f)) {
+		s->has_forecast = true;
+		s->forecast = f.at_horizon;
+	}
+	s->threshold_headroom = t->pid ? t->thr.headroom_min
+				       : a->sys_thr.headroom_min;
+	s->threshold_inactive = t->pid ? t->thr.inactive_min
+				       : a->sys_thr.inactive_min;
 	s->drops = bpfstate_stat(&a->bpf, RC_STAT_DROPS);
 	s->kswapd_wakes = bpfstate_stat(&a->bpf, RC_STAT_KSWAPD_WAKES);
 	s->oom_kills = bpfstate_stat(&a->bpf, RC_STAT_OOM_KILLS);
