@@ -120,6 +120,24 @@ static int read_counter(const char *dir, const char *name, uint64_t *v)
 	return err ? err : parse_u64_text(buf, v);
 }
 
+/* A counter file that a kernel may lack: *has says whether it was there. */
+static int read_optional(const char *dir, const char *name, uint64_t *v,
+			 bool *has)
+{
+	char buf[64];
+	int err;
+
+	*v = 0;
+	*has = false;
+	err = read_at(dir, name, buf, sizeof(buf));
+	if (err == -ENOENT)
+		return 0;
+	if (!err)
+		err = parse_u64_text(buf, v);
+	*has = !err;
+	return err;
+}
+
 /* "key value" lines (memory.stat, memory.events, memory.oom_control). */
 static bool find_key(const char *text, const char *key, uint64_t *v)
 {
@@ -213,6 +231,9 @@ static int read_v1(const char *dir, struct rc_cgroup_mem *m)
 	if (!err)
 		err = read_key(dir, "memory.oom_control", "oom_kill", NULL,
 			       &m->oom_kill);
+	if (!err)
+		err = read_optional(dir, "memory.failcnt", &m->ev.max,
+				    &m->ev.has_limit_events);
 	if (err)
 		return err;
 	/* memsw counts memory + swap; swap alone is the difference. */
@@ -222,6 +243,31 @@ static int read_v1(const char *dir, struct rc_cgroup_mem *m)
 	else
 		m->swap_limit = memsw_limit > m->limit ? memsw_limit - m->limit
 						       : 0;
+	return 0;
+}
+
+/* memory.events and memory.swap.events (v2): "key count" lines. */
+static int read_v2_events(const char *dir, struct rc_cgroup_mem *m)
+{
+	struct rc_cgroup_events *e = &m->ev;
+	char buf[RC_CGFILE_MAX];
+	int err;
+
+	err = read_at(dir, "memory.events", buf, sizeof(buf));
+	if (err && err != -ENOENT)
+		return err;
+	if (!err) {
+		e->has_limit_events = find_key(buf, "high", &e->high) &&
+				      find_key(buf, "max", &e->max);
+		find_key(buf, "oom_kill", &m->oom_kill);
+	}
+	/* absent without swap accounting (swapaccount=0, no CONFIG_MEMCG_SWAP) */
+	err = read_at(dir, "memory.swap.events", buf, sizeof(buf));
+	if (err && err != -ENOENT)
+		return err;
+	if (!err)
+		e->has_swap_events = find_key(buf, "max", &e->swap_max) &&
+				     find_key(buf, "fail", &e->swap_fail);
 	return 0;
 }
 
@@ -236,14 +282,15 @@ static int read_v2(const char *dir, struct rc_cgroup_mem *m)
 	if (!err)
 		err = read_stat(dir, "", m);
 	if (!err)
-		err = read_counter(dir, "memory.swap.current", &m->swap_usage);
+		err = read_optional(dir, "memory.swap.current", &m->swap_usage,
+				    &m->ev.has_swap_bytes);
 	if (!err)
 		err = read_limit(dir, "memory.swap.max", &m->swap_limit);
 	if (!err)
-		err = read_key(dir, "memory.events", "oom_kill", NULL,
-			       &m->oom_kill);
+		err = read_v2_events(dir, m);
 	if (err)
 		return err;
+	m->ev.swap_bytes = m->swap_usage;
 	snprintf(path, sizeof(path), "%s/memory.pressure", dir);
 	return rc_psi_read_file(path, &m->psi);
 }

@@ -70,8 +70,17 @@ int level_update(struct level_watch *lw, uint64_t now,
 		in.kswapd_awake |= lw->kswapd_awake[i] != 0;
 	in.direct_reclaims = delta(c->direct_stalls, lw->prev_direct);
 	in.memcg_reclaims = delta(c->memcg_stalls, lw->prev_memcg);
+	if (c->cg && cg.has_limit_events) {
+		/* the cgroup's own count of reclaim at memory.high/max */
+		uint64_t hits = delta(cg.high, lw->prev_cg.high) +
+				delta(cg.max, lw->prev_cg.max);
+
+		if (hits > in.memcg_reclaims)
+			in.memcg_reclaims = hits;
+	}
 	lw->refault_memcg = c->cg && cg.has_refault;
-	lw->swap_memcg = c->cg && cg.has_swap;
+	lw->swap_memcg = c->cg && (cg.has_swap ||
+				   (cg.has_swap_bytes && cg.has_refault));
 	lw->psi_memcg = c->cg && c->cg->psi.available;
 	if (lw->refault_memcg) {
 		in.refault_anon =
@@ -84,9 +93,18 @@ int level_update(struct level_watch *lw, uint64_t now,
 		in.refault_file = delta(vm.workingset_refault_file,
 					lw->prev_vm.workingset_refault_file);
 	}
-	if (lw->swap_memcg) {
+	if (lw->swap_memcg && cg.has_swap) {
 		in.swap_in = delta(cg.pswpin, lw->prev_cg.pswpin);
 		in.swap_out = delta(cg.pswpout, lw->prev_cg.pswpout);
+	} else if (lw->swap_memcg) {
+		/*
+		 * v2 without pswpin/pswpout (6.1): anon refaults are the pages
+		 * read back from swap, the growth of memory.swap.current the
+		 * net swap-out (in the 4 KiB pages the thresholds count).
+		 */
+		in.swap_in = delta(cg.refault_anon, lw->prev_cg.refault_anon);
+		in.swap_out = delta(cg.swap_bytes, lw->prev_cg.swap_bytes) /
+			      4096;
 	} else {
 		in.swap_in = delta(vm.pswpin, lw->prev_vm.pswpin);
 		in.swap_out = delta(vm.pswpout, lw->prev_vm.pswpout);
