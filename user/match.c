@@ -57,8 +57,7 @@ static unsigned long long start_time(const char *proc_root, pid_t pid)
 		return t;
 	/* fields 3..21 skipped: state and 18 numbers */
 	if (sscanf(p + 2,
-		   "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
-		   "%*s %*s %*s %*s %*s %llu",
+		   "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu",
 		   &t) != 1)
 		t = ~0ULL;
 	return t;

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "hist.h"
 #include "json.h"
 #include "output.h"
+#include "policy.h"
 #include "probes.h"
 
 #define MiB (1024.0 * 1024.0)
@@ -24,19 +27,13 @@ void out_clock(char *buf, size_t len)
 	strftime(buf, len, "%H:%M:%S", &tm);
 }
 
-/* "a,b,c" as a JSON array of strings. */
-static void reasons_json(struct jw *w, const char *reasons)
+/* RC_R_* bits as a JSON array of their names. */
+static void reasons_json(struct jw *w, uint32_t reasons)
 {
-	const char *p = reasons;
-
 	jw_array_begin(w, "reasons");
-	while (p && *p) {
-		const char *end = strchr(p, ',');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
-
-		jw_strn(w, NULL, p, len);
-		p = end ? end + 1 : NULL;
-	}
+	for (int i = 0; i < RC_R_NR; i++)
+		if (reasons & (1u << i))
+			jw_str(w, NULL, rc_reason_name(1u << i));
 	jw_array_end(w);
 }
 
@@ -95,8 +92,7 @@ void out_start(struct out *o, const struct start_info *s)
 	fprintf(o->f, "\n");
 	if (s->pid)
 		fprintf(o->f,
-			"%s  eviction below %.0f MiB headroom (inactive "
-			"entries below %.0f MiB)\n",
+			"%s  eviction below %.0f MiB headroom (inactive entries below %.0f MiB)\n",
 			clk, s->headroom / MiB, s->inactive / MiB);
 	fflush(o->f);
 }
@@ -182,8 +178,8 @@ void out_event(struct out *o, const void *data, size_t len)
 		const struct rc_fault_burst *e = data;
 
 		fprintf(o->f,
-			"%s  fault_burst pid %u: %" PRIu64 " faults in %.1f ms "
-			"on cpu %u\n",
+			"%s  fault_burst pid %u: %" PRIu64
+			" faults in %.1f ms on cpu %u\n",
 			clk, h->tgid, (uint64_t)e->faults, e->window_ns / 1e6,
 			h->cpu);
 		break;
@@ -209,8 +205,7 @@ void out_event(struct out *o, const void *data, size_t len)
 		const struct rc_oom_kill *e = data;
 
 		fprintf(o->f,
-			"%s  OOM kill of pid %u (%.16s): anon %.1f MiB, file "
-			"%.1f MiB, shmem %.1f MiB\n",
+			"%s  OOM kill of pid %u (%.16s): anon %.1f MiB, file %.1f MiB, shmem %.1f MiB\n",
 			clk, e->victim_pid, e->comm, e->anon_rss / MiB,
 			e->file_rss / MiB, e->shmem_rss / MiB);
 		break;
@@ -232,56 +227,61 @@ void out_event(struct out *o, const void *data, size_t len)
 	fflush(o->f);
 }
 
+static void summary_json(struct out *o, const struct summary *s)
+{
+	struct jw w;
+
+	jw_begin(&w, o->f);
+	jw_str(&w, "type", "summary");
+	jw_u64(&w, "pid", s->pid);
+	jw_double(&w, "interval_s", s->interval_s);
+	if (s->rss)
+		jw_u64(&w, "rss", s->rss);
+	if (s->has_rss_file)
+		jw_u64(&w, "rss_file", s->rss_file);
+	jw_u64(&w, "faults", s->faults);
+	jw_double(&w, "faults_per_s", s->faults_per_s);
+	jw_u64(&w, "direct_stalls", s->stalls[RC_RECLAIM_DIRECT]);
+	jw_u64(&w, "direct_stall_ns", s->stall_ns[RC_RECLAIM_DIRECT]);
+	jw_u64(&w, "memcg_stalls", s->stalls[RC_RECLAIM_MEMCG]);
+	jw_u64(&w, "memcg_stall_ns", s->stall_ns[RC_RECLAIM_MEMCG]);
+	jw_u64(&w, "mem_available", s->mem_available);
+	if (s->has_memcg) {
+		jw_u64(&w, "memcg_limit", s->memcg_limit);
+		jw_u64(&w, "memcg_usage", s->memcg_usage);
+	}
+	jw_u64(&w, "headroom", s->headroom);
+	jw_u64(&w, "kswapd_wakes", s->kswapd_wakes);
+	jw_u64(&w, "oom_kills", s->oom_kills);
+	jw_u64(&w, "drops", s->drops);
+	if (s->level)
+		jw_str(&w, "level", s->level);
+	if (s->level)
+		reasons_json(&w, s->reasons);
+	if (s->has_eta)
+		jw_double(&w, "eta_s", s->eta_s);
+	jw_double(&w, "refault_file_per_s", s->refault_file_s);
+	jw_double(&w, "refault_anon_per_s", s->refault_anon_s);
+	jw_double(&w, "swap_in_per_s", s->swap_in_s);
+	jw_double(&w, "swap_out_per_s", s->swap_out_s);
+	jw_double(&w, "major_faults_per_s", s->majflt_s);
+	if (s->psi) {
+		jw_double(&w, "psi_some_avg10", s->psi_some);
+		jw_double(&w, "psi_full_avg10", s->psi_full);
+	}
+	jw_u64(&w, "evict_sent", s->evict_sent);
+	jw_u64(&w, "evict_acked", s->evict_acked);
+	jw_u64(&w, "evict_timeouts", s->evict_timeouts);
+	jw_u64(&w, "bytes_evicted", s->bytes_evicted);
+	jw_end(&w);
+}
+
 void out_summary(struct out *o, const struct summary *s)
 {
 	char clk[16];
 
 	if (o->json) {
-		struct jw w;
-
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "summary");
-		jw_u64(&w, "pid", s->pid);
-		jw_double(&w, "interval_s", s->interval_s);
-		if (s->rss)
-			jw_u64(&w, "rss", s->rss);
-		if (s->has_rss_file)
-			jw_u64(&w, "rss_file", s->rss_file);
-		jw_u64(&w, "faults", s->faults);
-		jw_double(&w, "faults_per_s", s->faults_per_s);
-		jw_u64(&w, "direct_stalls", s->stalls[RC_RECLAIM_DIRECT]);
-		jw_u64(&w, "direct_stall_ns", s->stall_ns[RC_RECLAIM_DIRECT]);
-		jw_u64(&w, "memcg_stalls", s->stalls[RC_RECLAIM_MEMCG]);
-		jw_u64(&w, "memcg_stall_ns", s->stall_ns[RC_RECLAIM_MEMCG]);
-		jw_u64(&w, "mem_available", s->mem_available);
-		if (s->has_memcg) {
-			jw_u64(&w, "memcg_limit", s->memcg_limit);
-			jw_u64(&w, "memcg_usage", s->memcg_usage);
-		}
-		jw_u64(&w, "headroom", s->headroom);
-		jw_u64(&w, "kswapd_wakes", s->kswapd_wakes);
-		jw_u64(&w, "oom_kills", s->oom_kills);
-		jw_u64(&w, "drops", s->drops);
-		if (s->level)
-			jw_str(&w, "level", s->level);
-		if (s->reasons)
-			reasons_json(&w, s->reasons);
-		if (s->has_eta)
-			jw_double(&w, "eta_s", s->eta_s);
-		jw_double(&w, "refault_file_per_s", s->refault_file_s);
-		jw_double(&w, "refault_anon_per_s", s->refault_anon_s);
-		jw_double(&w, "swap_in_per_s", s->swap_in_s);
-		jw_double(&w, "swap_out_per_s", s->swap_out_s);
-		jw_double(&w, "major_faults_per_s", s->majflt_s);
-		if (s->psi) {
-			jw_double(&w, "psi_some_avg10", s->psi_some);
-			jw_double(&w, "psi_full_avg10", s->psi_full);
-		}
-		jw_u64(&w, "evict_sent", s->evict_sent);
-		jw_u64(&w, "evict_acked", s->evict_acked);
-		jw_u64(&w, "evict_timeouts", s->evict_timeouts);
-		jw_u64(&w, "bytes_evicted", s->bytes_evicted);
-		jw_end(&w);
+		summary_json(o, s);
 		return;
 	}
 	out_clock(clk, sizeof(clk));
@@ -297,11 +297,8 @@ void out_summary(struct out *o, const struct summary *s)
 	else
 		fprintf(o->f, " system: %.0f faults/s,", s->faults_per_s);
 	fprintf(o->f,
-		" stalls direct %" PRIu64 " (%.1f ms) memcg %" PRIu64 " (%.1f "
-		"ms), "
-		"availabl"
-		"e %.0f "
-		"MiB",
+		" stalls direct %" PRIu64 " (%.1f ms) memcg %" PRIu64
+		" (%.1f ms), available %.0f MiB",
 		s->stalls[0], s->stall_ns[0] / 1e6, s->stalls[1],
 		s->stall_ns[1] / 1e6, s->mem_available / MiB);
 	if (s->has_memcg)
@@ -316,8 +313,12 @@ void out_summary(struct out *o, const struct summary *s)
 			s->swap_out_s);
 	if (s->level)
 		fprintf(o->f, ", level %s", s->level);
-	if (s->reasons && *s->reasons)
-		fprintf(o->f, " (%s)", s->reasons);
+	if (s->reasons) {
+		char r[256];
+
+		rc_reasons_format(s->reasons, r, sizeof(r));
+		fprintf(o->f, " (%s)", r);
+	}
 	if (s->has_eta)
 		fprintf(o->f, ", headroom gone in %.1f s", s->eta_s);
 	if (s->evict_sent)
@@ -331,7 +332,7 @@ void out_summary(struct out *o, const struct summary *s)
 
 void out_pressure(struct out *o, const struct pressure_info *p)
 {
-	char clk[16];
+	char clk[16], r[256];
 
 	if (o->json) {
 		struct jw w;
@@ -348,8 +349,9 @@ void out_pressure(struct out *o, const struct pressure_info *p)
 		return;
 	}
 	out_clock(clk, sizeof(clk));
-	fprintf(o->f, "%s  pressure %s%s%s%s", clk, p->level,
-		*p->reasons ? " (" : "", p->reasons, *p->reasons ? ")" : "");
+	rc_reasons_format(p->reasons, r, sizeof(r));
+	fprintf(o->f, "%s  pressure %s%s%s%s", clk, p->level, *r ? " (" : "", r,
+		*r ? ")" : "");
 	if (p->has_eta)
 		fprintf(o->f, ", headroom gone in %.1f s", p->eta_s);
 	fprintf(o->f, ", headroom %.0f MiB\n", p->headroom / MiB);
@@ -414,4 +416,191 @@ void out_warn(struct out *o, const char *fmt, ...)
 		jw_str(&w, "message", msg);
 		jw_end(&w);
 	}
+}
+
+int out_fail(struct out *o, int code, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "ramcache-bpf: %s\n", msg);
+	if (o && o->json) {
+		struct jw w;
+
+		jw_begin(&w, o->f);
+		jw_str(&w, "type", "error");
+		jw_str(&w, "message", msg);
+		jw_i64(&w, "code", code);
+		jw_end(&w);
+	}
+	return code;
+}
+
+void out_probe_warnings(struct out *o, const struct probes *ps)
+{
+	for (int i = 0; i < NR_PROBES; i++) {
+		const struct probe *p = &ps->p[i];
+
+		switch (p->off_why) {
+		case PROBE_OK:
+			break;
+		case PROBE_MISSING:
+			out_warn(o,
+				 "kernel has no tracepoint %s, %s not traced",
+				 p->tp, p->what);
+			break;
+		case PROBE_BAD_ARGS:
+			out_warn(
+				o,
+				"tracepoint %s has %d arguments, expected %d; %s not traced",
+				p->tp, p->nargs, p->want_nargs, p->what);
+			break;
+		case PROBE_ATTACH_FAILED:
+			out_warn(o,
+				 "failed to attach %s to %s: %s; %s not traced",
+				 p->attach_mode, p->tp, strerror(p->err),
+				 p->what);
+			break;
+		}
+	}
+}
+
+void out_control(struct out *o, const char *state, const char *path, pid_t pid,
+		 const char *why)
+{
+	char clk[16];
+
+	if (o->json) {
+		struct jw w;
+
+		jw_begin(&w, o->f);
+		jw_str(&w, "type", "control");
+		jw_str(&w, "state", state);
+		jw_str(&w, "path", path);
+		jw_u64(&w, "pid", pid);
+		if (why)
+			jw_str(&w, "reason", why);
+		jw_end(&w);
+		return;
+	}
+	out_clock(clk, sizeof(clk));
+	fprintf(o->f, "%s  control page %s %s%s%s\n", clk, path, state,
+		why ? ": " : "", why ? why : "");
+	fflush(o->f);
+}
+
+void out_evict(struct out *o, const struct evict_info *e)
+{
+	char clk[16];
+
+	if (o->json) {
+		struct jw w;
+
+		jw_begin(&w, o->f);
+		jw_str(&w, "type", "evict");
+		jw_u64(&w, "pid", e->pid);
+		jw_u64(&w, "ts_ns", e->ts_ns);
+		if (e->seq)
+			jw_u64(&w, "seq", e->seq);
+		else
+			jw_bool(&w, "dry_run", true);
+		jw_u64(&w, "id", e->id);
+		jw_str(&w, "label", e->label);
+		jw_u64(&w, "bytes", e->bytes);
+		jw_str(&w, "reason", ramcache_reason_name(e->reason));
+		jw_bool(&w, "active", e->active);
+		jw_u64(&w, "headroom", e->headroom);
+		jw_u64(&w, "forecast", e->forecast);
+		jw_end(&w);
+		return;
+	}
+	out_clock(clk, sizeof(clk));
+	fprintf(o->f,
+		"%s  %s #%llu %s (%.1f MiB, %s): headroom %.0f MiB, forecast %.0f MiB\n",
+		clk, e->seq ? "evict" : "would evict",
+		(unsigned long long)e->seq, e->label[0] ? e->label : "-",
+		e->bytes / MiB, ramcache_reason_name(e->reason),
+		e->headroom / MiB, e->forecast / MiB);
+	fflush(o->f);
+}
+
+static void evict_done_json(struct out *o, const struct evict_done_info *d)
+{
+	struct jw w;
+
+	jw_begin(&w, o->f);
+	jw_str(&w, "type", "evict_done");
+	jw_u64(&w, "pid", d->pid);
+	jw_u64(&w, "seq", d->seq);
+	jw_u64(&w, "id", d->id);
+	jw_str(&w, "label", d->label);
+	jw_str(&w, "status", d->status);
+	jw_u64(&w, "bytes", d->bytes);
+	if (d->acked) {
+		jw_u64(&w, "bytes_freed", d->bytes_freed);
+		jw_u64(&w, "recv_latency_ns", d->recv_latency_ns);
+		jw_u64(&w, "ack_latency_ns", d->ack_latency_ns);
+	}
+	if (d->freed_latency_ns)
+		jw_u64(&w, "freed_latency_ns", d->freed_latency_ns);
+	jw_end(&w);
+}
+
+void out_evict_done(struct out *o, const struct evict_done_info *d)
+{
+	char clk[16];
+
+	if (o->json) {
+		evict_done_json(o, d);
+		return;
+	}
+	out_clock(clk, sizeof(clk));
+	fprintf(o->f, "%s  evict #%llu %s (%s): %s", clk,
+		(unsigned long long)d->seq, d->label[0] ? d->label : "-",
+		d->status, d->acked ? "" : "no ack");
+	if (d->acked)
+		fprintf(o->f, "%.1f MiB freed, ack after %.2f ms",
+			d->bytes_freed / MiB, d->ack_latency_ns / 1e6);
+	if (d->freed_latency_ns)
+		fprintf(o->f, ", RSS down after %.2f ms",
+			d->freed_latency_ns / 1e6);
+	fputc('\n', o->f);
+	fflush(o->f);
+}
+
+void out_hist(struct out *o, const char *name, const char *title,
+	      const struct hist *h)
+{
+	if (o->json) {
+		struct jw w;
+
+		jw_begin(&w, o->f);
+		jw_str(&w, "type", "hist");
+		jw_str(&w, "name", name);
+		jw_str(&w, "unit", "usecs");
+		jw_u64(&w, "count", hist_total(h));
+		hist_json(&w, "slots", h);
+		jw_end(&w);
+		return;
+	}
+	fprintf(o->f, "\n%s:\n", title);
+	hist_print(o->f, h, "usecs");
+	fflush(o->f);
+}
+
+static bool libbpf_verbose;
+
+void out_set_verbose_libbpf(bool on)
+{
+	libbpf_verbose = on;
+}
+
+int out_libbpf_print(int level, const char *fmt, va_list args)
+{
+	if (!libbpf_verbose)
+		return 0;
+	return vfprintf(stderr, fmt, args);
 }

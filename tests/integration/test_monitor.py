@@ -181,6 +181,39 @@ def bad_flags_are_exit_2():
 
 
 @test
+def whole_system_start_shows_thresholds_in_force():
+    require_root()
+    # --headroom alone sets inactive to 2 x headroom, as --help says
+    with Agent("--headroom", "1G", "--duration", "1s", "--no-mlock") as a:
+        start = a.wait_type("start")
+        assert start, f"no start event; stderr: {a.stderr}"
+        assert start["pid"] == 0, start
+        assert start["headroom"] == 1 << 30, start
+        assert start["inactive"] == 2 << 30, start
+        assert a.wait(timeout=10) == 0, a.stderr
+    with Agent("--duration", "1s", "--no-mlock") as a:
+        start = a.wait_type("start")
+        assert start and start["headroom"] >= 2 << 30, start
+        assert start["inactive"] >= start["headroom"], start
+        assert a.wait(timeout=10) == 0, a.stderr
+
+
+@test
+def fatal_error_is_a_json_event_too():
+    r = run_agent("--json", "--pid", "2147483647")
+    one_line_error(r, 4, "no such process")
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert events and events[-1]["type"] == "error", r.stdout
+    assert events[-1]["code"] == 4, events
+    assert "no such process" in events[-1]["message"], events
+
+
+@test
+def burst_faults_is_a_count_not_a_size():
+    one_line_error(run_agent("--burst-faults", "10%"), 2, "--burst-faults")
+
+
+@test
 def help_and_version():
     r = run_agent("--help")
     assert r.returncode == 0 and "Usage: ramcache-bpf" in r.stdout

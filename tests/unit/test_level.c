@@ -50,7 +50,8 @@ TEST(cgroup_swap_and_refaults_are_the_rates)
 	ASSERT_TRUE(lw.cur.reasons & RC_R_SWAP_OUT, "swap_out");
 	ASSERT_TRUE(lw.cur.reasons & RC_R_REFAULT_ANON, "refault_anon");
 	ASSERT_TRUE(lw.swap_memcg && lw.refault_memcg, "from the memcg");
-	ASSERT_TRUE(lw.swap_in_s > 999 && lw.swap_in_s < 1001, "rate");
+	ASSERT_TRUE(lw.cur.rates.swap_in > 999 && lw.cur.rates.swap_in < 1001,
+		    "rate");
 }
 
 TEST(without_swap_counters_the_system_is_used)
@@ -65,7 +66,7 @@ TEST(without_swap_counters_the_system_is_used)
 	cg.ev.pswpin = 100000; /* not a counter this kernel has */
 	ASSERT_EQ(level_update(&lw, 2 * SEC, &c), 0, "fixture vmstat still");
 	ASSERT_FALSE(lw.swap_memcg, "system swap");
-	ASSERT_EQ(lw.swap_in_s, 0, "no swap-in");
+	ASSERT_EQ(lw.cur.rates.swap_in, 0, "no swap-in");
 }
 
 TEST(v2_without_pswpin_uses_swap_current_and_anon_refaults)
@@ -131,7 +132,7 @@ TEST(another_cgroup_starts_afresh)
 	cg.ev.refault_anon = 1 << 20;
 	c.cg_ino = 43;
 	ASSERT_EQ(level_update(&lw, 2 * SEC, &c), 0, "no spike");
-	ASSERT_EQ(lw.refault_anon_s, 0, "baseline of the new cgroup");
+	ASSERT_EQ(lw.cur.rates.refault_anon, 0, "baseline of the new cgroup");
 }
 
 TEST(new_reason_at_the_same_level_is_reported_once)

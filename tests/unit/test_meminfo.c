@@ -170,16 +170,18 @@ TEST(pidstat_parse_hostile)
 		  "truncated");
 	ASSERT_EQ(rc_pidstat_parse("no paren at all", 4096, &ps), -EINVAL,
 		  "no comm");
-	ASSERT_OK(rc_pidstat_parse("7 (a b) R 1 1 1 0 -1 0 1 0 2 0 0 0 0 0 "
-				   "20 0 1 0 5 100 -3",
-				   4096, &ps),
-		  "negative rss");
+	ASSERT_OK(
+		rc_pidstat_parse(
+			"7 (a b) R 1 1 1 0 -1 0 1 0 2 0 0 0 0 0 20 0 1 0 5 100 -3",
+			4096, &ps),
+		"negative rss");
 	ASSERT_EQ(ps.rss_pages, 0, "negative rss reads 0");
 	ASSERT_EQ(ps.majflt, 2, "majflt");
-	ASSERT_OK(rc_pidstat_parse("7 (a) R 1 1 1 0 -1 0 1 0 2 0 0 0 0 0 "
-				   "20 0 1 0 5 100 9223372036854775807",
-				   4096, &ps),
-		  "huge rss");
+	ASSERT_OK(
+		rc_pidstat_parse(
+			"7 (a) R 1 1 1 0 -1 0 1 0 2 0 0 0 0 0 20 0 1 0 5 100 9223372036854775807",
+			4096, &ps),
+		"huge rss");
 	ASSERT_TRUE(ps.rss_bytes == UINT64_MAX, "rss bytes saturate");
 }
 

@@ -46,13 +46,10 @@ TEST(json_escapes_untrusted_bytes)
 {
 	char *s = capture(write_escapes, NULL);
 
-	ASSERT_STREQ(s,
-		     "{\"type\":\"x\\\"y\\\\z\\n\",\"comm\":"
-		     "\"ab\\u0001\\u00ff\","
-		     "\"n\":18446744073709551615,\"neg\":-5,\"a\":[\"p\",\"q\"]"
-		     ","
-		     "\"inf\":null}\n",
-		     "line");
+	ASSERT_STREQ(
+		s,
+		"{\"type\":\"x\\\"y\\\\z\\n\",\"comm\":\"ab\\u0001\\u00ff\",\"n\":18446744073709551615,\"neg\":-5,\"a\":[\"p\",\"q\"],\"inf\":null}\n",
+		"line");
 	free(s);
 }
 
