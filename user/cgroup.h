@@ -60,9 +60,9 @@ struct rc_cgroup_events {
 	uint64_t pswpin, pswpout;	     /* pages */
 	uint64_t pgmajfault;
 	bool has_limit_events, has_swap_events, has_swap_bytes;
-	uint64_t high, max;		 /* memory.events */
-	uint64_t swap_max, swap_fail;	 /* memory.swap.events */
-	uint64_t swap_bytes;		 /* memory.swap.current */
+	uint64_t high, max;	      /* memory.events */
+	uint64_t swap_max, swap_fail; /* memory.swap.events */
+	uint64_t swap_bytes;	      /* memory.swap.current */
 };
 
 /* One cgroup directory's own memory numbers. */

@@ -92,8 +92,8 @@ static void period_counts(struct level_watch *lw, const struct level_ctx *c,
 			in->memcg_reclaims = hits;
 	}
 	lw->refault_memcg = c->cg && r->cg.has_refault;
-	lw->swap_memcg = c->cg && (r->cg.has_swap || (r->cg.has_swap_bytes &&
-						      r->cg.has_refault));
+	lw->swap_memcg = c->cg && (r->cg.has_swap ||
+				   (r->cg.has_swap_bytes && r->cg.has_refault));
 	lw->psi_memcg = c->cg && c->cg->psi.available;
 	if (lw->refault_memcg) {
 		in->refault_anon =

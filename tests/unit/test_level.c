@@ -86,12 +86,15 @@ TEST(v2_without_pswpin_uses_swap_current_and_anon_refaults)
 	ASSERT_TRUE(lw.swap_memcg, "the cgroup's swap");
 	ASSERT_EQ(lw.cur.level, RAMCACHE_LEVEL_HIGH, "4000 pages/s out: high");
 	ASSERT_TRUE(lw.cur.reasons & RC_R_SWAP_OUT, "swap_out");
-	ASSERT_TRUE(lw.swap_out_s > 3999 && lw.swap_out_s < 4001, "out rate");
-	ASSERT_TRUE(lw.swap_in_s > 299 && lw.swap_in_s < 301, "in rate");
+	ASSERT_TRUE(lw.cur.rates.swap_out > 3999 &&
+			    lw.cur.rates.swap_out < 4001,
+		    "out rate");
+	ASSERT_TRUE(lw.cur.rates.swap_in > 299 && lw.cur.rates.swap_in < 301,
+		    "in rate");
 	/* swap freed is not swap-in */
 	cg.ev.swap_bytes = 0;
 	level_update(&lw, 3 * SEC, &c);
-	ASSERT_EQ(lw.swap_out_s, 0, "shrinking swap is no swap-out");
+	ASSERT_EQ(lw.cur.rates.swap_out, 0, "shrinking swap is no swap-out");
 }
 
 TEST(cgroup_limit_hits_are_memcg_reclaim)
