@@ -15,7 +15,7 @@ import urllib.request
 
 import promtext
 from rctest import (AGENT, HELPERS, OUTPUT, ROOT, MiB, Agent, Memcg, Skip,
-                    ZramSwap, main, require_root, test)
+                    ZramSwap, main, memcg_version, require_root, test)
 
 MEMHOG = os.path.join(HELPERS, "memhog")
 LIBSO = os.path.join(OUTPUT, "libramcache.so")
@@ -235,6 +235,40 @@ def metrics_move_with_events_and_parse():
                 assert a.stop() == 0, a.stderr
         finally:
             reap(p)
+
+
+@test
+def cgroup_counters_are_the_targets_own():
+    """The level reads the target's cgroup where the kernel counts it there:
+    refaults always; PSI and swap on v2 (memory.pressure, pswpin or
+    memory.swap.current), the system's on v1. The cgroup's hits of its
+    limit (v2 memory.events max, v1 memory.failcnt) are counted."""
+    require_root()
+    v2 = memcg_version() == 2
+    with Memcg(48 * MiB, swap_limit=0) as cg:
+        p = hog("--grow", "128M", "--rate", "64", preexec=cg.preexec())
+        try:
+            pid = ready(p)
+            with Agent("--pid", pid, "--interval", "0.5s") as a:
+                assert a.wait_type("start"), a.stderr
+                go(p)
+                assert a.wait_for(lambda e: e["type"] == "oom_kill"
+                                  and e["victim_pid"] == pid, 60), a.stderr
+                assert a.wait(timeout=30) == 0, a.stderr
+        finally:
+            reap(p)
+    sums = [e for e in a.of_type("summary") if "refaults_from" in e]
+    assert sums, a.events[-5:]
+    last = sums[-1]
+    want = "memcg" if v2 else "system"
+    assert last["refaults_from"] == "memcg", last
+    assert last["psi_from"] == want, last
+    assert last["swap_from"] == want, last
+    assert max(e.get("memcg_max_events", 0) for e in sums) > 0, last
+    assert ("memcg_swap_fail_events" in last) == v2, last
+    print(f"# cgroup v{2 if v2 else 1}: refaults, PSI, swap from "
+          f"{last['refaults_from']}, {last['psi_from']}, {last['swap_from']};"
+          f" {last['memcg_max_events']} hits of the limit")
 
 
 def raw_metrics(addr):
