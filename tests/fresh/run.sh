@@ -65,13 +65,21 @@ scratch=$(mktemp -d "$SCRATCH_DIR/ramcache-fresh.XXXXXX")
 root=$scratch/root
 mounted=()
 
-cleanup() {
-	local rc=$? pid link i
-	# processes left behind in the chroot go first, then the mounts
+# Processes whose root is the fresh root: none may outlive `make test`
+# (a package's service that `make deps` left running shows up here).
+left() {
+	local link pid
 	for link in /proc/[0-9]*/root; do
 		[ "$(readlink "$link" 2>/dev/null)" = "$root" ] || continue
 		pid=${link#/proc/}
-		kill -9 "${pid%/root}" 2>/dev/null || true
+		echo "${pid%/root}"
+	done
+}
+
+cleanup() {
+	local rc=$? pid i
+	for pid in $(left); do
+		kill -9 "$pid" 2>/dev/null || true
 	done
 	for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
 		umount -R "${mounted[i]}" 2>/dev/null || umount -R -l "${mounted[i]}" 2>/dev/null || true
@@ -123,4 +131,11 @@ say APT "make (the README's only prerequisite)"
 in_root sh -c 'apt-get update -qq && apt-get install -y -qq --no-install-recommends make >/dev/null' ||
 	die "install make in the fresh root"
 say CHROOT "make $* in a fresh bookworm root"
-in_root sh -c 'cd /root/ramcache-bpf && exec make "$@"' make "$@" </dev/null
+rc=0
+in_root sh -c 'cd /root/ramcache-bpf && exec make "$@"' make "$@" </dev/null || rc=$?
+sleep 1
+for pid in $(left); do
+	echo "ramcache-bpf: left running in the fresh root: $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) (pid $pid)" >&2
+	rc=1
+done
+exit $rc

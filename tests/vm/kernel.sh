@@ -28,21 +28,24 @@ newest() {
 	apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-amd64-unsigned$' 2>/dev/null |
 		awk '{print $1}' | sort -V | tail -n 1
 }
-pkg=$(newest)
-if [ -z "$pkg" ]; then
-	apt-get update -qq >&2 || die "update the package lists (apt-get update)"
-	pkg=$(newest)
-fi
-[ -n "$pkg" ] || die "find linux-image-6.1.0-*-amd64-unsigned in the apt sources: is bookworm configured?"
-ver=${pkg#linux-image-}
-ver=${ver%-unsigned}
-
 mkdir -p "$KDIR"
 tmp=$(mktemp -d "$KDIR/.fetch.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 # apt-get download drops privileges to _apt where it can write
 chown _apt "$tmp" 2>/dev/null || true
-(cd "$tmp" && apt-get download -qq "$pkg" >&2) || die "download $pkg (apt-get download)"
+
+# With stale package lists the newest name may be gone from the archive:
+# update them and try again once.
+for try in 1 2; do
+	pkg=$(newest)
+	if [ -n "$pkg" ] && (cd "$tmp" && apt-get download -qq "$pkg" >&2); then
+		break
+	fi
+	[ $try = 1 ] || die "download linux-image-6.1.0-*-amd64-unsigned (apt-get download${pkg:+ $pkg}): is bookworm in the apt sources?"
+	apt-get update -qq >&2 || die "update the package lists (apt-get update)"
+done
+ver=${pkg#linux-image-}
+ver=${ver%-unsigned}
 dpkg-deb -x "$tmp"/*.deb "$tmp/root" || die "unpack $pkg"
 [ -e "$tmp/root/boot/vmlinuz-$ver" ] || die "find /boot/vmlinuz-$ver in $pkg"
 # Debian generates modules.dep in the package's postinst; do it here.
