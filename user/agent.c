@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 
 #include "agent.h"
 #include "bpfstate.h"
+#include "clock.h"
 #include "evict.h"
 #include "hist.h"
 #include "level.h"
@@ -32,16 +34,16 @@
 #include "onlevel.h"
 #include "output.h"
 #include "outstream.h"
+#include "readfile.h"
 #include "sampler.h"
 
-#define NSEC		   1000000000ULL
 #define TICK_NS		   (50 * 1000000ULL)
 #define LEVEL_PERIOD_NS	   (500 * 1000000ULL)
-#define MATCH_PERIOD_NS	   NSEC
-#define FORECAST_WINDOW_NS NSEC
+#define MATCH_PERIOD_NS	   NSEC_PER_SEC
+#define FORECAST_WINDOW_NS NSEC_PER_SEC
 #define EVAL_MIN_GAP_NS	   (2 * 1000000ULL)
 #define BTF_PATH	   "/sys/kernel/btf/vmlinux"
-#define DROP_WARN_NS	   (10 * NSEC)
+#define DROP_WARN_NS	   (10 * NSEC_PER_SEC)
 /* /proc and cgroup files are read every tick only when memory is short */
 #define READ_IDLE_NS (250 * 1000000ULL)
 
@@ -90,31 +92,17 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt,
 	return out_libbpf_print(level, fmt, args);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * NSEC + ts.tv_nsec;
-}
-
 static int read_comm(pid_t pid, char *buf, size_t len)
 {
 	char path[64];
 	ssize_t n;
-	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
+	n = rc_read_prefix(path, buf, len);
 	if (n < 0)
-		return -errno;
+		return n;
 	while (n > 0 && buf[n - 1] == '\n')
-		n--;
-	buf[n] = '\0';
+		buf[--n] = '\0';
 	return 0;
 }
 
@@ -395,7 +383,7 @@ static void update_level(struct agent *a, uint64_t now)
 		c.cg_ino = sm->cg.ino;
 	}
 	c.thr = a->t.pid ? a->t.thr : a->sys_thr;
-	if (!sampler_forecast(sm, 10 * NSEC, 0, &f) && f.has_eta) {
+	if (!sampler_forecast(sm, 10 * NSEC_PER_SEC, 0, &f) && f.has_eta) {
 		c.has_eta = true;
 		c.eta_ns = f.eta_ns;
 	}
@@ -451,17 +439,16 @@ static void check_drops(struct agent *a, uint64_t now)
 	    (drops <= a->drops_told && lines <= a->out_told))
 		return;
 	if (drops > a->drops_told)
-		out_warn(
-			&a->out,
-			"ring buffer full: %llu events dropped (%llu in all); the agent is falling behind the kernel",
-			(unsigned long long)(drops - a->drops_told),
-			(unsigned long long)drops);
+		out_warn(&a->out,
+			 "ring buffer full: %" PRIu64
+			 " events dropped (%" PRIu64
+			 " in all); the agent is falling behind the kernel",
+			 drops - a->drops_told, drops);
 	if (lines > a->out_told)
-		out_warn(
-			&a->out,
-			"stdout not read: %llu output lines dropped (%llu in all)",
-			(unsigned long long)(lines - a->out_told),
-			(unsigned long long)lines);
+		out_warn(&a->out,
+			 "stdout not read: %" PRIu64
+			 " output lines dropped (%" PRIu64 " in all)",
+			 lines - a->out_told, lines);
 	a->drops_told = drops;
 	a->out_told = lines;
 	a->next_drop_warn_ns = now + DROP_WARN_NS;

@@ -10,10 +10,11 @@
 #include <stddef.h>
 
 #include "args.h"
+#include "clock.h"
 #include "policy.h"
 #include "ramcache/control.h"
 
-#define NSEC 1000000000ULL
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 enum {
 	OPT_INTERVAL = 256,
@@ -43,72 +44,70 @@ enum {
  * and (through a unit test) the README's flag table all come from it.
  * A help text may hold several lines separated by '\n'.
  */
-#define OPT(n, k, a, h)                                  \
-	{                                                \
-		.name = n, .key = k, .arg = a, .help = h \
-	}
-/* The first flag of a group, under heading @g. */
-#define GROUP(g, n, k, a, h)                                         \
+/* @g: the heading printed before this flag, or NULL (same group). */
+#define OPT(g, n, k, a, h)                                           \
 	{                                                            \
 		.name = n, .key = k, .arg = a, .help = h, .group = g \
 	}
 
 static const struct arg_opt opts_table[] = {
-	GROUP("Target", "pid", 'p', "PID",
-	      "follow this process; exit 0 when it exits"),
-	OPT("match", OPT_MATCH, "PATTERN",
+	OPT("Target", "pid", 'p', "PID",
+	    "follow this process; exit 0 when it exits"),
+	OPT(NULL, "match", OPT_MATCH, "PATTERN",
 	    "follow the process whose command line contains\n"
 	    "PATTERN, and its successor after a restart"),
-	OPT("control", OPT_CONTROL, "PATH",
+	OPT(NULL, "control", OPT_CONTROL, "PATH",
 	    "control page path (default /dev/shm/ramcache-PID)"),
-	GROUP("Output", "json", 'j', NULL,
-	      "JSON Lines on stdout, one object per event"),
-	OPT("interval", OPT_INTERVAL, "DUR", "summary every DUR (default 2s)"),
-	OPT("duration", OPT_DURATION, "DUR",
+	OPT("Output", "json", 'j', NULL,
+	    "JSON Lines on stdout, one object per event"),
+	OPT(NULL, "interval", OPT_INTERVAL, "DUR",
+	    "summary every DUR (default 2s)"),
+	OPT(NULL, "duration", OPT_DURATION, "DUR",
 	    "exit 0 after DUR (default: run until the target\n"
 	    "exits or Ctrl-C)"),
-	OPT("hist", OPT_HIST, NULL,
+	OPT(NULL, "hist", OPT_HIST, NULL,
 	    "log2 histograms of stall and eviction latency at exit"),
-	OPT("metrics", OPT_METRICS, "ADDR:PORT",
+	OPT(NULL, "metrics", OPT_METRICS, "ADDR:PORT",
 	    "serve Prometheus metrics over HTTP"),
-	OPT("on-level", OPT_ON_LEVEL, "LEVEL:CMD",
+	OPT(NULL, "on-level", OPT_ON_LEVEL, "LEVEL:CMD",
 	    "run CMD (sh -c) when the level rises to LEVEL or\n"
 	    "above (warn, high, critical), or returns to ok;\n"
 	    "may be repeated"),
-	OPT("verbose", 'v', NULL, "libbpf debug output"),
-	GROUP("Eviction", "headroom", OPT_HEADROOM, "SIZE",
-	      "below SIZE of headroom evict inactive entries, then\n"
-	      "active ones of >= 512M, then any\n"
-	      "(default min(10G, max(2G, 10% of RAM)), scaled to\n"
-	      "the target's memory cgroup)"),
-	OPT("inactive", OPT_INACTIVE, "SIZE",
+	OPT(NULL, "verbose", 'v', NULL, "libbpf debug output"),
+	OPT("Eviction", "headroom", OPT_HEADROOM, "SIZE",
+	    "below SIZE of headroom evict inactive entries, then\n"
+	    "active ones of >= 512M, then any\n"
+	    "(default min(10G, max(2G, 10% of RAM)), scaled to\n"
+	    "the target's memory cgroup)"),
+	OPT(NULL, "inactive", OPT_INACTIVE, "SIZE",
 	    "below SIZE evict inactive entries only\n"
 	    "(default: 2 x headroom)"),
-	OPT("policy", OPT_POLICY, "ram|cost",
+	OPT(NULL, "policy", OPT_POLICY, "ram|cost",
 	    "ram: 1.3^age x size, models first (default);\n"
 	    "cost: size per second of recompute time"),
-	OPT("horizon", OPT_HORIZON, "DUR",
+	OPT(NULL, "horizon", OPT_HORIZON, "DUR",
 	    "forecast headroom DUR ahead (default 1s)"),
-	OPT("ack-timeout", OPT_ACK_TIMEOUT, "DUR",
+	OPT(NULL, "ack-timeout", OPT_ACK_TIMEOUT, "DUR",
 	    "count a command lost after DUR (default 5s)"),
-	OPT("dry-run", OPT_DRY_RUN, NULL,
+	OPT(NULL, "dry-run", OPT_DRY_RUN, NULL,
 	    "report what would be evicted, send nothing"),
-	OPT("no-evict", OPT_NO_EVICT, NULL, "monitor only"),
-	GROUP("Tuning", "burst-faults", OPT_BURST_FAULTS, "N",
-	      "faults per window and CPU that make a fault_burst\n"
-	      "(default 2048)"),
-	OPT("burst-window", OPT_BURST_WINDOW, "DUR",
+	OPT(NULL, "no-evict", OPT_NO_EVICT, NULL, "monitor only"),
+	OPT("Tuning", "burst-faults", OPT_BURST_FAULTS, "N",
+	    "faults per window and CPU that make a fault_burst\n"
+	    "(default 2048)"),
+	OPT(NULL, "burst-window", OPT_BURST_WINDOW, "DUR",
 	    "fault burst window (default 100ms)"),
-	OPT("rss-step", OPT_RSS_STEP, "SIZE",
+	OPT(NULL, "rss-step", OPT_RSS_STEP, "SIZE",
 	    "report RSS when it moves by SIZE (default 4M)"),
-	OPT("probe-mode", OPT_PROBE_MODE, "MODE",
+	OPT(NULL, "probe-mode", OPT_PROBE_MODE, "MODE",
 	    "auto, tp_btf or raw_tp (default auto)"),
-	OPT("no-mlock", OPT_NO_MLOCK, NULL, "do not lock the agent's memory"),
-	OPT("help", 'h', NULL, "this text"),
-	OPT("version", OPT_VERSION, NULL, "print the version"),
+	OPT(NULL, "no-mlock", OPT_NO_MLOCK, NULL,
+	    "do not lock the agent's memory"),
+	OPT(NULL, "help", 'h', NULL, "this text"),
+	OPT(NULL, "version", OPT_VERSION, NULL, "print the version"),
 };
 
-#define NR_OPTS (sizeof(opts_table) / sizeof(opts_table[0]))
+#define NR_OPTS ARRAY_SIZE(opts_table)
 
 const struct arg_opt *args_table(size_t *n)
 {
@@ -194,11 +193,12 @@ void print_usage(FILE *f)
 
 static int parse_level_name(const char *s, size_t len)
 {
-	static const char *names[] = { "ok", "warn", "high", "critical" };
+	for (int i = RAMCACHE_LEVEL_OK; i <= RAMCACHE_LEVEL_CRITICAL; i++) {
+		const char *name = rc_level_name(i);
 
-	for (int i = 0; i < 4; i++)
-		if (strlen(names[i]) == len && !strncmp(s, names[i], len))
+		if (strlen(name) == len && !strncmp(s, name, len))
 			return i;
+	}
 	return -1;
 }
 
@@ -213,35 +213,38 @@ static void set_defaults(struct opts *o)
 	memset(o, 0, sizeof(*o));
 	o->evict = true;
 	o->mlock = true;
-	o->interval_ns = 2 * NSEC;
-	o->horizon_ns = NSEC;
-	o->ack_timeout_ns = 5 * NSEC;
+	o->interval_ns = 2 * NSEC_PER_SEC;
+	o->horizon_ns = NSEC_PER_SEC;
+	o->ack_timeout_ns = 5 * NSEC_PER_SEC;
 	o->burst_faults = 2048;
-	o->burst_window_ns = NSEC / 10;
+	o->burst_window_ns = NSEC_PER_SEC / 10;
 	o->rss_step = 4 << 20;
 }
 
-/* Flags without an argument; false if @c is not one. */
+/* A flag without an argument: the bool it sets, and to what. */
+struct switch_flag {
+	int key;
+	size_t off;
+	bool val;
+};
+
+static const struct switch_flag switch_flags[] = {
+	{ 'j', offsetof(struct opts, json), true },
+	{ 'v', offsetof(struct opts, verbose), true },
+	{ OPT_HIST, offsetof(struct opts, hist), true },
+	{ OPT_DRY_RUN, offsetof(struct opts, dry_run), true },
+	{ OPT_NO_EVICT, offsetof(struct opts, evict), false },
+	{ OPT_NO_MLOCK, offsetof(struct opts, mlock), false },
+};
+
+/* False if @c is not a flag without an argument. */
 static bool parse_switch(int c, struct opts *o)
 {
-	switch (c) {
-	case 'j':
-		o->json = true;
-		return true;
-	case 'v':
-		o->verbose = true;
-		return true;
-	case OPT_HIST:
-		o->hist = true;
-		return true;
-	case OPT_DRY_RUN:
-		o->dry_run = true;
-		return true;
-	case OPT_NO_EVICT:
-		o->evict = false;
-		return true;
-	case OPT_NO_MLOCK:
-		o->mlock = false;
+	for (size_t i = 0; i < ARRAY_SIZE(switch_flags); i++) {
+		if (switch_flags[i].key != c)
+			continue;
+		*(bool *)((char *)o + switch_flags[i].off) =
+			switch_flags[i].val;
 		return true;
 	}
 	return false;
@@ -257,7 +260,7 @@ struct dur_flag {
 
 static const struct dur_flag dur_flags[] = {
 	{ OPT_INTERVAL, "interval", offsetof(struct opts, interval_ns),
-	  NSEC / 100 },
+	  NSEC_PER_SEC / 100 },
 	{ OPT_DURATION, "duration", offsetof(struct opts, duration_ns), 1 },
 	{ OPT_HORIZON, "horizon", offsetof(struct opts, horizon_ns), 0 },
 	{ OPT_ACK_TIMEOUT, "ack-timeout", offsetof(struct opts, ack_timeout_ns),
@@ -269,7 +272,7 @@ static const struct dur_flag dur_flags[] = {
 /* 1 if @c is a duration flag and @arg was taken, 0 if not one, -1 bad. */
 static int parse_duration_flag(int c, const char *arg, struct opts *o)
 {
-	for (size_t i = 0; i < sizeof(dur_flags) / sizeof(dur_flags[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(dur_flags); i++) {
 		const struct dur_flag *d = &dur_flags[i];
 		uint64_t *v = (uint64_t *)((char *)o + d->off);
 
@@ -284,7 +287,7 @@ static int parse_duration_flag(int c, const char *arg, struct opts *o)
 
 static const char *dur_flag_name(int c)
 {
-	for (size_t i = 0; i < sizeof(dur_flags) / sizeof(dur_flags[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(dur_flags); i++)
 		if (dur_flags[i].key == c)
 			return dur_flags[i].name;
 	return "?";

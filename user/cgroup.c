@@ -10,51 +10,10 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "readfile.h"
 
 /* memory.stat is ~1.5 KiB, /proc/<pid>/cgroup a few hundred bytes. */
 #define RC_CGFILE_MAX 16384
-
-/* Read a small file, NUL-terminated; truncated files are -EFBIG. */
-static int read_text(const char *path, char *buf, size_t len)
-{
-	size_t off = 0;
-	ssize_t n;
-	int fd;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	for (;;) {
-		if (off + 1 >= len) {
-			close(fd);
-			return -EFBIG;
-		}
-		n = read(fd, buf + off, len - off - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			n = -errno;
-			close(fd);
-			return n;
-		}
-		if (n == 0)
-			break;
-		off += n;
-	}
-	close(fd);
-	buf[off] = '\0';
-	return 0;
-}
-
-static int read_at(const char *dir, const char *name, char *buf, size_t len)
-{
-	char path[PATH_MAX];
-
-	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >=
-	    (int)sizeof(path))
-		return -ENAMETOOLONG;
-	return read_text(path, buf, len);
-}
 
 /* Leading/trailing blanks allowed, nothing else. */
 static int parse_u64_text(const char *s, uint64_t *v)
@@ -84,58 +43,47 @@ static uint64_t norm_limit(uint64_t v)
 }
 
 /*
- * A limit file: "max" or a number. Missing = unlimited. A garbled file is
- * an error: guessing "unlimited" would hide a real limit.
+ * A one-number file; a missing one reads as @missing. A limit file may say
+ * "max" (@limit). A garbled file is an error: guessing "unlimited" would
+ * hide a real limit.
  */
-static int read_limit(const char *dir, const char *name, uint64_t *v)
+/* 1 with @name read into @buf, 0 when there is no such file, or -errno. */
+static int read_optional(const char *dir, const char *name, char *buf,
+			 size_t len)
+{
+	int err = rc_read_text_at(dir, name, buf, len);
+
+	return err == -ENOENT ? 0 : err ? err : 1;
+}
+
+static int read_number(const char *dir, const char *name, bool limit,
+		       uint64_t missing, uint64_t *v)
 {
 	char buf[64];
 	int err;
 
-	*v = RC_UNLIMITED;
-	err = read_at(dir, name, buf, sizeof(buf));
-	if (err == -ENOENT)
-		return 0;
-	if (err)
+	*v = missing;
+	err = read_optional(dir, name, buf, sizeof(buf));
+	if (err <= 0)
 		return err;
-	if (!strncmp(buf, "max", 3) && (buf[3] == '\n' || !buf[3]))
+	if (limit && !strncmp(buf, "max", 3) && (buf[3] == '\n' || !buf[3]))
 		return 0;
 	err = parse_u64_text(buf, v);
-	if (err)
-		return err;
-	*v = norm_limit(*v);
-	return 0;
+	if (!err && limit)
+		*v = norm_limit(*v);
+	return err;
+}
+
+/* A limit file: "max" or a number. Missing = unlimited. */
+static int read_limit(const char *dir, const char *name, uint64_t *v)
+{
+	return read_number(dir, name, true, RC_UNLIMITED, v);
 }
 
 /* A counter file; missing = 0. */
 static int read_counter(const char *dir, const char *name, uint64_t *v)
 {
-	char buf[64];
-	int err;
-
-	*v = 0;
-	err = read_at(dir, name, buf, sizeof(buf));
-	if (err == -ENOENT)
-		return 0;
-	return err ? err : parse_u64_text(buf, v);
-}
-
-/* A counter file that a kernel may lack: *has says whether it was there. */
-static int read_optional(const char *dir, const char *name, uint64_t *v,
-			 bool *has)
-{
-	char buf[64];
-	int err;
-
-	*v = 0;
-	*has = false;
-	err = read_at(dir, name, buf, sizeof(buf));
-	if (err == -ENOENT)
-		return 0;
-	if (!err)
-		err = parse_u64_text(buf, v);
-	*has = !err;
-	return err;
+	return read_number(dir, name, false, 0, v);
 }
 
 /* "key value" lines (memory.stat, memory.events, memory.oom_control). */
@@ -160,21 +108,21 @@ static bool find_key(const char *text, const char *key, uint64_t *v)
 	return false;
 }
 
-static int read_key(const char *dir, const char *name, const char *key1,
-		    const char *key2, uint64_t *v)
+/* A counter file that a kernel may lack: *has says whether it was there. */
+static int read_counter_has(const char *dir, const char *name, uint64_t *v,
+			    bool *has)
 {
-	char buf[RC_CGFILE_MAX];
+	char buf[64];
 	int err;
 
 	*v = 0;
-	err = read_at(dir, name, buf, sizeof(buf));
-	if (err == -ENOENT)
-		return 0;
-	if (err)
+	*has = false;
+	err = read_optional(dir, name, buf, sizeof(buf));
+	if (err <= 0)
 		return err;
-	if (!find_key(buf, key1, v) && key2)
-		find_key(buf, key2, v);
-	return 0;
+	err = parse_u64_text(buf, v);
+	*has = !err;
+	return err;
 }
 
 /* @pfx@name (v1's hierarchical total_ keys), else @name. */
@@ -196,10 +144,8 @@ static int read_stat(const char *dir, const char *pfx, struct rc_cgroup_mem *m)
 
 	m->inactive_file = 0;
 	memset(e, 0, sizeof(*e));
-	err = read_at(dir, "memory.stat", buf, sizeof(buf));
-	if (err == -ENOENT)
-		return 0;
-	if (err)
+	err = read_optional(dir, "memory.stat", buf, sizeof(buf));
+	if (err <= 0)
 		return err;
 	stat_key(buf, pfx, "inactive_file", &m->inactive_file);
 	e->has_refault =
@@ -212,62 +158,113 @@ static int read_stat(const char *dir, const char *pfx, struct rc_cgroup_mem *m)
 	return 0;
 }
 
-static int read_v1(const char *dir, struct rc_cgroup_mem *m)
-{
-	uint64_t memsw_limit, memsw_usage;
-	int err;
+/* Where one cgroup version keeps what struct rc_cgroup_mem holds. */
+struct cg_files {
+	const char *limit, *usage;
+	const char *stat_prefix; /* v1's hierarchical total_ keys */
+	const char *swap_limit, *swap_usage;
+	const char *events;	 /* with an oom_kill key */
+	bool limit_events;	 /* events also has high and max (v2) */
+	const char *failcnt;	 /* v1: hits of the limit, as v2's max */
+	const char *swap_events; /* v2: max and fail */
+	bool memsw;		 /* v1: the swap files count memory + swap */
+};
 
-	err = read_limit(dir, "memory.limit_in_bytes", &m->limit);
-	if (!err)
-		err = read_counter(dir, "memory.usage_in_bytes", &m->usage);
-	if (!err)
-		err = read_stat(dir, "total_", m);
-	if (!err)
-		err = read_limit(dir, "memory.memsw.limit_in_bytes",
-				 &memsw_limit);
-	if (!err)
-		err = read_counter(dir, "memory.memsw.usage_in_bytes",
-				   &memsw_usage);
-	if (!err)
-		err = read_key(dir, "memory.oom_control", "oom_kill", NULL,
-			       &m->oom_kill);
-	if (!err)
-		err = read_optional(dir, "memory.failcnt", &m->ev.max,
-				    &m->ev.has_limit_events);
-	if (err)
-		return err;
-	/* memsw counts memory + swap; swap alone is the difference. */
+static const struct cg_files v1_files = {
+	.limit = "memory.limit_in_bytes",
+	.usage = "memory.usage_in_bytes",
+	.stat_prefix = "total_",
+	.swap_limit = "memory.memsw.limit_in_bytes",
+	.swap_usage = "memory.memsw.usage_in_bytes",
+	.events = "memory.oom_control",
+	.failcnt = "memory.failcnt",
+	.memsw = true,
+};
+
+static const struct cg_files v2_files = {
+	.limit = "memory.max",
+	.usage = "memory.current",
+	.stat_prefix = "",
+	.swap_limit = "memory.swap.max",
+	.swap_usage = "memory.swap.current",
+	.events = "memory.events",
+	.limit_events = true,
+	.swap_events = "memory.swap.events",
+};
+
+/* v1's memsw counts memory + swap; swap alone is the difference. */
+static void memsw_to_swap(struct rc_cgroup_mem *m)
+{
+	uint64_t memsw_limit = m->swap_limit, memsw_usage = m->swap_usage;
+
 	m->swap_usage = memsw_usage > m->usage ? memsw_usage - m->usage : 0;
 	if (memsw_limit == RC_UNLIMITED || m->limit == RC_UNLIMITED)
 		m->swap_limit = RC_UNLIMITED;
 	else
 		m->swap_limit = memsw_limit > m->limit ? memsw_limit - m->limit
 						       : 0;
-	return 0;
 }
 
-/* memory.events and memory.swap.events (v2): "key count" lines. */
-static int read_v2_events(const char *dir, struct rc_cgroup_mem *m)
+/* oom_kill, and the counts of hitting the limits (rc_cgroup_events). */
+static int read_events(const char *dir, const struct cg_files *f,
+		       struct rc_cgroup_mem *m)
 {
 	struct rc_cgroup_events *e = &m->ev;
 	char buf[RC_CGFILE_MAX];
 	int err;
 
-	err = read_at(dir, "memory.events", buf, sizeof(buf));
-	if (err && err != -ENOENT)
+	err = read_optional(dir, f->events, buf, sizeof(buf));
+	if (err < 0)
 		return err;
-	if (!err) {
-		e->has_limit_events = find_key(buf, "high", &e->high) &&
-				      find_key(buf, "max", &e->max);
+	if (err) {
 		find_key(buf, "oom_kill", &m->oom_kill);
+		if (f->limit_events)
+			e->has_limit_events = find_key(buf, "high", &e->high) &&
+					      find_key(buf, "max", &e->max);
 	}
-	/* absent without swap accounting (swapaccount=0, no CONFIG_MEMCG_SWAP) */
-	err = read_at(dir, "memory.swap.events", buf, sizeof(buf));
-	if (err && err != -ENOENT)
+	if (f->failcnt) {
+		err = read_counter_has(dir, f->failcnt, &e->max,
+				       &e->has_limit_events);
+		if (err)
+			return err;
+	}
+	if (!f->swap_events)
+		return 0;
+	/* absent without swap accounting (swapaccount=0) */
+	err = read_optional(dir, f->swap_events, buf, sizeof(buf));
+	if (err < 0)
 		return err;
-	if (!err)
+	if (err)
 		e->has_swap_events = find_key(buf, "max", &e->swap_max) &&
 				     find_key(buf, "fail", &e->swap_fail);
+	return 0;
+}
+
+static int read_mem(const char *dir, const struct cg_files *f,
+		    struct rc_cgroup_mem *m)
+{
+	int err;
+
+	err = read_limit(dir, f->limit, &m->limit);
+	if (!err)
+		err = read_counter(dir, f->usage, &m->usage);
+	if (!err)
+		err = read_stat(dir, f->stat_prefix, m);
+	if (!err)
+		err = read_limit(dir, f->swap_limit, &m->swap_limit);
+	if (!err && f->memsw)
+		err = read_counter(dir, f->swap_usage, &m->swap_usage);
+	else if (!err)
+		err = read_counter_has(dir, f->swap_usage, &m->swap_usage,
+				       &m->ev.has_swap_bytes);
+	if (!err)
+		err = read_events(dir, f, m);
+	if (err)
+		return err;
+	if (f->memsw)
+		memsw_to_swap(m);
+	else
+		m->ev.swap_bytes = m->swap_usage;
 	return 0;
 }
 
@@ -276,21 +273,9 @@ static int read_v2(const char *dir, struct rc_cgroup_mem *m)
 	char path[PATH_MAX];
 	int err;
 
-	err = read_limit(dir, "memory.max", &m->limit);
-	if (!err)
-		err = read_counter(dir, "memory.current", &m->usage);
-	if (!err)
-		err = read_stat(dir, "", m);
-	if (!err)
-		err = read_optional(dir, "memory.swap.current", &m->swap_usage,
-				    &m->ev.has_swap_bytes);
-	if (!err)
-		err = read_limit(dir, "memory.swap.max", &m->swap_limit);
-	if (!err)
-		err = read_v2_events(dir, m);
+	err = read_mem(dir, &v2_files, m);
 	if (err)
 		return err;
-	m->ev.swap_bytes = m->swap_usage;
 	snprintf(path, sizeof(path), "%s/memory.pressure", dir);
 	return rc_psi_read_file(path, &m->psi);
 }
@@ -307,7 +292,7 @@ int rc_cgroup_read_dir(int version, const char *dir, struct rc_cgroup_mem *m)
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
 	if (version == 1)
-		return read_v1(dir, m);
+		return read_mem(dir, &v1_files, m);
 	if (version == 2)
 		return read_v2(dir, m);
 	return -EINVAL;
@@ -347,7 +332,7 @@ static bool v2_has_memory(const char *mount)
 {
 	char buf[1024];
 
-	if (read_at(mount, "cgroup.controllers", buf, sizeof(buf)))
+	if (rc_read_text_at(mount, "cgroup.controllers", buf, sizeof(buf)))
 		return false;
 	return has_word(buf, "memory", " \n");
 }
@@ -379,7 +364,7 @@ int rc_cgroup_find(const char *proc_root, const char *cg_root, int pid,
 	if (!cg_root)
 		cg_root = RC_CGROUP_ROOT;
 	snprintf(path, sizeof(path), "%s/%d/cgroup", proc_root, pid);
-	err = read_text(path, buf, sizeof(buf));
+	err = rc_read_text(path, buf, sizeof(buf));
 	if (err)
 		return err;
 	/* "hierarchy-id:controller-list:path" */

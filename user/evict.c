@@ -6,16 +6,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "evict.h"
 
-#define NSEC	      1000000000ULL
-#define OPEN_RETRY_NS (NSEC / 2)
+#define OPEN_RETRY_NS (NSEC_PER_SEC / 2)
 /* After an ack, how long to wait for the RSS drop before giving up on it. */
-#define FREED_WAIT_NS	NSEC
-#define COOL_BUSY_NS	(2 * NSEC)
-#define COOL_PINNED_NS	(60 * NSEC)
-#define COOL_TIMEOUT_NS (30 * NSEC)
-#define COOL_DRY_RUN_NS (5 * NSEC)
+#define FREED_WAIT_NS	NSEC_PER_SEC
+#define COOL_BUSY_NS	(2 * NSEC_PER_SEC)
+#define COOL_PINNED_NS	(60 * NSEC_PER_SEC)
+#define COOL_TIMEOUT_NS (30 * NSEC_PER_SEC)
+#define COOL_DRY_RUN_NS (5 * NSEC_PER_SEC)
 
 int evictor_init(struct evictor *ev, const struct opts *o, struct out *out,
 		 struct metrics *m, pid_t pid, uid_t uid,

@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@
 
 #include "pressure.h"
 #include "ramcache/control.h"
+#include "clock.h"
 #include "metrics.h"
 #include "policy.h"
 
@@ -49,16 +51,14 @@ static const char *const reclaim_kind_names[METRICS_RECLAIM_KINDS] = {
 	[METRICS_RECLAIM_MEMCG] = "memcg",
 };
 
+/* In the order of enum metrics_cmd_status. */
 static const char *const cmd_status_names[METRICS_CMD_NR] = {
-	[METRICS_CMD_EVICTED] = "evicted",
-	[METRICS_CMD_NOT_FOUND] = "not_found",
-	[METRICS_CMD_BUSY] = "busy",
-	[METRICS_CMD_PINNED] = "pinned",
-	[METRICS_CMD_TIMEOUT] = "timeout",
-	[METRICS_CMD_INVALID] = "invalid",
+	"evicted", "not_found", "busy", "pinned", "timeout", "invalid"
 };
+_Static_assert(METRICS_CMD_EVICTED == 0 && METRICS_CMD_INVALID == 5 &&
+		       METRICS_CMD_NR == 6,
+	       "cmd_status_names follows enum metrics_cmd_status");
 
-#define NSEC_PER_SEC  ((uint64_t)1000000000)
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 uint64_t metrics_bound_ns(unsigned int i)
@@ -331,6 +331,46 @@ static void render_histograms(struct textbuf *o, const struct metrics_values *v)
 	put_hist(o, "ramcache_eviction_freed_seconds", "", &v->evict_freed);
 }
 
+/* A counter or gauge without labels, read from struct metrics_values. */
+struct u64_metric {
+	const char *name;
+	const char *help;
+	size_t off;
+};
+
+#define U64_METRIC(name, help, field)                              \
+	{                                                          \
+		name, help, offsetof(struct metrics_values, field) \
+	}
+
+static const struct u64_metric counters[] = {
+	U64_METRIC("ramcache_evicted_bytes_total",
+		   "Bytes the executor reported freed by evictions.",
+		   evicted_bytes),
+	U64_METRIC("ramcache_oom_kills_total",
+		   "OOM kills seen by the BPF programs.", oom_kills),
+	U64_METRIC("ramcache_ringbuf_drops_total",
+		   "Events lost because the BPF ring buffer was full.",
+		   ringbuf_drops),
+};
+
+static const struct u64_metric byte_gauges[] = {
+	U64_METRIC("ramcache_target_bytes",
+		   "Bytes the agent currently wants the executor to free.",
+		   target_bytes),
+	U64_METRIC("ramcache_rss_bytes",
+		   "Resident set size of the watched process.", rss_bytes),
+};
+
+static void put_u64s(struct textbuf *o, const char *type,
+		     const struct u64_metric *m, size_t n,
+		     const struct metrics_values *v)
+{
+	for (size_t i = 0; i < n; i++)
+		put_u64(o, m[i].name, type, m[i].help,
+			*(const uint64_t *)((const char *)v + m[i].off));
+}
+
 static void render_counters(struct textbuf *o, const struct metrics_values *v)
 {
 	put_header(o, "ramcache_commands_total", "counter",
@@ -338,14 +378,7 @@ static void render_counters(struct textbuf *o, const struct metrics_values *v)
 	for (unsigned int s = 0; s < METRICS_CMD_NR; s++)
 		put(o, "ramcache_commands_total{status=\"%s\"} %" PRIu64 "\n",
 		    cmd_status_names[s], v->commands[s]);
-	put_u64(o, "ramcache_evicted_bytes_total", "counter",
-		"Bytes the executor reported freed by evictions.",
-		v->evicted_bytes);
-	put_u64(o, "ramcache_oom_kills_total", "counter",
-		"OOM kills seen by the BPF programs.", v->oom_kills);
-	put_u64(o, "ramcache_ringbuf_drops_total", "counter",
-		"Events lost because the BPF ring buffer was full.",
-		v->ringbuf_drops);
+	put_u64s(o, "counter", counters, ARRAY_SIZE(counters), v);
 }
 
 static void render_gauges(struct textbuf *o, const struct metrics_values *v)
@@ -366,11 +399,7 @@ static void render_gauges(struct textbuf *o, const struct metrics_values *v)
 		o, "ramcache_headroom_bytes", "gauge",
 		"Memory left before the limit, as the agent last measured it.");
 	put(o, "ramcache_headroom_bytes %" PRId64 "\n", v->headroom_bytes);
-	put_u64(o, "ramcache_target_bytes", "gauge",
-		"Bytes the agent currently wants the executor to free.",
-		v->target_bytes);
-	put_u64(o, "ramcache_rss_bytes", "gauge",
-		"Resident set size of the watched process.", v->rss_bytes);
+	put_u64s(o, "gauge", byte_gauges, ARRAY_SIZE(byte_gauges), v);
 	put_header(o, "ramcache_build_info", "gauge",
 		   "Always 1; the version of the agent as a label.");
 	if (metrics_escape_label(version, sizeof(version), RAMCACHE_VERSION) <

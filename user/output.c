@@ -27,6 +27,38 @@ void out_clock(char *buf, size_t len)
 	strftime(buf, len, "%H:%M:%S", &tm);
 }
 
+/* With --json: start the object of one event of @type and return true. */
+static bool json_event(struct out *o, struct jw *w, const char *type)
+{
+	if (!o->json)
+		return false;
+	jw_begin(w, o->f);
+	jw_str(w, "type", type);
+	return true;
+}
+
+/* Text lines start with the wall clock. */
+static void text_begin(struct out *o)
+{
+	char clk[16];
+
+	out_clock(clk, sizeof(clk));
+	fprintf(o->f, "%s  ", clk);
+}
+
+/* One text line, after the wall clock. */
+__attribute__((format(printf, 2, 3))) static void
+text_line(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+
+	text_begin(o);
+	va_start(ap, fmt);
+	vfprintf(o->f, fmt, ap);
+	va_end(ap);
+	fflush(o->f);
+}
+
 /* RC_R_* bits as a JSON array of their names. */
 static void reasons_json(struct jw *w, uint32_t reasons)
 {
@@ -50,13 +82,10 @@ static void hdr_json(struct jw *w, FILE *f, const char *type,
 
 void out_start(struct out *o, const struct start_info *s)
 {
+	struct jw w;
 	char clk[16];
 
-	if (o->json) {
-		struct jw w;
-
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "start");
+	if (json_event(o, &w, "start")) {
 		jw_u64(&w, "pid", s->pid);
 		if (s->comm)
 			jw_str(&w, "comm", s->comm);
@@ -289,16 +318,10 @@ static void summary_json(struct out *o, const struct summary *s)
 	jw_end(&w);
 }
 
-void out_summary(struct out *o, const struct summary *s)
+static void summary_text(struct out *o, const struct summary *s)
 {
-	char clk[16];
-
-	if (o->json) {
-		summary_json(o, s);
-		return;
-	}
-	out_clock(clk, sizeof(clk));
-	fprintf(o->f, "%s  summary", clk);
+	text_begin(o);
+	fputs("summary", o->f);
 	if (s->pid && s->has_rss_file)
 		fprintf(o->f,
 			" pid %d: rss %.1f MiB (file %.1f MiB), %.0f faults/s,",
@@ -343,15 +366,20 @@ void out_summary(struct out *o, const struct summary *s)
 	fflush(o->f);
 }
 
+void out_summary(struct out *o, const struct summary *s)
+{
+	if (o->json)
+		summary_json(o, s);
+	else
+		summary_text(o, s);
+}
+
 void out_pressure(struct out *o, const struct pressure_info *p)
 {
+	struct jw w;
 	char clk[16], r[256];
 
-	if (o->json) {
-		struct jw w;
-
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "pressure");
+	if (json_event(o, &w, "pressure")) {
 		jw_str(&w, "level", p->level);
 		reasons_json(&w, p->reasons);
 		if (p->has_eta)
@@ -373,13 +401,9 @@ void out_pressure(struct out *o, const struct pressure_info *p)
 
 void out_target(struct out *o, const char *state, pid_t pid, const char *comm)
 {
-	char clk[16];
+	struct jw w;
 
-	if (o->json) {
-		struct jw w;
-
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "target");
+	if (json_event(o, &w, "target")) {
 		jw_str(&w, "state", state);
 		jw_u64(&w, "pid", pid);
 		if (comm)
@@ -387,68 +411,59 @@ void out_target(struct out *o, const char *state, pid_t pid, const char *comm)
 		jw_end(&w);
 		return;
 	}
-	out_clock(clk, sizeof(clk));
-	fprintf(o->f, "%s  target pid %d (%s) %s\n", clk, pid,
-		comm ? comm : "?", state);
-	fflush(o->f);
+	text_line(o, "target pid %d (%s) %s\n", pid, comm ? comm : "?", state);
 }
 
 void out_exit(struct out *o, const char *reason, int code)
 {
-	char clk[16];
+	struct jw w;
 
-	if (o->json) {
-		struct jw w;
-
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "exit");
+	if (json_event(o, &w, "exit")) {
 		jw_str(&w, "reason", reason);
 		jw_i64(&w, "code", code);
 		jw_end(&w);
 		return;
 	}
-	out_clock(clk, sizeof(clk));
-	fprintf(o->f, "%s  exiting: %s\n", clk, reason);
-	fflush(o->f);
+	text_line(o, "exiting: %s\n", reason);
+}
+
+/*
+ * A message for the user on stderr and, with --json, as an event of @type
+ * on stdout (@code is added unless it is < 0).
+ */
+static void message(struct out *o, const char *type, int code, const char *fmt,
+		    va_list ap)
+{
+	struct jw w;
+	char msg[512];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	fprintf(stderr, "ramcache-bpf: %s%s\n",
+		strcmp(type, "warning") ? "" : "warning: ", msg);
+	if (o && json_event(o, &w, type)) {
+		jw_str(&w, "message", msg);
+		if (code >= 0)
+			jw_i64(&w, "code", code);
+		jw_end(&w);
+	}
 }
 
 void out_warn(struct out *o, const char *fmt, ...)
 {
-	char msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	message(o, "warning", -1, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "ramcache-bpf: warning: %s\n", msg);
-	if (o->json) {
-		struct jw w;
-
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "warning");
-		jw_str(&w, "message", msg);
-		jw_end(&w);
-	}
 }
 
 int out_fail(struct out *o, int code, const char *fmt, ...)
 {
-	char msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	message(o, "error", code, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "ramcache-bpf: %s\n", msg);
-	if (o && o->json) {
-		struct jw w;
-
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "error");
-		jw_str(&w, "message", msg);
-		jw_i64(&w, "code", code);
-		jw_end(&w);
-	}
 	return code;
 }
 
@@ -484,13 +499,9 @@ void out_probe_warnings(struct out *o, const struct probes *ps)
 void out_control(struct out *o, const char *state, const char *path, pid_t pid,
 		 const char *why)
 {
-	char clk[16];
+	struct jw w;
 
-	if (o->json) {
-		struct jw w;
-
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "control");
+	if (json_event(o, &w, "control")) {
 		jw_str(&w, "state", state);
 		jw_str(&w, "path", path);
 		jw_u64(&w, "pid", pid);
@@ -499,21 +510,15 @@ void out_control(struct out *o, const char *state, const char *path, pid_t pid,
 		jw_end(&w);
 		return;
 	}
-	out_clock(clk, sizeof(clk));
-	fprintf(o->f, "%s  control page %s %s%s%s\n", clk, path, state,
-		why ? ": " : "", why ? why : "");
-	fflush(o->f);
+	text_line(o, "control page %s %s%s%s\n", path, state, why ? ": " : "",
+		  why ? why : "");
 }
 
 void out_evict(struct out *o, const struct evict_info *e)
 {
-	char clk[16];
+	struct jw w;
 
-	if (o->json) {
-		struct jw w;
-
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "evict");
+	if (json_event(o, &w, "evict")) {
 		jw_u64(&w, "pid", e->pid);
 		jw_u64(&w, "ts_ns", e->ts_ns);
 		if (e->seq)
@@ -530,14 +535,13 @@ void out_evict(struct out *o, const struct evict_info *e)
 		jw_end(&w);
 		return;
 	}
-	out_clock(clk, sizeof(clk));
-	fprintf(o->f,
-		"%s  %s #%llu %s (%.1f MiB, %s): headroom %.0f MiB, forecast %.0f MiB\n",
-		clk, e->seq ? "evict" : "would evict",
-		(unsigned long long)e->seq, e->label[0] ? e->label : "-",
-		e->bytes / MiB, ramcache_reason_name(e->reason),
-		e->headroom / MiB, e->forecast / MiB);
-	fflush(o->f);
+	text_line(
+		o,
+		"%s #%llu %s (%.1f MiB, %s): headroom %.0f MiB, forecast %.0f MiB\n",
+		e->seq ? "evict" : "would evict", (unsigned long long)e->seq,
+		e->label[0] ? e->label : "-", e->bytes / MiB,
+		ramcache_reason_name(e->reason), e->headroom / MiB,
+		e->forecast / MiB);
 }
 
 static void evict_done_json(struct out *o, const struct evict_done_info *d)
@@ -562,18 +566,12 @@ static void evict_done_json(struct out *o, const struct evict_done_info *d)
 	jw_end(&w);
 }
 
-void out_evict_done(struct out *o, const struct evict_done_info *d)
+static void evict_done_text(struct out *o, const struct evict_done_info *d)
 {
-	char clk[16];
-
-	if (o->json) {
-		evict_done_json(o, d);
-		return;
-	}
-	out_clock(clk, sizeof(clk));
-	fprintf(o->f, "%s  evict #%llu %s (%s): %s", clk,
-		(unsigned long long)d->seq, d->label[0] ? d->label : "-",
-		d->status, d->acked ? "" : "no ack");
+	text_begin(o);
+	fprintf(o->f, "evict #%llu %s (%s): %s", (unsigned long long)d->seq,
+		d->label[0] ? d->label : "-", d->status,
+		d->acked ? "" : "no ack");
 	if (d->acked)
 		fprintf(o->f, "%.1f MiB freed, ack after %.2f ms",
 			d->bytes_freed / MiB, d->ack_latency_ns / 1e6);
@@ -584,14 +582,20 @@ void out_evict_done(struct out *o, const struct evict_done_info *d)
 	fflush(o->f);
 }
 
+void out_evict_done(struct out *o, const struct evict_done_info *d)
+{
+	if (o->json)
+		evict_done_json(o, d);
+	else
+		evict_done_text(o, d);
+}
+
 void out_hist(struct out *o, const char *name, const char *title,
 	      const struct hist *h)
 {
-	if (o->json) {
-		struct jw w;
+	struct jw w;
 
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "hist");
+	if (json_event(o, &w, "hist")) {
 		jw_str(&w, "name", name);
 		jw_str(&w, "unit", "usecs");
 		jw_u64(&w, "count", hist_total(h));

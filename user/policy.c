@@ -400,17 +400,16 @@ size_t rc_reasons_format(uint32_t reasons, char *buf, size_t len)
 
 const char *rc_level_name(enum ramcache_level level)
 {
-	switch (level) {
-	case RAMCACHE_LEVEL_OK:
-		return "ok";
-	case RAMCACHE_LEVEL_WARN:
-		return "warn";
-	case RAMCACHE_LEVEL_HIGH:
-		return "high";
-	case RAMCACHE_LEVEL_CRITICAL:
-		return "critical";
-	}
-	return "unknown";
+	static const char *const names[] = {
+		[RAMCACHE_LEVEL_OK] = "ok",
+		[RAMCACHE_LEVEL_WARN] = "warn",
+		[RAMCACHE_LEVEL_HIGH] = "high",
+		[RAMCACHE_LEVEL_CRITICAL] = "critical",
+	};
+
+	return (unsigned int)level < sizeof(names) / sizeof(names[0])
+		       ? names[level]
+		       : "unknown";
 }
 
 /* Events in the interval scaled to per second. */
@@ -540,6 +539,15 @@ static int finish(unsigned __int128 num, unsigned __int128 den,
 	return 0;
 }
 
+/* parse_decimal() with the arguments of the public parsers checked. */
+static int parse_number(const char *s, const uint64_t *out, const char **rest,
+			unsigned __int128 *num, unsigned __int128 *den)
+{
+	if (!s || !out)
+		return -EINVAL;
+	return parse_decimal(s, rest, num, den);
+}
+
 int rc_parse_size(const char *s, uint64_t total, uint64_t *out)
 {
 	static const char units[] = "KMGTP";
@@ -547,9 +555,7 @@ int rc_parse_size(const char *s, uint64_t total, uint64_t *out)
 	const char *p, *u;
 	int err;
 
-	if (!s || !out)
-		return -EINVAL;
-	err = parse_decimal(s, &p, &num, &den);
+	err = parse_number(s, out, &p, &num, &den);
 	if (err)
 		return err;
 	if (p[0] == '%' && !p[1]) {
@@ -593,9 +599,7 @@ int rc_parse_duration(const char *s, uint64_t *out_ns)
 	size_t i;
 	int err;
 
-	if (!s || !out_ns)
-		return -EINVAL;
-	err = parse_decimal(s, &p, &num, &den);
+	err = parse_number(s, out_ns, &p, &num, &den);
 	if (err)
 		return err;
 	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)

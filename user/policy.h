@@ -277,16 +277,20 @@ struct rc_pressure_in {
 };
 
 enum rc_reason_bit {
+	/* the kernel reclaims */
 	RC_R_KSWAPD = 1u << 0,
 	RC_R_DIRECT_RECLAIM = 1u << 1,
 	RC_R_MEMCG_RECLAIM = 1u << 2,
+	/* what reclaim took comes back */
 	RC_R_REFAULT_FILE = 1u << 3,
 	RC_R_REFAULT_ANON = 1u << 4,
 	RC_R_SWAP_IN = 1u << 5,
 	RC_R_SWAP_OUT = 1u << 6,
 	RC_R_MAJOR_FAULTS = 1u << 7,
+	/* tasks wait for memory */
 	RC_R_PSI_SOME = 1u << 8,
 	RC_R_PSI_FULL = 1u << 9,
+	/* room left, now and forecast */
 	RC_R_HEADROOM = 1u << 10,
 	RC_R_ETA = 1u << 11,
 	RC_R_NR = 12,

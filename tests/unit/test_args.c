@@ -74,14 +74,13 @@ TEST(errors_name_the_flag)
 /* README.md's flag table, first column, as one string ("" if not found). */
 static void readme_flags(char *buf, size_t len)
 {
-	const char *root = getenv("RAMCACHE_ROOT");
 	char path[512], line[1024];
 	bool in_table = false;
 	size_t off = 0;
 	FILE *f;
 
 	buf[0] = '\0';
-	snprintf(path, sizeof(path), "%s/README.md", root ? root : ".");
+	snprintf(path, sizeof(path), "%s/README.md", test_root());
 	f = fopen(path, "r");
 	if (!f)
 		return;

@@ -10,16 +10,6 @@
 
 #define SEC 1000000000ULL
 
-/* The fixture /proc; tests/run.py runs us from the repo root. */
-static const char *proc_root(void)
-{
-	const char *root = getenv("RAMCACHE_ROOT");
-	static char buf[4096];
-
-	snprintf(buf, sizeof(buf), "%s/tests/fixtures/proc", root ? root : ".");
-	return buf;
-}
-
 static void ctx(struct level_ctx *c, struct rc_cgroup_mem *cg)
 {
 	memset(c, 0, sizeof(*c));
@@ -38,7 +28,7 @@ TEST(cgroup_swap_and_refaults_are_the_rates)
 	struct level_watch lw;
 	struct level_ctx c;
 
-	level_init(&lw, proc_root());
+	level_init(&lw, fixture("proc"));
 	ctx(&c, &cg);
 	ASSERT_EQ(level_update(&lw, 1 * SEC, &c), 0, "baseline, ok");
 	cg.ev.pswpin = 1000;
@@ -60,7 +50,7 @@ TEST(without_swap_counters_the_system_is_used)
 	struct level_watch lw;
 	struct level_ctx c;
 
-	level_init(&lw, proc_root());
+	level_init(&lw, fixture("proc"));
 	ctx(&c, &cg);
 	level_update(&lw, 1 * SEC, &c);
 	cg.ev.pswpin = 100000; /* not a counter this kernel has */
@@ -77,7 +67,7 @@ TEST(v2_without_pswpin_uses_swap_current_and_anon_refaults)
 	struct level_watch lw;
 	struct level_ctx c;
 
-	level_init(&lw, proc_root());
+	level_init(&lw, fixture("proc"));
 	ctx(&c, &cg);
 	level_update(&lw, 1 * SEC, &c);
 	cg.ev.swap_bytes = 4000ULL * 4096; /* 4000 pages out in 1 s */
@@ -104,7 +94,7 @@ TEST(cgroup_limit_hits_are_memcg_reclaim)
 	struct level_watch lw;
 	struct level_ctx c;
 
-	level_init(&lw, proc_root());
+	level_init(&lw, fixture("proc"));
 	ctx(&c, &cg);
 	cg.ev.max = 7; /* hits before the agent started are not news */
 	ASSERT_EQ(level_update(&lw, 1 * SEC, &c), 0, "baseline");
@@ -128,7 +118,7 @@ TEST(another_cgroup_starts_afresh)
 	struct level_watch lw;
 	struct level_ctx c;
 
-	level_init(&lw, proc_root());
+	level_init(&lw, fixture("proc"));
 	ctx(&c, &cg);
 	level_update(&lw, 1 * SEC, &c);
 	/* --match found a new process in a busy cgroup: no jump */
@@ -145,7 +135,7 @@ TEST(new_reason_at_the_same_level_is_reported_once)
 	struct level_watch lw;
 	struct level_ctx c;
 
-	level_init(&lw, proc_root());
+	level_init(&lw, fixture("proc"));
 	ctx(&c, &cg);
 	level_update(&lw, 1 * SEC, &c);
 	c.headroom = 512ULL << 20; /* below headroom_min: high */
