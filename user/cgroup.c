@@ -165,7 +165,7 @@ struct cg_files {
 	const char *swap_limit, *swap_usage;
 	const char *events;	 /* with an oom_kill key */
 	bool limit_events;	 /* events also has high and max (v2) */
-	const char *failcnt;	 /* v1: hits of the limit, as v2's max */
+	const char *failcnt[2];	 /* v1: hits of the limits, as v2's max */
 	const char *swap_events; /* v2: max and fail */
 	bool memsw;		 /* v1: the swap files count memory + swap */
 };
@@ -177,7 +177,8 @@ static const struct cg_files v1_files = {
 	.swap_limit = "memory.memsw.limit_in_bytes",
 	.swap_usage = "memory.memsw.usage_in_bytes",
 	.events = "memory.oom_control",
-	.failcnt = "memory.failcnt",
+	/* a charge fails at memsw first when both limits are alike */
+	.failcnt = { "memory.failcnt", "memory.memsw.failcnt" },
 	.memsw = true,
 };
 
@@ -222,11 +223,15 @@ static int read_events(const char *dir, const struct cg_files *f,
 			e->has_limit_events = find_key(buf, "high", &e->high) &&
 					      find_key(buf, "max", &e->max);
 	}
-	if (f->failcnt) {
-		err = read_counter_has(dir, f->failcnt, &e->max,
-				       &e->has_limit_events);
+	for (int i = 0; i < 2 && f->failcnt[i]; i++) {
+		uint64_t n;
+		bool has;
+
+		err = read_counter_has(dir, f->failcnt[i], &n, &has);
 		if (err)
 			return err;
+		e->max += n;
+		e->has_limit_events |= has;
 	}
 	if (!f->swap_events)
 		return 0;

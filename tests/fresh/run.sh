@@ -115,6 +115,11 @@ bind() { # bind DIR: the host's DIR and everything under it, not propagated back
 	mount --make-rslave "$root$1"
 	mounted+=("$root$1")
 }
+# The fresh root is a mount point of its own, as / is on a booted system
+# (unshare --mount and friends change its propagation).
+mount --bind "$root" "$root"
+mount --make-private "$root"
+mounted+=("$root")
 mount -t proc proc "$root/proc"
 mounted+=("$root/proc")
 bind /sys
