@@ -99,13 +99,21 @@ deps:
 			{ invoke-rc.d $$s stop; update-rc.d $$s disable; }; } >/dev/null 2>&1 || true; \
 		done; \
 	fi
+	$(Q)if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "ramcache-bpf: missing node and npm (run 'sudo make deps')"; exit 1; \
+		fi; \
+		echo "  DEPS     installing nodejs npm"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	fi
 
 # User-facing targets that need packages: deps, then a fresh make that reads
 # the installed tools (pkg-config, bpftool) from scratch.
 test demo bench soak fuzz vmtest: deps
 	$(Q)$(MAKE) --no-print-directory run-$@
 
-run-test: all hardening
+run-test: all hardening comfyui-web
 	$(Q)OUTPUT=$(OUTPUT) PYTHON=$(PYTHON) $(PYTHON) tests/run.py --no-vm
 
 # The suites that need a real kernel, on this one and on Debian 12's 6.1
@@ -174,6 +182,20 @@ $(OUTPUT)/tests/%: tests/helpers/%.c $(LIBA) | $(OUTPUT)/tests
 $(OUTPUT)/bench/%: bench/%.c | $(OUTPUT)/bench
 	$(call msg,BENCH,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@
+
+# The ComfyUI frontend extension is type-checked against ComfyUI's frontend
+# types (comfyui/tests/test_web.py); npm installs the pinned versions here,
+# never into the source tree (node and npm come from make deps).
+WEB_CHECK := $(OUTPUT)/comfyui-web
+WEB_PINS := comfyui/tests/web/package.json comfyui/tests/web/package-lock.json \
+	comfyui/tests/web/.npmrc
+.PHONY: comfyui-web
+$(WEB_CHECK)/node_modules/.package-lock.json: $(WEB_PINS)
+	$(call msg,NPM,$(WEB_CHECK))
+	$(Q)mkdir -p $(WEB_CHECK) && cp $(WEB_PINS) $(WEB_CHECK)/ && \
+		cd $(WEB_CHECK) && npm ci --cache $(abspath $(OUTPUT))/npm-cache >/dev/null
+	$(Q)touch $@
+comfyui-web: $(WEB_CHECK)/node_modules/.package-lock.json
 
 # Regenerate the committed vmlinux.h from the running kernel's BTF.
 vmlinux:

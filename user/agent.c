@@ -180,7 +180,15 @@ static int target_attach(struct agent *a, pid_t pid)
 		bpfstate_watch_memcg(&a->bpf, t->sm.cg.ino);
 	thresholds(a, t->sm.has_cg ? t->sm.cs.limit : RC_UNLIMITED, &t->thr);
 	if (a->o->evict) {
-		err = evictor_init(&t->ev, a->o, &a->out, &a->m, pid, t->uid,
+		struct evict_cfg cfg = {
+			.control = a->o->control,
+			.dry_run = a->o->dry_run,
+			.policy = a->o->policy == SCORE_COST ? RC_POLICY_COST
+							     : RC_POLICY_RAM,
+			.ack_timeout_ns = a->o->ack_timeout_ns,
+		};
+
+		err = evictor_init(&t->ev, &cfg, &a->out, &a->m, pid, t->uid,
 				   &t->thr);
 		if (err)
 			out_warn(

@@ -158,39 +158,19 @@ static int read_stat(const char *dir, const char *pfx, struct rc_cgroup_mem *m)
 	return 0;
 }
 
-/* Where one cgroup version keeps what struct rc_cgroup_mem holds. */
-struct cg_files {
-	const char *limit, *usage;
-	const char *stat_prefix; /* v1's hierarchical total_ keys */
-	const char *swap_limit, *swap_usage;
-	const char *events;	 /* with an oom_kill key */
-	bool limit_events;	 /* events also has high and max (v2) */
-	const char *failcnt[2];	 /* v1: hits of the limits, as v2's max */
-	const char *swap_events; /* v2: max and fail */
-	bool memsw;		 /* v1: the swap files count memory + swap */
-};
+enum cg_file { CG_LIMIT, CG_USAGE, CG_SWAP_LIMIT, CG_SWAP_USAGE, CG_EVENTS };
 
-static const struct cg_files v1_files = {
-	.limit = "memory.limit_in_bytes",
-	.usage = "memory.usage_in_bytes",
-	.stat_prefix = "total_",
-	.swap_limit = "memory.memsw.limit_in_bytes",
-	.swap_usage = "memory.memsw.usage_in_bytes",
-	.events = "memory.oom_control",
-	/* a charge fails at memsw first when both limits are alike */
-	.failcnt = { "memory.failcnt", "memory.memsw.failcnt" },
-	.memsw = true,
-};
-
-static const struct cg_files v2_files = {
-	.limit = "memory.max",
-	.usage = "memory.current",
-	.stat_prefix = "",
-	.swap_limit = "memory.swap.max",
-	.swap_usage = "memory.swap.current",
-	.events = "memory.events",
-	.limit_events = true,
-	.swap_events = "memory.swap.events",
+/*
+ * Each file in cgroup v1 and v2. v1's swap files count memory + swap, and
+ * its memory.stat keys are hierarchical with a total_ prefix.
+ */
+static const char *const cg_names[][2] = {
+	[CG_LIMIT] = { "memory.limit_in_bytes", "memory.max" },
+	[CG_USAGE] = { "memory.usage_in_bytes", "memory.current" },
+	[CG_SWAP_LIMIT] = { "memory.memsw.limit_in_bytes", "memory.swap.max" },
+	[CG_SWAP_USAGE] = { "memory.memsw.usage_in_bytes",
+			    "memory.swap.current" },
+	[CG_EVENTS] = { "memory.oom_control", "memory.events" },
 };
 
 /* v1's memsw counts memory + swap; swap alone is the difference. */
@@ -207,36 +187,41 @@ static void memsw_to_swap(struct rc_cgroup_mem *m)
 }
 
 /* oom_kill, and the counts of hitting the limits (rc_cgroup_events). */
-static int read_events(const char *dir, const struct cg_files *f,
-		       struct rc_cgroup_mem *m)
+static int read_events(const char *dir, int version, struct rc_cgroup_mem *m)
 {
+	/* v1: a charge fails at memsw first when both limits are alike */
+	static const char *const failcnt[] = { "memory.failcnt",
+					       "memory.memsw.failcnt" };
 	struct rc_cgroup_events *e = &m->ev;
 	char buf[RC_CGFILE_MAX];
 	int err;
 
-	err = read_optional(dir, f->events, buf, sizeof(buf));
+	err = read_optional(dir, cg_names[CG_EVENTS][version - 1], buf,
+			    sizeof(buf));
 	if (err < 0)
 		return err;
 	if (err) {
 		find_key(buf, "oom_kill", &m->oom_kill);
-		if (f->limit_events)
+		if (version == 2)
 			e->has_limit_events = find_key(buf, "high", &e->high) &&
 					      find_key(buf, "max", &e->max);
 	}
-	for (int i = 0; i < 2 && f->failcnt[i]; i++) {
-		uint64_t n;
-		bool has;
+	if (version == 1) {
+		for (size_t i = 0; i < sizeof(failcnt) / sizeof(*failcnt);
+		     i++) {
+			uint64_t n;
+			bool has;
 
-		err = read_counter_has(dir, f->failcnt[i], &n, &has);
-		if (err)
-			return err;
-		e->max += n;
-		e->has_limit_events |= has;
-	}
-	if (!f->swap_events)
+			err = read_counter_has(dir, failcnt[i], &n, &has);
+			if (err)
+				return err;
+			e->max += n;
+			e->has_limit_events |= has;
+		}
 		return 0;
+	}
 	/* absent without swap accounting (swapaccount=0) */
-	err = read_optional(dir, f->swap_events, buf, sizeof(buf));
+	err = read_optional(dir, "memory.swap.events", buf, sizeof(buf));
 	if (err < 0)
 		return err;
 	if (err)
@@ -245,31 +230,33 @@ static int read_events(const char *dir, const struct cg_files *f,
 	return 0;
 }
 
-static int read_mem(const char *dir, const struct cg_files *f,
-		    struct rc_cgroup_mem *m)
+/* The files of cgroup @version (1 or 2) both have. */
+static int read_mem(const char *dir, int version, struct rc_cgroup_mem *m)
 {
+	const int v = version - 1;
 	int err;
 
-	err = read_limit(dir, f->limit, &m->limit);
+	err = read_limit(dir, cg_names[CG_LIMIT][v], &m->limit);
 	if (!err)
-		err = read_counter(dir, f->usage, &m->usage);
+		err = read_counter(dir, cg_names[CG_USAGE][v], &m->usage);
 	if (!err)
-		err = read_stat(dir, f->stat_prefix, m);
+		err = read_stat(dir, version == 1 ? "total_" : "", m);
 	if (!err)
-		err = read_limit(dir, f->swap_limit, &m->swap_limit);
-	if (!err && f->memsw)
-		err = read_counter(dir, f->swap_usage, &m->swap_usage);
-	else if (!err)
-		err = read_counter_has(dir, f->swap_usage, &m->swap_usage,
-				       &m->ev.has_swap_bytes);
+		err = read_limit(dir, cg_names[CG_SWAP_LIMIT][v],
+				 &m->swap_limit);
 	if (!err)
-		err = read_events(dir, f, m);
+		err = read_counter_has(dir, cg_names[CG_SWAP_USAGE][v],
+				       &m->swap_usage, &m->ev.has_swap_bytes);
+	if (!err)
+		err = read_events(dir, version, m);
 	if (err)
 		return err;
-	if (f->memsw)
+	if (version == 1) {
 		memsw_to_swap(m);
-	else
+		m->ev.has_swap_bytes = false; /* memsw is not swap alone */
+	} else {
 		m->ev.swap_bytes = m->swap_usage;
+	}
 	return 0;
 }
 
@@ -278,7 +265,7 @@ static int read_v2(const char *dir, struct rc_cgroup_mem *m)
 	char path[PATH_MAX];
 	int err;
 
-	err = read_mem(dir, &v2_files, m);
+	err = read_mem(dir, 2, m);
 	if (err)
 		return err;
 	snprintf(path, sizeof(path), "%s/memory.pressure", dir);
@@ -297,7 +284,7 @@ int rc_cgroup_read_dir(int version, const char *dir, struct rc_cgroup_mem *m)
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
 	if (version == 1)
-		return read_mem(dir, &v1_files, m);
+		return read_mem(dir, 1, m);
 	if (version == 2)
 		return read_v2(dir, m);
 	return -EINVAL;

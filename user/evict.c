@@ -17,20 +17,20 @@
 #define COOL_TIMEOUT_NS (30 * NSEC_PER_SEC)
 #define COOL_DRY_RUN_NS (5 * NSEC_PER_SEC)
 
-int evictor_init(struct evictor *ev, const struct opts *o, struct out *out,
-		 struct metrics *m, pid_t pid, uid_t uid,
+int evictor_init(struct evictor *ev, const struct evict_cfg *cfg,
+		 struct out *out, struct metrics *m, pid_t pid, uid_t uid,
 		 const struct rc_thresholds *thr)
 {
 	memset(ev, 0, sizeof(*ev));
-	ev->o = o;
+	ev->cfg = *cfg;
 	ev->out = out;
 	ev->m = m;
 	ev->pid = pid;
 	ev->uid = uid;
 	ev->thr = *thr;
 	ev->ctl.fd = -1;
-	if (o->control)
-		snprintf(ev->path, sizeof(ev->path), "%s", o->control);
+	if (cfg->control)
+		snprintf(ev->path, sizeof(ev->path), "%s", cfg->control);
 	else
 		snprintf(ev->path, sizeof(ev->path), RAMCACHE_CTL_PATH_FMT,
 			 (int)pid);
@@ -174,7 +174,7 @@ static void complete(struct evictor *ev, uint64_t now)
 			retire(ev, i);
 			continue;
 		}
-		if (now - f->issue_ns > ev->o->ack_timeout_ns) {
+		if (now - f->issue_ns > ev->cfg.ack_timeout_ns) {
 			ev->st.timeouts++;
 			metrics_command_timeout(ev->m);
 			cool(ev, f->id, now + COOL_TIMEOUT_NS);
@@ -349,8 +349,7 @@ static int pick(struct evictor *ev, uint64_t now, const struct rc_plan *plan,
 	req.generation = ex.generation;
 	req.deficit = deficit;
 	req.phase = plan->phase;
-	req.policy = ev->o->policy == SCORE_COST ? RC_POLICY_COST
-						 : RC_POLICY_RAM;
+	req.policy = ev->cfg.policy;
 	req.in_flight = unavailable;
 	req.ctx = &pc;
 	return rc_select(&req, ev->picks, n, &covered);
@@ -363,7 +362,7 @@ static bool post(struct evictor *ev, const struct ctl_entry *e,
 	struct inflight *fl;
 	uint64_t seq = 0;
 
-	if (ev->o->dry_run) {
+	if (ev->cfg.dry_run) {
 		cool(ev, e->id, now + COOL_DRY_RUN_NS);
 		evict_event(ev, e, 0, plan, headroom, now);
 		return true;
@@ -397,7 +396,7 @@ void evictor_evaluate(struct evictor *ev, uint64_t now, uint64_t headroom,
 	ev->headroom = headroom;
 	rc_plan_eviction(headroom, f, &ev->thr, why != 0, &plan);
 	ev->target = plan.evict ? plan.deficit : 0;
-	if (!plan.evict || !ev->open || !ev->o->evict)
+	if (!plan.evict || !ev->open)
 		return;
 	pending = pending_bytes(ev);
 	if (pending >= plan.deficit)

@@ -81,34 +81,41 @@ static int parse_u64(const char *s, char **end, uint64_t *v)
 	return 0;
 }
 
+/* What a meminfo line tells besides its value. */
+enum mi_mark {
+	MI_TOTAL = 1,	  /* required: without it the file is not meminfo */
+	MI_AVAILABLE = 2, /* absent before Linux 3.14 */
+};
+
 struct kv_field {
 	const char *key;
 	size_t off;
+	unsigned int mark; /* enum mi_mark bits */
 };
 
-#define MI(key, field)                                  \
-	{                                               \
-		key, offsetof(struct rc_meminfo, field) \
+#define MI(key, field, mark)                                  \
+	{                                                     \
+		key, offsetof(struct rc_meminfo, field), mark \
 	}
 
 static const struct kv_field meminfo_fields[] = {
-	MI("MemTotal", mem_total),
-	MI("MemFree", mem_free),
-	MI("MemAvailable", mem_available),
-	MI("Buffers", buffers),
-	MI("Cached", cached),
-	MI("SwapTotal", swap_total),
-	MI("SwapFree", swap_free),
-	MI("Active(anon)", active_anon),
-	MI("Inactive(anon)", inactive_anon),
-	MI("Active(file)", active_file),
-	MI("Inactive(file)", inactive_file),
-	MI("Shmem", shmem),
+	MI("MemTotal", mem_total, MI_TOTAL),
+	MI("MemFree", mem_free, 0),
+	MI("MemAvailable", mem_available, MI_AVAILABLE),
+	MI("Buffers", buffers, 0),
+	MI("Cached", cached, 0),
+	MI("SwapTotal", swap_total, 0),
+	MI("SwapFree", swap_free, 0),
+	MI("Active(anon)", active_anon, 0),
+	MI("Inactive(anon)", inactive_anon, 0),
+	MI("Active(file)", active_file, 0),
+	MI("Inactive(file)", inactive_file, 0),
+	MI("Shmem", shmem, 0),
 };
 
 struct meminfo_ctx {
 	struct rc_meminfo *mi;
-	bool has_total;
+	unsigned int seen; /* enum mi_mark bits */
 };
 
 /* One meminfo line: 1 if it is a field we keep. */
@@ -131,10 +138,7 @@ static int meminfo_line(const char *key, const char *val, void *ctx)
 		if (strcmp(key, meminfo_fields[i].key))
 			continue;
 		*(uint64_t *)((char *)c->mi + meminfo_fields[i].off) = v * 1024;
-		if (i == 0)
-			c->has_total = true;
-		if (i == 2)
-			c->mi->has_mem_available = true;
+		c->seen |= meminfo_fields[i].mark;
 		return 1;
 	}
 	return 0;
@@ -142,14 +146,15 @@ static int meminfo_line(const char *key, const char *val, void *ctx)
 
 int rc_meminfo_read(const char *proc_root, struct rc_meminfo *mi)
 {
-	struct meminfo_ctx c = { mi, false };
+	struct meminfo_ctx c = { mi, 0 };
 	int n;
 
 	memset(mi, 0, sizeof(*mi));
 	n = for_each_pair(proc_root, "meminfo", ':', meminfo_line, &c);
 	if (n < 0)
 		return n;
-	return c.has_total ? 0 : -ENODATA;
+	mi->has_mem_available = c.seen & MI_AVAILABLE;
+	return c.seen & MI_TOTAL ? 0 : -ENODATA;
 }
 
 /* Adds to a field: a key once per zone on old kernels, so sums. */

@@ -213,6 +213,27 @@ class ZramSwap:
 
 # ---------------------------------------------------------------- the agent
 
+def wait_event(seen, q, pred, timeout=10.0):
+    """First event of @seen, or then of queue @q (None: the stream ended),
+    for which pred(ev) is true; None after @timeout seconds."""
+    for ev in list(seen):
+        if pred(ev):
+            return ev
+    end = time.monotonic() + timeout
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            return None
+        try:
+            ev = q.get(timeout=left)
+        except queue.Empty:
+            return None
+        if ev is None:
+            return None
+        if pred(ev):
+            return ev
+
+
 class Agent:
     """ramcache-bpf with --json, its events collected by a reader thread."""
 
@@ -249,22 +270,7 @@ class Agent:
 
     def wait_for(self, pred, timeout=10.0):
         """First event (seen before or after) for which pred(ev) is true."""
-        for ev in list(self.events):
-            if pred(ev):
-                return ev
-        end = time.monotonic() + timeout
-        while True:
-            left = end - time.monotonic()
-            if left <= 0:
-                return None
-            try:
-                ev = self.q.get(timeout=left)
-            except queue.Empty:
-                return None
-            if ev is None:
-                return None
-            if pred(ev):
-                return ev
+        return wait_event(self.events, self.q, pred, timeout)
 
     def wait_type(self, typ, timeout=10.0):
         return self.wait_for(lambda e: e.get("type") == typ, timeout)

@@ -20,7 +20,7 @@ import threading
 import time
 
 from rctest import (AGENT, DEMO, HELPERS, Agent, main, require_root,
-                    scratch_dir, test)
+                    scratch_dir, test, wait_event)
 
 EXECUTOR = os.path.join(HELPERS, "executor")
 MEMHOG = os.path.join(HELPERS, "memhog")
@@ -256,20 +256,7 @@ def executor(*args, user=None, **kw):
 
 
 def ex_wait(p, pred, timeout=10.0):
-    for ev in list(p.events):
-        if pred(ev):
-            return ev
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            ev = p.lines.get(timeout=max(0.01, end - time.monotonic()))
-        except queue.Empty:
-            return None
-        if ev is None:
-            return None
-        if pred(ev):
-            return ev
-    return None
+    return wait_event(p.events, p.lines, pred, timeout)
 
 
 def ex_stop(p):

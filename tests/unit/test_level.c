@@ -10,8 +10,11 @@
 
 #define SEC 1000000000ULL
 
-static void ctx(struct level_ctx *c, struct rc_cgroup_mem *cg)
+/* A watch on the fixture /proc and a target in cgroup @cg (inode 42). */
+static void ctx(struct level_watch *lw, struct level_ctx *c,
+		struct rc_cgroup_mem *cg)
 {
+	level_init(lw, fixture("proc"));
 	memset(c, 0, sizeof(*c));
 	c->headroom = 8ULL << 30;
 	c->thr.headroom_min = 1ULL << 30;
@@ -28,8 +31,7 @@ TEST(cgroup_swap_and_refaults_are_the_rates)
 	struct level_watch lw;
 	struct level_ctx c;
 
-	level_init(&lw, fixture("proc"));
-	ctx(&c, &cg);
+	ctx(&lw, &c, &cg);
 	ASSERT_EQ(level_update(&lw, 1 * SEC, &c), 0, "baseline, ok");
 	cg.ev.pswpin = 1000;
 	cg.ev.pswpout = 500;
@@ -50,8 +52,7 @@ TEST(without_swap_counters_the_system_is_used)
 	struct level_watch lw;
 	struct level_ctx c;
 
-	level_init(&lw, fixture("proc"));
-	ctx(&c, &cg);
+	ctx(&lw, &c, &cg);
 	level_update(&lw, 1 * SEC, &c);
 	cg.ev.pswpin = 100000; /* not a counter this kernel has */
 	ASSERT_EQ(level_update(&lw, 2 * SEC, &c), 0, "fixture vmstat still");
@@ -67,8 +68,7 @@ TEST(v2_without_pswpin_uses_swap_current_and_anon_refaults)
 	struct level_watch lw;
 	struct level_ctx c;
 
-	level_init(&lw, fixture("proc"));
-	ctx(&c, &cg);
+	ctx(&lw, &c, &cg);
 	level_update(&lw, 1 * SEC, &c);
 	cg.ev.swap_bytes = 4000ULL * 4096; /* 4000 pages out in 1 s */
 	cg.ev.refault_anon = 300;
@@ -94,8 +94,7 @@ TEST(cgroup_limit_hits_are_memcg_reclaim)
 	struct level_watch lw;
 	struct level_ctx c;
 
-	level_init(&lw, fixture("proc"));
-	ctx(&c, &cg);
+	ctx(&lw, &c, &cg);
 	cg.ev.max = 7; /* hits before the agent started are not news */
 	ASSERT_EQ(level_update(&lw, 1 * SEC, &c), 0, "baseline");
 	cg.ev.high = 2;
@@ -118,8 +117,7 @@ TEST(another_cgroup_starts_afresh)
 	struct level_watch lw;
 	struct level_ctx c;
 
-	level_init(&lw, fixture("proc"));
-	ctx(&c, &cg);
+	ctx(&lw, &c, &cg);
 	level_update(&lw, 1 * SEC, &c);
 	/* --match found a new process in a busy cgroup: no jump */
 	cg.ev.refault_anon = 1 << 20;
@@ -135,8 +133,7 @@ TEST(new_reason_at_the_same_level_is_reported_once)
 	struct level_watch lw;
 	struct level_ctx c;
 
-	level_init(&lw, fixture("proc"));
-	ctx(&c, &cg);
+	ctx(&lw, &c, &cg);
 	level_update(&lw, 1 * SEC, &c);
 	c.headroom = 512ULL << 20; /* below headroom_min: high */
 	ASSERT_EQ(level_update(&lw, 2 * SEC, &c), LEVEL_CHANGED, "high");
