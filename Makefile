@@ -32,7 +32,8 @@ DEPS_PKGS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
 	     make gcc python3 libmicrohttpd-dev systemtap-sdt-dev \
 	     libclang-rt-14-dev clang-format cppcheck procps util-linux mount \
 	     binutils coreutils \
-	     qemu-system-x86 busybox-static cpio kmod debootstrap git
+	     qemu-system-x86 busybox-static cpio kmod debootstrap git \
+	     ca-certificates
 # Installed without their recommends and with their services stopped and
 # disabled: prometheus is here only for promtool, never as a server.
 DEPS_PKGS_BARE := prometheus

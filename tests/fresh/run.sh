@@ -108,7 +108,13 @@ cat >"$root/etc/apt/sources.list" <<SRC
 deb $MIRROR bookworm main
 deb $MIRROR bookworm-updates main
 SRC
+# This machine's network set-up, as any machine of its kind has it: the
+# resolver, local certificate authorities (ca-certificates, once `make deps`
+# installs it, adds them to the bundle) and npm's system-wide settings.
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+mkdir -p "$root/usr/local/share/ca-certificates"
+cp -L /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/" 2>/dev/null || true
+[ -e /etc/npmrc ] && cp -L /etc/npmrc "$root/etc/npmrc"
 
 bind() { # bind DIR: the host's DIR and everything under it, not propagated back
 	mount --rbind "$1" "$root$1"
@@ -125,10 +131,21 @@ mounted+=("$root/proc")
 bind /sys
 bind /dev
 
+# A clean environment, less what points tools at the certificates and
+# proxies of this machine.
+passenv=()
+for v in $(compgen -e); do
+	case $v in
+	*_CA_CERTS | *_CA_BUNDLE | *_CAINFO | SSL_CERT_* | PIP_CERT | \
+		http_proxy | https_proxy | no_proxy | HTTP_PROXY | HTTPS_PROXY | NO_PROXY)
+		passenv+=("$v=${!v}") ;;
+	esac
+done
 in_root() {
 	chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
 		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-		DEBIAN_FRONTEND=noninteractive RAMCACHE_NO_VM=1 CI="${CI:-}" "$@"
+		DEBIAN_FRONTEND=noninteractive RAMCACHE_NO_VM=1 CI="${CI:-}" \
+		"${passenv[@]}" "$@"
 }
 # The README's prerequisites on a bare system: make (the clone came in from
 # outside, as a user's `git clone` would).
