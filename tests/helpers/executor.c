@@ -4,7 +4,7 @@
  *
  *   executor [--path P] [--entries N] [--bytes B] [--once] [--ms T]
  *
- * Creates the control page (default /dev/shm/ramcache-<pid>), publishes N
+ * Creates the control page (default a memfd, --path for a file), publishes N
  * entries of B bytes (no memory behind them), then serves commands for T
  * milliseconds (default: until stdin closes or SIGTERM): every command is
  * acked EVICTED and its entry replaced by a fresh one, so an agent that
@@ -91,7 +91,9 @@ int main(int argc, char **argv)
 	signal(SIGINT, on_signal);
 	signal(SIGPIPE, SIG_IGN);
 
-	err = ramcache_create(&rc, path, 0, 0);
+	/* room for every entry asked for (the default holds 4096) */
+	err = ramcache_create(
+		&rc, path, entries > RAMCACHE_DEFAULT_ENTRIES ? entries : 0, 0);
 	if (err) {
 		fprintf(stderr, "executor: failed to create the page: %s\n",
 			strerror(-err));
