@@ -13,6 +13,9 @@ baseline of the same run or a distribution):
   footprint  agent RSS and CPU at idle and under the fault storm; drops
   reaction   on one memory ramp in a scratch memcg: first reclaim -> the
              agent's eviction command; PSI trigger; node-boundary checks
+  reaction-vm  the same ramp inside Debian 12's 6.1 kernel with cgroup v2
+             (tests/vm/run.sh, QEMU; software emulation where KVM cannot
+             run a stock kernel)
   outcomes   the demo workload under a memcg limit (zram swap when free)
              for the classic cache, local, PSI-driven and ramcache-bpf
   eviction   post -> ack and post -> RSS drop (from the outcome runs)
@@ -62,7 +65,8 @@ FULL = {
     "overhead_rounds": 15, "fault_size": "16M", "fault_rounds": 15,
     "bpf_cost_rounds": 5, "tracked_counts": [1, 8, 64],
     "idle_s": 5.0,
-    "reaction_trials": 12, "outcome_rounds": 3, "zram": True,
+    "reaction_trials": 12, "vm_reaction_trials": 6, "outcome_rounds": 3,
+    "zram": True,
     "noswap_rounds": 2,
     "limit": 384 * MiB,
     "workload": ["--prompts", 8, "--nodes", 6, "--models", 2,
@@ -79,7 +83,8 @@ QUICK = {
     "overhead_rounds": 1, "fault_size": "4M", "fault_rounds": 5,
     "bpf_cost_rounds": 1, "tracked_counts": [1, 8],
     "idle_s": 1.0,
-    "reaction_trials": 1, "outcome_rounds": 1, "zram": False,
+    "reaction_trials": 1, "vm_reaction_trials": 0, "outcome_rounds": 1,
+    "zram": False,
     "noswap_rounds": 1,
     "limit": 160 * MiB,
     "workload": ["--prompts", 4, "--nodes", 4, "--models", 2,
@@ -852,6 +857,38 @@ def bench_reaction(cfg):
     return res
 
 
+VM_RUN = os.path.join(ROOT, "tests", "vm", "run.sh")
+VM_RESULT = "ramcache-bench-vm-result:"
+
+
+def bench_reaction_vm(cfg):
+    """The reaction section again, inside the 6.1 VM (cgroup v2)."""
+    if not is_root():
+        return {"skipped": "needs root (QEMU, memcg, BPF)"}
+    if not cfg["vm_reaction_trials"]:
+        return {"skipped": "quick mode (the VM suites of `make test` boot "
+                "the same kernel)"}
+    inner = ("import json, sys; sys.argv = ['run.py']; "
+             "sys.path.insert(0, 'bench'); import run; "
+             "cfg = dict(run.FULL, reaction_trials="
+             f"{cfg['vm_reaction_trials']}); "
+             "r = run.bench_reaction(cfg); r['machine'] = run.machine(); "
+             f"print({VM_RESULT!r}, json.dumps(r), flush=True)")
+    p = subprocess.run([VM_RUN, sys.executable, "-c", inner], cwd=ROOT,
+                       env=dict(os.environ, OUTPUT=OUTPUT),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, errors="replace")
+    lines = p.stdout.splitlines()
+    for line in lines:
+        if line.startswith(VM_RESULT):
+            res = json.loads(line[len(VM_RESULT):])
+            vm = [x[6:] for x in lines if x.startswith("# vm: ")]
+            res["vm"] = vm[0] if vm else "?"
+            return res
+    return {"skipped": f"the VM run failed (exit {p.returncode}): "
+            + " | ".join(lines[-5:])}
+
+
 RAMP_TYPES = ("rss", "reclaim", "evict", "oom_kill", "summary", "pressure",
               "kswapd")
 
@@ -1352,37 +1389,14 @@ def report(res):
                      f"faults/s) | {s['cpu_frac'] * 100:.1f}% of a core | "
                      f"{fmt_mib(s['rss'])} | {s['drops']} |")
         L.append("")
-    r = res["reaction"]
-    L += ["## 2. Reaction latency", ""]
-    if "skipped" in r:
-        L += [f"Skipped: {r['skipped']}", ""]
-    else:
-        L += [r["method"], ""]
-        L += picture(res, "BENCHMARKS-ramp.svg", "one trial of the "
-                     "reaction ramp: RSS against the limit, the first "
-                     "reclaim stall, ramcache-bpf's first command, PSI, "
-                     "the OOM kill")
-        L += [f"Trials: {len(r['trials'])}, with a reclaim event: "
-              f"{r['trials_with_reclaim']}. Milliseconds from the first "
-              "reclaim stall (negative: before it); percentiles over all "
-              "attempts, a miss counting as infinitely late, so 'missed' "
-              "means that percentile never noticed in time. With a dozen "
-              "trials, p99 is the worst trial. Node-check attempts are "
-              "200 phases per trial.",
-              "",
-              "| mechanism | p50 ms | p99 ms | attempts | missed (after the "
-              "process ended, or never) |", "|---|---|---|---|---|"]
-        names = {"oom": "(for scale) the OOM kill; missed = not killed",
-                 "ramcache-bpf": "ramcache-bpf eviction posted",
-                 "psi": f"PSI trigger `{PSI_TRIGGER}`",
-                 "node-check-1s": "check after each node, 1 s nodes",
-                 "node-check-10s": "check after each node, 10 s nodes"}
-        for k, row in r["rows"].items():
-            L.append(f"| {names[k]} | {fmt_ms(row['p50'])} | "
-                     f"{fmt_ms(row['p99'])} | {row['n']} | "
-                     f"{row['missed']} ({row['missed_frac'] * 100:.0f}%) |"
-                     if row["n"] else f"| {names[k]} | - | - | 0 | - |")
-        L.append("")
+    L += reaction_md(res["reaction"], "## 2. Reaction latency",
+                     picture(res, "BENCHMARKS-ramp.svg", "one trial of the "
+                             "reaction ramp: RSS against the limit, the "
+                             "first reclaim stall, ramcache-bpf's first "
+                             "command, PSI, the OOM kill"))
+    L += reaction_md(res.get("reaction_vm", {"skipped": "not run"}),
+                     "### 2b. Reaction latency on Debian 12's 6.1 kernel "
+                     "(cgroup v2, in QEMU)")
     e = res["eviction"]
     L += ["## 3. Eviction latency", ""]
     if "skipped" in e:
@@ -1425,6 +1439,41 @@ def report(res):
     L += ["## Targets and misses", ""] + [f"- {n}" for n in res["verdicts"]]
     L.append("")
     return "\n".join(L)
+
+
+def reaction_md(r, title, pic=()):
+    L = [title, ""]
+    if "skipped" in r:
+        L += [f"Skipped: {r['skipped']}", ""]
+    else:
+        if "vm" in r:
+            L += [f"In the VM ({r['vm']}), with QEMU's software emulation "
+                  "where KVM cannot run a stock kernel (so every step of "
+                  "the ramp is slower than on the host), the same method:",
+                  ""]
+        L += [r["method"], ""] + list(pic)
+        L += [f"Trials: {len(r['trials'])}, with a reclaim event: "
+              f"{r['trials_with_reclaim']}. Milliseconds from the first "
+              "reclaim stall (negative: before it); percentiles over all "
+              "attempts, a miss counting as infinitely late, so 'missed' "
+              "means that percentile never noticed in time. With a dozen "
+              "trials, p99 is the worst trial. Node-check attempts are "
+              "200 phases per trial.",
+              "",
+              "| mechanism | p50 ms | p99 ms | attempts | missed (after the "
+              "process ended, or never) |", "|---|---|---|---|---|"]
+        names = {"oom": "(for scale) the OOM kill; missed = not killed",
+                 "ramcache-bpf": "ramcache-bpf eviction posted",
+                 "psi": f"PSI trigger `{PSI_TRIGGER}`",
+                 "node-check-1s": "check after each node, 1 s nodes",
+                 "node-check-10s": "check after each node, 10 s nodes"}
+        for k, row in r["rows"].items():
+            L.append(f"| {names[k]} | {fmt_ms(row['p50'])} | "
+                     f"{fmt_ms(row['p99'])} | {row['n']} | "
+                     f"{row['missed']} ({row['missed_frac'] * 100:.0f}%) |"
+                     if row["n"] else f"| {names[k]} | - | - | 0 | - |")
+        L.append("")
+    return L
 
 
 def verdicts(res):
@@ -1486,6 +1535,15 @@ def verdicts(res):
             v.append(f"A check after each node ({k[11:]} nodes) noticed "
                      f"too late or never in {nc['missed_frac'] * 100:.0f}%"
                      " of ramps (phases).")
+    rv = res.get("reaction_vm", {})
+    if "rows" in rv:
+        rb = rv["rows"]["ramcache-bpf"]
+        v.append(f"On Debian 12's 6.1 kernel (cgroup v2, in the VM), "
+                 + (f"ramcache-bpf posted its first command at p50 "
+                    f"{fmt_ms(rb['p50'])} ms from the first reclaim stall."
+                    if rb["hits"] else
+                    "MISSED: ramcache-bpf posted no eviction command on "
+                    "the ramp."))
     for oc in (res["outcomes"], res.get("outcomes_noswap", {})):
         if "rows" not in oc:
             continue
@@ -1594,6 +1652,8 @@ def main():
     res["footprint"] = (bench_footprint(cfg, res["overhead"])
                         if want("footprint") else skipped)
     res["reaction"] = bench_reaction(cfg) if want("reaction") else skipped
+    res["reaction_vm"] = (bench_reaction_vm(cfg) if want("reaction-vm")
+                          else skipped)
     # zram last: it is shared with other tests, which may hold it a while
     res["outcomes_noswap"] = (bench_outcomes(cfg, zram=False)
                               if want("outcomes") and cfg["zram"]
