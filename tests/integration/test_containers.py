@@ -84,8 +84,9 @@ def host_pid_of(proc, timeout=10.0):
             return kids[0]
         if proc.poll() is not None:  # the container is gone already: say why
             out, err = proc.communicate()
+            said = [o[-2000:] for o in (err, out) if o]
             raise AssertionError(f"the container exited {proc.returncode} before its "
-                                 f"init was seen: {err[-2000:]}{out[-500:]}")
+                                 f"init was seen: {said}")
         time.sleep(0.02)
     raise AssertionError("the container's init never appeared")
 
