@@ -6,6 +6,7 @@
 OUTPUT ?= build
 CLANG ?= clang
 BPFTOOL ?= bpftool
+LLVM_STRIP ?= llvm-strip
 CC ?= cc
 PYTHON ?= /usr/bin/python3
 ARCH_DIR := $(shell uname -m)
@@ -88,6 +89,7 @@ $(OUTPUT)/obj/demo $(OUTPUT)/tests:
 $(OUTPUT)/%.bpf.o: bpf/%.bpf.c bpf/*.h $(VMLINUX_DIR)/vmlinux.h | $(OUTPUT) deps
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+	$(Q)$(LLVM_STRIP) -g $@ # DWARF: the agent embeds the object; BTF stays
 
 $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o | deps
 	$(call msg,GEN-SKEL,$@)

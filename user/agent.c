@@ -6,6 +6,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -653,6 +655,45 @@ static int setup_metrics(struct agent *a)
 	return 0;
 }
 
+/* Read in the agent's own segments (the first object is the program). */
+static int populate_self(struct dl_phdr_info *info, size_t size, void *data)
+{
+	long page = sysconf(_SC_PAGESIZE);
+
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo, hi;
+
+		if (ph->p_type != PT_LOAD)
+			continue;
+		lo = (info->dlpi_addr + ph->p_vaddr) & ~(uintptr_t)(page - 1);
+		hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+		for (uintptr_t p = lo; p < hi; p += page)
+			(void)*(volatile const char *)p;
+	}
+	return 1;
+}
+
+/*
+ * Before any thread starts (a thread started earlier would have its whole
+ * stack locked in). MCL_ONFAULT locks pages as they are first used instead
+ * of reading every library in whole: libmicrohttpd's TLS libraries alone
+ * are 2 MiB the agent never runs. The agent's own code and data are read
+ * in up front; what the loop uses of libc and libbpf is in after its first
+ * ticks.
+ */
+static int lock_memory(void)
+{
+	malloc_trim(0); /* the kernel BTF parsed at load is freed memory */
+	if (mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT)) {
+		/* kernels before 4.4 have no MCL_ONFAULT */
+		if (errno != EINVAL || mlockall(MCL_CURRENT | MCL_FUTURE))
+			return -errno;
+	}
+	dl_iterate_phdr(populate_self, NULL);
+	return 0;
+}
+
 static void loop(struct agent *a)
 {
 	struct epoll_event evs[8];
@@ -724,6 +765,8 @@ int agent_run(const struct opts *o)
 	int code, err;
 
 	verbose = o->verbose;
+	/* one malloc arena: a thread's own would reserve 64 MiB, locked */
+	mallopt(M_ARENA_MAX, 1);
 	a.out.f = outstream_open(STDOUT_FILENO, stdout);
 	libbpf_set_print(libbpf_print);
 	metrics_init(&a.m);
@@ -757,14 +800,15 @@ int agent_run(const struct opts *o)
 			goto cleanup;
 		}
 	}
-	code = setup_metrics(&a);
-	if (code)
-		goto cleanup;
-	if (o->mlock && mlockall(MCL_CURRENT | MCL_FUTURE))
+	err = o->mlock ? lock_memory() : 0;
+	if (err)
 		out_warn(&a.out,
 			 "failed to lock the agent's memory: %s; it may be "
 			 "paged out under pressure",
-			 strerror(errno));
+			 strerror(-err));
+	code = setup_metrics(&a);
+	if (code)
+		goto cleanup;
 
 	a.last_summary_ns = now_ns();
 	if (o->duration_ns)
