@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-# ramcache-bpf: `make` builds everything into build/, `make test` runs the
-# suite (as root), `make demo` runs the demo, `make deps` installs what the
-# build needs on Debian. V=1 shows the full commands.
+# ramcache-bpf: `make` only builds, everything into build/; `make deps`
+# installs what the build and the tests need on Debian; `make test` and
+# `make demo` run deps first, then build and run in a second make, so link
+# flags are computed only once the packages are there. V=1 shows the full
+# commands.
 
 OUTPUT ?= build
 CLANG ?= clang
@@ -17,12 +19,14 @@ VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter
 CFLAGS ?= -g -O2
-ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE \
+ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -MMD -MP \
 	      -DRAMCACHE_VERSION='"$(VERSION)"' \
 	      -I$(OUTPUT) -Ibpf -Iinclude -Iuser
 BPF_CFLAGS := -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) \
-	      -I$(VMLINUX_DIR) -Ibpf -I$(OUTPUT)
-AGENT_LIBS := -lbpf -lelf -lz $(shell pkg-config --libs libmicrohttpd 2>/dev/null) -lm
+	      -MMD -MP -I$(VMLINUX_DIR) -Ibpf -I$(OUTPUT)
+# Recursive (=), not :=, so pkg-config runs when a link needs it: after
+# `make deps` has installed libmicrohttpd-dev, never at parse time.
+AGENT_LIBS = -lbpf -lelf -lz $(shell pkg-config --libs libmicrohttpd) -lm
 
 # Debian packages the build and the tests need.
 DEPS_PKGS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
@@ -48,6 +52,7 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUTPUT)/tests/%,$(UNIT_SRCS))
 HELPER_SRCS := $(wildcard tests/helpers/*.c)
 HELPER_BINS := $(patsubst tests/helpers/%.c,$(OUTPUT)/tests/%,$(HELPER_SRCS))
+BENCH_BINS := $(OUTPUT)/bench/faultbench
 
 AGENT := $(OUTPUT)/ramcache-bpf
 DEMO := $(OUTPUT)/ramcache-demo
@@ -63,12 +68,15 @@ msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
 .DELETE_ON_ERROR:
-.SECONDARY: $(BPF_OBJS)
-.PHONY: all deps test demo bench fuzz soak clean vmlinux format check-format lint
+.SECONDARY: $(BPF_OBJS) $(SKELS)
+.PHONY: all deps test demo bench fuzz soak clean vmlinux format check-format \
+	lint hardening run-test run-demo run-bench run-soak run-fuzz
 
-all: deps $(AGENT) $(LIBSO) $(LIBA) $(if $(DEMO_SRCS),$(DEMO)) $(UNIT_BINS) $(HELPER_BINS)
+all: $(AGENT) $(LIBSO) $(LIBA) $(if $(DEMO_SRCS),$(DEMO)) $(UNIT_BINS) \
+     $(HELPER_BINS) $(BENCH_BINS)
 
-# Quick when everything is there: one dpkg query, no network.
+# The only target that queries or installs packages. Quick when everything
+# is there: one dpkg query, no network.
 deps:
 	$(Q)missing=$$(for p in $(DEPS_PKGS); do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
@@ -81,29 +89,49 @@ deps:
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
+	$(Q)if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "ramcache-bpf: missing node and npm (run 'sudo make deps')"; exit 1; \
+		fi; \
+		echo "  DEPS     installing nodejs npm"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	fi
 
-$(OUTPUT) $(OUTPUT)/obj/user $(OUTPUT)/obj/lib $(OUTPUT)/obj/lib-pic \
-$(OUTPUT)/obj/demo $(OUTPUT)/tests:
+# User-facing targets that need packages: deps, then a fresh make that reads
+# the installed tools (pkg-config, bpftool) from scratch.
+test demo bench soak fuzz: deps
+	$(Q)$(MAKE) --no-print-directory run-$@
+
+run-test: all hardening comfyui-web
+	$(Q)OUTPUT=$(OUTPUT) PYTHON=$(PYTHON) $(PYTHON) tests/run.py
+
+run-demo: all
+	$(Q)OUTPUT=$(OUTPUT) demo/run-demo.sh
+
+$(OUTPUT) $(OUTPUT)/obj/user $(OUTPUT)/obj/lib $(OUTPUT)/obj/demo \
+$(OUTPUT)/tests $(OUTPUT)/bench:
 	$(Q)mkdir -p $@
 
-$(OUTPUT)/%.bpf.o: bpf/%.bpf.c bpf/*.h $(VMLINUX_DIR)/vmlinux.h | $(OUTPUT) deps
+$(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(VMLINUX_DIR)/vmlinux.h | $(OUTPUT)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 	$(Q)$(LLVM_STRIP) -g $@ # DWARF: the agent embeds the object; BTF stays
 
-$(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o | deps
+$(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@
 
-$(OUTPUT)/obj/user/%.o: user/%.c user/*.h bpf/pressure.h include/ramcache/*.h $(SKELS) | $(OUTPUT)/obj/user
+# The skeletons are order-only: -MMD records which objects include them.
+$(OUTPUT)/obj/user/%.o: user/%.c | $(OUTPUT)/obj/user $(SKELS)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
-$(AGENT): $(USER_OBJS) | deps
+$(AGENT): $(USER_OBJS)
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $^ $(AGENT_LIBS) -o $@
 
-$(OUTPUT)/obj/lib/%.o: lib/%.c include/ramcache/*.h $(wildcard lib/*.h) | $(OUTPUT)/obj/lib
+$(OUTPUT)/obj/lib/%.o: lib/%.c | $(OUTPUT)/obj/lib
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
 
@@ -115,7 +143,7 @@ $(LIBA): $(LIB_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(OUTPUT)/obj/demo/%.o: demo/%.c $(wildcard demo/*.h) include/ramcache/*.h | $(OUTPUT)/obj/demo
+$(OUTPUT)/obj/demo/%.o: demo/%.c | $(OUTPUT)/obj/demo
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) -Idemo -c $< -o $@
 
@@ -124,7 +152,7 @@ $(DEMO): $(DEMO_OBJS) $(LIBA)
 	$(Q)$(CC) $(ALL_CFLAGS) $^ -lm -o $@
 
 # Unit tests link the agent's objects (less main) and the executor library.
-$(OUTPUT)/tests/test_%: tests/unit/test_%.c tests/unit/test.h $(USER_LIB_OBJS) $(LIBA) | $(OUTPUT)/tests
+$(OUTPUT)/tests/test_%: tests/unit/test_%.c $(USER_LIB_OBJS) $(LIBA) | $(OUTPUT)/tests $(SKELS)
 	$(call msg,TEST,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit $< $(USER_LIB_OBJS) $(LIBA) $(AGENT_LIBS) -lpthread -o $@
 
@@ -132,23 +160,37 @@ $(OUTPUT)/tests/%: tests/helpers/%.c $(LIBA) | $(OUTPUT)/tests
 	$(call msg,HELPER,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $< $(LIBA) -lpthread -lm -o $@
 
-test: all
-	$(Q)OUTPUT=$(OUTPUT) PYTHON=$(PYTHON) $(PYTHON) tests/run.py
+$(OUTPUT)/bench/%: bench/%.c | $(OUTPUT)/bench
+	$(call msg,BENCH,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@
 
-demo: all
-	$(Q)OUTPUT=$(OUTPUT) demo/run-demo.sh
+# The ComfyUI frontend extension is type-checked against ComfyUI's frontend
+# types (comfyui/tests/test_web.py); npm installs the pinned versions here,
+# never into the source tree (node and npm come from make deps).
+WEB_CHECK := $(OUTPUT)/comfyui-web
+WEB_PINS := comfyui/tests/web/package.json comfyui/tests/web/package-lock.json \
+	comfyui/tests/web/.npmrc
+.PHONY: comfyui-web
+$(WEB_CHECK)/node_modules/.package-lock.json: $(WEB_PINS)
+	$(call msg,NPM,$(WEB_CHECK))
+	$(Q)mkdir -p $(WEB_CHECK) && cp $(WEB_PINS) $(WEB_CHECK)/ && \
+		cd $(WEB_CHECK) && npm ci --cache $(abspath $(OUTPUT))/npm-cache >/dev/null
+	$(Q)touch $@
+comfyui-web: $(WEB_CHECK)/node_modules/.package-lock.json
 
 # Regenerate the committed vmlinux.h from the running kernel's BTF.
-vmlinux: | deps
+vmlinux:
 	$(Q)mkdir -p $(VMLINUX_DIR)
 	$(call msg,GEN,$(VMLINUX_DIR)/vmlinux.h)
 	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $(VMLINUX_DIR)/vmlinux.h
 
+FORMAT_FILES = $$(git ls-files '*.c' '*.h' | grep -v '^vmlinux/')
+
 format:
-	$(Q)clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^vmlinux/')
+	$(Q)clang-format -i $(FORMAT_FILES)
 
 check-format:
-	$(Q)clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h' | grep -v '^vmlinux/')
+	$(Q)clang-format --dry-run -Werror $(FORMAT_FILES)
 
 clean:
 	$(call msg,CLEAN,$(OUTPUT))
@@ -177,32 +219,26 @@ CPPCHECK_FLAGS := --quiet --error-exitcode=1 --enable=warning,portability \
 		  --std=c11 --inline-suppr --suppress=missingIncludeSystem \
 		  -D__x86_64__ -D_GNU_SOURCE -Iinclude -Iuser -Ibpf -Idemo -Ilib
 
-.PHONY: hardening
-.SECONDARY: $(ASAN_USER_OBJS) $(ASAN_LIB_OBJS) $(SKELS)
-
-# test_bpf includes the skeleton: without this, touching a test after the
-# skeleton was deleted as an intermediate file broke the build.
-$(UNIT_BINS) $(ASAN_UNIT_BINS): $(SKELS)
+.SECONDARY: $(ASAN_USER_OBJS) $(ASAN_LIB_OBJS)
 
 hardening: $(ASAN_UNIT_BINS) $(FUZZ_BIN) $(FUZZ_DIR)/seeds/.done
-test: hardening
 
 $(ASAN_DIR)/obj/user $(ASAN_DIR)/obj/lib $(ASAN_DIR)/tests $(FUZZ_DIR):
 	$(Q)mkdir -p $@
 
-$(ASAN_DIR)/obj/user/%.o: user/%.c user/*.h bpf/pressure.h include/ramcache/*.h $(SKELS) | $(ASAN_DIR)/obj/user
+$(ASAN_DIR)/obj/user/%.o: user/%.c | $(ASAN_DIR)/obj/user $(SKELS)
 	$(call msg,CC-ASAN,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) -c $< -o $@
 
-$(ASAN_DIR)/obj/lib/%.o: lib/%.c include/ramcache/*.h $(wildcard lib/*.h) | $(ASAN_DIR)/obj/lib
+$(ASAN_DIR)/obj/lib/%.o: lib/%.c | $(ASAN_DIR)/obj/lib
 	$(call msg,CC-ASAN,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) -fPIC -c $< -o $@
 
-$(ASAN_DIR)/tests/test_%: tests/unit/test_%.c tests/unit/test.h $(ASAN_USER_LIB_OBJS) $(ASAN_LIB_OBJS) | $(ASAN_DIR)/tests
+$(ASAN_DIR)/tests/test_%: tests/unit/test_%.c $(ASAN_USER_LIB_OBJS) $(ASAN_LIB_OBJS) | $(ASAN_DIR)/tests $(SKELS)
 	$(call msg,TEST-ASAN,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) -Itests/unit $< $(ASAN_USER_LIB_OBJS) $(ASAN_LIB_OBJS) $(AGENT_LIBS) -lpthread -o $@
 
-$(FUZZ_BIN): $(FUZZ_SRCS) user/control.h user/policy.h include/ramcache/*.h | $(FUZZ_DIR) deps
+$(FUZZ_BIN): $(FUZZ_SRCS) user/control.h user/policy.h include/ramcache/*.h | $(FUZZ_DIR)
 	$(call msg,FUZZ,$@)
 	$(Q)$(FUZZ_CC) -g -O1 $(WARN) -std=gnu11 -D_GNU_SOURCE -Iinclude -Iuser \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
@@ -217,7 +253,7 @@ $(FUZZ_DIR)/seeds/.done: $(FUZZ_SEED)
 	$(Q)rm -rf $(FUZZ_DIR)/seeds && mkdir -p $(FUZZ_DIR)/seeds
 	$(Q)$(FUZZ_SEED) $(FUZZ_DIR)/seeds && touch $@
 
-fuzz: $(FUZZ_BIN) $(FUZZ_DIR)/seeds/.done
+run-fuzz: $(FUZZ_BIN) $(FUZZ_DIR)/seeds/.done
 	$(Q)mkdir -p fuzz-corpus
 	$(call msg,FUZZ,$(FUZZ_SECONDS) s)
 	$(Q)$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
@@ -226,11 +262,11 @@ fuzz: $(FUZZ_BIN) $(FUZZ_DIR)/seeds/.done
 
 LINT_DIRS := user lib demo tests/fuzz tests/helpers
 
-lint: | deps
+lint:
 	$(call msg,CPPCHECK,$(LINT_DIRS))
 	$(Q)cppcheck $(CPPCHECK_FLAGS) $(LINT_DIRS)
 
-soak: all
+run-soak: all
 	$(Q)OUTPUT=$(OUTPUT) SOAK_SECONDS=$(SOAK_SECONDS) \
 		$(PYTHON) tests/integration/test_soak.py
 # ---- bench: `make bench` (not part of `make test`) --------------------------
@@ -238,18 +274,7 @@ soak: all
 # overhead, reaction and eviction latency, outcomes against other policies,
 # footprint. Writes BENCHMARKS.md and bench/results.json. Needs root.
 # `make test` runs the harness in quick mode (tests/integration/test_bench.py).
-BENCH_BINS := $(OUTPUT)/bench/faultbench
-
-$(OUTPUT)/bench:
-	$(Q)mkdir -p $@
-
-$(OUTPUT)/bench/%: bench/%.c | $(OUTPUT)/bench
-	$(call msg,BENCH,$@)
-	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@
-
-all: $(BENCH_BINS)
-
-bench: all
+run-bench: all
 	$(Q)RAMCACHE_BENCH_CMD="sudo make bench" OUTPUT=$(OUTPUT) \
 		$(PYTHON) bench/run.py --md BENCHMARKS.md --json bench/results.json
 # ---- end bench ---------------------------------------------------------------
@@ -275,3 +300,6 @@ install: all
 	$(Q)[ -e $(DESTDIR)/etc/default/ramcache-bpf ] || \
 		install -D -m 0644 contrib/systemd/ramcache-bpf.default \
 		$(DESTDIR)/etc/default/ramcache-bpf
+
+# Dependencies recorded by -MMD (absent before the first build).
+-include $(shell find $(OUTPUT) -name '*.d' 2>/dev/null)

@@ -72,9 +72,8 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
 			rounds = strtoul(argv[++i], NULL, 10);
 		} else {
-			fprintf(stderr, "usage: faultbench [--size SIZE] "
-					"[--rounds N] "
-					"[--wait]\n");
+			fprintf(stderr,
+				"usage: faultbench [--size SIZE] [--rounds N] [--wait]\n");
 			return 2;
 		}
 	}
@@ -109,9 +108,7 @@ int main(int argc, char **argv)
 	getrusage(RUSAGE_SELF, &ru1);
 	cpu = tv_s(&ru1.ru_utime) - tv_s(&ru0.ru_utime) + tv_s(&ru1.ru_stime) -
 	      tv_s(&ru0.ru_stime);
-	printf("{\"type\":\"result\",\"pages\":%lu,\"seconds\":%.6f,"
-	       "\"cpu_seconds\":%.6f,\"pages_per_s\":%.1f,"
-	       "\"pages_per_cpu_s\":%.1f}\n",
+	printf("{\"type\":\"result\",\"pages\":%lu,\"seconds\":%.6f,\"cpu_seconds\":%.6f,\"pages_per_s\":%.1f,\"pages_per_cpu_s\":%.1f}\n",
 	       pages, dt, cpu, pages / dt, cpu > 0 ? pages / cpu : 0.0);
 	/* --wait: stay until told, so the agent can be read while we live */
 	if (wait && !fgets(line, sizeof(line), stdin))

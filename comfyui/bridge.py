@@ -5,7 +5,7 @@ Threads:
   - the executor thread (ComfyUI's prompt worker) publishes the cache and
     evicts at safe points (hooks.py calls safe_point());
   - the listener thread is the only one that waits for and acks commands
-    (libramcache allows one consumer). It stamps the heartbeat, hands
+    (the page has one consumer). It stamps the heartbeat, hands
     commands to the executor, and acks what the executor did. When no prompt
     runs it may evict itself, holding exec_lock, which the executor holds for
     the whole of execute() and reset(): the cache is never touched by two
@@ -21,11 +21,16 @@ import threading
 import time
 import weakref
 
-from . import evict, lib, sizing
+from . import compat, evict, sizing
+from . import page as pagemod
 
 log = logging.getLogger("ramcache")
 
 HEARTBEAT_S = 0.25
+# At a prompt's first safe point, under pressure, how long the executor waits
+# for the agent to ask for the outputs that just became inactive (the agent
+# reacts within a few hundred ms; a first node can allocate faster).
+SETTLE_S = 0.6
 WAIT_IDLE_MS = 250
 WAIT_BUSY_MS = 10
 
@@ -36,6 +41,28 @@ def _rss():
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
+
+
+def eta_seconds(samples, window_s=10.0):
+    """Seconds until the agent's headroom reaches 0 at the rate it fell over
+    the last window_s, from [(monotonic s, headroom bytes)]; None when it
+    does not fall. A least-squares slope: one noisy reading does not swing it."""
+    if len(samples) < 3:
+        return None
+    t_end = samples[-1][0]
+    pts = [(t, h) for t, h in samples if t >= t_end - window_s]
+    if len(pts) < 3:
+        return None
+    n = len(pts)
+    mt = sum(t for t, _ in pts) / n
+    mh = sum(h for _, h in pts) / n
+    var = sum((t - mt) ** 2 for t, _ in pts)
+    if var <= 0:
+        return None
+    slope = sum((t - mt) * (h - mh) for t, h in pts) / var
+    if slope >= -1.0:  # bytes per second: flat or rising
+        return None
+    return max(0.0, pts[-1][1] / -slope)
 
 
 def _malloc_trim():
@@ -60,6 +87,8 @@ class Bridge:
         self.execution_list = None
         self.prompts = 0
         self.in_prompt = False
+        self.prompt_started = False  # no node of this prompt ran yet
+        self.settled = 0  # prompts that waited for the agent at their start
         # entry ids
         self._next_id = 1
         self._ids = {}  # (id(cache), key) -> entry id
@@ -68,13 +97,17 @@ class Bridge:
         self._published = {}  # entry id -> what we last wrote
         self._sizes = {}  # entry id -> (id(value), bytes, has_model)
         self._last_use = {}  # entry id -> (used_generation, mono ns, wall)
+        self._labels = {}  # entry id -> label, kept while the entry lives
+        self._newly_inactive = 0  # entries the last publish saw go inactive
         # command flow
         self.inbox = queue.Queue()
         self.outbox = queue.Queue()
         self.outstanding = 0
         self.evictions = collections.deque(maxlen=8)
         self.evicted_total = 0
-        self.freed_total = 0
+        self.evicted_bytes = 0  # what the evicted entries held (our estimate)
+        self.freed_total = 0  # RSS drop measured after gc and malloc_trim
+        self.headroom_samples = collections.deque(maxlen=64)
         self._said = set()
         self._stop = threading.Event()
         self._listener = None
@@ -101,28 +134,27 @@ class Bridge:
             self._open()
 
     def _open(self):
-        so, where = lib.find()
-        if so is None:
-            self.disabled = "libramcache not found"
-            log.warning("ramcache: libramcache not found (%s); build it with "
-                        "'make' or set RAMCACHE_LIB. ComfyUI runs unchanged.", where)
-            return
         try:
-            self.page = lib.Page(so)
+            self.page = pagemod.Page()
         except OSError as e:
-            self.disabled = str(e)
-            log.warning("ramcache: %s; ComfyUI runs unchanged.", e)
+            self.disabled = e.strerror or str(e)
+            log.warning("ramcache: %s; ComfyUI runs unchanged.", self.disabled)
             return
-        log.info("ramcache: control page %s (library %s)", self.page.path, where)
-        self._listener = threading.Thread(target=self._listen, name="ramcache",
-                                          daemon=True)
-        self._listener.start()
+        where = (f"memfd '{pagemod.MEMFD_NAME}' (fd {self.page.fd} of pid {os.getpid()})"
+                 if self.page.memfd else self.page.path)
+        log.info("ramcache: control page %s; start the agent with "
+                 "'sudo ramcache-bpf --pid %d'", where, os.getpid())
+        th = threading.Thread(target=self._listen, name="ramcache", daemon=True)
+        th.start()
+        self._listener = th
 
     def close(self):
+        """Stop the listener and remove the page; safe at any point of start-up
+        or shutdown, and more than once."""
         self._stop.set()
-        if self._listener is not None:
-            self._listener.join(timeout=2)
-            self._listener = None
+        th, self._listener = self._listener, None
+        if th is not None and th.ident is not None and th is not threading.current_thread():
+            th.join(timeout=2)
         # not while the executor is inside serve(): it reads the page
         locked = self.exec_lock.acquire(timeout=2)
         try:
@@ -151,20 +183,41 @@ class Bridge:
         return self.page is not None and self.page.agent_alive()
 
     def status(self):
-        """A dict for the status node and the tests."""
-        st = {"library": self.page is not None, "reason": self.disabled,
-              "attached": False, "level": "unknown", "headroom": 0,
-              "target": 0, "cache": evict.kind(self.outputs()),
-              "evicted": self.evicted_total, "freed": self.freed_total,
-              "last": list(self.evictions),
-              "path": self.page.path if self.page else None}
-        if self.page is not None:
-            st["attached"] = self.page.agent_alive()
-            lv = self.page.level()
-            st["level"] = lib.LEVELS[lv] if lv < len(lib.LEVELS) else str(lv)
-            st["headroom"] = self.page.headroom()
-            st["target"] = self.page.target()
+        """What the status node, the /ramcache/status route and the tests
+        show. Plain JSON types only."""
+        page = self.page
+        ex = self.executor() if self.executor else None
+        st = {"page": page is not None, "reason": self.disabled,
+              "control": None, "attached": False, "agent_pid": None,
+              "level": "unknown", "headroom": None, "target": None, "eta_s": None,
+              "cache": compat.kind(self.outputs()),
+              "comfyui": compat.describe(ex, compat.comfyui_version()) if ex else None,
+              "entries": len(self._published),
+              "evicted": self.evicted_total, "evicted_bytes": self.evicted_bytes,
+              "rss_drop": self.freed_total, "settled": self.settled,
+              "last": self._last_evictions()}
+        if page is not None and not page.closed:
+            st["control"] = ("memfd:" + pagemod.MEMFD_NAME) if page.memfd else page.path
+            alive = page.agent_alive()
+            st["attached"] = alive
+            if alive:
+                lv = page.level()
+                st["agent_pid"] = page.agent_pid()
+                st["level"] = pagemod.LEVELS[lv] if lv < len(pagemod.LEVELS) else str(lv)
+                st["headroom"] = page.headroom()
+                st["target"] = page.target()
+                st["eta_s"] = eta_seconds(list(self.headroom_samples))
         return st
+
+    def _last_evictions(self):
+        """A copy of the recent evictions, read from another thread (the
+        server's) while the executor may append: retry a mutated deque."""
+        for _ in range(5):
+            try:
+                return [dict(e) for e in self.evictions]
+            except RuntimeError:
+                continue
+        return []
 
     # ------------------------------------------------------------ publishing
 
@@ -179,24 +232,29 @@ class Bridge:
             self._where[eid] = (weakref.ref(cache), key)
         return eid
 
-    def _label(self, names, cache, key, dynprompt):
+    def _label(self, eid, names, cache, key, dynprompt):
+        """'node:Class' while the entry's prompt names it; afterwards the
+        label it had (a key outlives its prompt's key set)."""
         node_id = names.get((id(cache), key))
         if node_id is None:
-            return "?"
+            return self._labels.get(eid, "?")
         cls = ""
         if dynprompt is not None:
             try:
                 cls = dynprompt.get_node(node_id).get("class_type", "")
             except Exception:
                 pass
-        return f"{node_id}:{cls}" if cls else str(node_id)
+        label = f"{node_id}:{cls}" if cls else str(node_id)
+        if cls or eid not in self._labels:
+            self._labels[eid] = label
+        return self._labels[eid]
 
     def publish(self):
         """Mirror the outputs cache into the page: add, update, remove."""
         if self.page is None:
             return
         outputs = self.outputs()
-        k = evict.kind(outputs)
+        k = compat.kind(outputs)
         ex = self.executor() if self.executor else None
         if ex is not None and not hasattr(ex, "caches"):
             self.say_once("old", logging.WARNING, "this ComfyUI has no "
@@ -204,6 +262,10 @@ class Bridge:
         elif k == "null":
             self.say_once("null", logging.INFO, "the intermediate cache is "
                           "disabled (--cache-none): nothing to publish or evict")
+        elif k == "dependency":
+            self.say_once("null", logging.INFO, "the intermediate cache keeps "
+                          "outputs only until their readers ran (--cache-none): "
+                          "nothing stays between prompts for the agent to free")
         else:
             self.say_once("kind", logging.INFO, "publishing ComfyUI's %s output "
                           "cache (%s)", k, type(outputs).__name__)
@@ -239,12 +301,17 @@ class Bridge:
             else:
                 last = now
             self._last_use[eid] = (ug, last, wall)
-            flags = lib.F_ACTIVE if evict.is_active(outputs, key) else 0
+            flags = pagemod.F_ACTIVE if evict.is_active(outputs, key) else 0
             if memo[2]:
-                flags |= lib.F_MODEL
+                flags |= pagemod.F_MODEL
             cost = int(float(getattr(value, "exec_time", 0) or 0) * 1e9)
             row = (memo[1], last, ug, flags, cost)
             rows.append((eid, row, cache, key))
+        def was_active(eid):
+            prev = self._published.get(eid)  # (row, label)
+            return prev is None or prev[0][3] & pagemod.F_ACTIVE
+        self._newly_inactive = sum(1 for eid, row, _, _ in rows
+                                   if not row[3] & pagemod.F_ACTIVE and was_active(eid))
         gone = [eid for eid in self._published if eid not in seen]
         with self.pub_lock:
             if self.page is None:
@@ -254,11 +321,11 @@ class Bridge:
                 self.page.remove(eid)
                 del self._published[eid]
             for eid, row, cache, key in rows:
-                if self._published.get(eid) == row:
+                label = self._label(eid, names, cache, key, dynprompt)
+                if self._published.get(eid) == (row, label):
                     continue
-                label = self._label(names, cache, key, dynprompt)
                 if self.page.publish(eid, row[0], row[1], row[2], row[3], label, row[4]):
-                    self._published[eid] = row
+                    self._published[eid] = (row, label)
                 else:
                     self.say_once("full", logging.WARNING,
                                   "control page full, some entries are not published")
@@ -267,6 +334,7 @@ class Bridge:
             self._ids.pop(self._id_key.pop(eid), None)
             self._sizes.pop(eid, None)
             self._last_use.pop(eid, None)
+            self._labels.pop(eid, None)
 
     # ------------------------------------------------------------ evicting
 
@@ -291,10 +359,42 @@ class Bridge:
         if cmds:
             self.answer(cmds, lambda *r: self.outbox.put(r))
 
+    def settle(self):
+        """Executor thread, at a prompt's first safe point: when the agent
+        reports pressure and outputs of earlier prompts have just become
+        inactive, give it up to SETTLE_S to ask for them before the first
+        node allocates. Returns how many commands were served."""
+        page = self.page
+        if page is None or not self._newly_inactive or not self.on_executor_thread():
+            return 0
+        if not page.agent_alive() or (page.level() < 1 and page.target() == 0):
+            return 0
+        self.settled += 1
+        served = 0
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                cmds = [self.inbox.get(timeout=left)]
+            except queue.Empty:
+                break
+            while True:
+                try:
+                    cmds.append(self.inbox.get_nowait())
+                except queue.Empty:
+                    break
+            self.answer(cmds, lambda *r: self.outbox.put(r))
+            served += len(cmds)
+            if not page.agent_alive() or (page.level() < 1 and page.target() == 0):
+                break
+        return served
+
     def answer(self, cmds, sink):
         """serve(cmds) and pass every result to sink(cmd, status, freed),
         "busy" for all when serving failed: each command gets its ack."""
-        results = [(c, lib.ACK_BUSY, 0) for c in cmds]
+        results = [(c, pagemod.ACK_BUSY, 0) for c in cmds]
         try:
             results = self.serve(cmds)
         finally:
@@ -304,13 +404,13 @@ class Bridge:
     def serve(self, cmds):
         """Evict for each command; [(cmd, status, bytes_freed)]."""
         outputs = self.outputs()
-        k = evict.kind(outputs)
+        k = compat.kind(outputs)
         if not self.page.agent_alive():
             self.say_once("dead", logging.INFO, "agent gone: commands left "
                           "unanswered by eviction, ComfyUI's own policy applies")
-            return [(c, lib.ACK_BUSY, 0) for c in cmds]
+            return [(c, pagemod.ACK_BUSY, 0) for c in cmds]
         if k == "null":
-            return [(c, lib.ACK_NOT_FOUND, 0) for c in cmds]
+            return [(c, pagemod.ACK_NOT_FOUND, 0) for c in cmds]
         keep = evict.needed(outputs, self.running, self.dynprompt, self.execution_list)
         results = []
         estimates = {}
@@ -319,32 +419,42 @@ class Bridge:
             where = self._where.get(c.entry_id)
             cache = where[0]() if where else None
             if cache is None or where[1] not in getattr(cache, "cache", {}):
-                results.append([c, lib.ACK_NOT_FOUND, 0])
+                results.append([c, pagemod.ACK_NOT_FOUND, 0])
                 continue
             key = where[1]
             ck = (id(cache), key)
             busy = ck in keep if keep is not None else evict.is_active(outputs, key)
             if busy:
-                results.append([c, lib.ACK_BUSY, 0])
+                results.append([c, pagemod.ACK_BUSY, 0])
                 continue
             evict.remove(cache, key)
             estimates[c.seq] = self._sizes.get(c.entry_id, (0, 0))[1]
-            results.append([c, lib.ACK_EVICTED, 0])
+            results.append([c, pagemod.ACK_EVICTED, 0])
         if estimates:
+            # The ack carries the process's RSS drop after gc and malloc_trim,
+            # split by the entries' sizes: memory actually returned, which may
+            # be more than the entries (other garbage) or less (shared storage).
             gc.collect()
             _malloc_trim()
             freed = max(0, before - _rss())
             total_est = sum(estimates.values())
+            done_ns = time.monotonic_ns()
             for r in results:
-                if r[1] != lib.ACK_EVICTED:
+                if r[1] != pagemod.ACK_EVICTED:
                     continue
-                share = estimates[r[0].seq] / total_est if total_est else 1 / len(estimates)
+                c = r[0]
+                share = estimates[c.seq] / total_est if total_est else 1 / len(estimates)
                 r[2] = int(freed * share)
                 self.evicted_total += 1
+                self.evicted_bytes += estimates[c.seq]
                 self.freed_total += r[2]
-                self.evictions.append({"id": r[0].entry_id, "bytes": r[2],
-                                       "reason": lib.REASONS.get(r[0].reason, "?"),
-                                       "time": time.time()})
+                self.evictions.append({
+                    "id": c.entry_id, "label": self._labels.get(c.entry_id, "?"),
+                    "bytes": estimates[c.seq], "rss_drop": r[2],
+                    "reason": pagemod.REASONS.get(c.reason, "unknown"),
+                    "latency_ms": round(max(0, done_ns - c.issue_ns) / 1e6, 3)
+                    if c.issue_ns else None,
+                    "time": time.time()})
             self.publish()
         return [tuple(r) for r in results]
 
@@ -373,6 +483,10 @@ class Bridge:
             with self.pub_lock:
                 self.page.heartbeat()
             self._last_beat = now
+            if self.page.agent_alive():
+                self.headroom_samples.append((now, self.page.headroom()))
+            else:
+                self.headroom_samples.clear()
         cmd = self.page.wait(WAIT_BUSY_MS if self.outstanding else WAIT_IDLE_MS)
         if cmd is None:
             return

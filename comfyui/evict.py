@@ -5,19 +5,9 @@ children).
 
 Every ComfyUI attribute is read with getattr: the cache classes differ
 between versions (classic HierarchicalCache with per-expansion subcaches,
-LRUCache, RAMPressureCache, NullCache).
+LRUCache, RAMPressureCache, DependencyAwareCache, NullCache); compat.kind
+names them.
 """
-
-
-def kind(outputs):
-    """'null', 'ram', 'lru' or 'classic' for an outputs cache object."""
-    if outputs is None or not isinstance(getattr(outputs, "cache", None), dict):
-        return "null"
-    if hasattr(outputs, "timestamps") or hasattr(outputs, "ram_release"):
-        return "ram"
-    if isinstance(getattr(outputs, "used_generation", None), dict):
-        return "lru"
-    return "classic"
 
 
 def caches(outputs):

@@ -10,6 +10,11 @@ load before the prompt worker starts):
   comfy.utils.set_progress_bar_global_hook
                                      wrap the hook main.py installs: a safe
                                      point at every sampling step
+  comfy.utils.load_torch_file        safe points where RAM spikes while a
+  comfy.model_management.load_models_gpu
+  comfy.memory_management.extra_ram_release (newer versions)
+                                     model loads: commands are served before
+                                     the weights are read, moved or pinned
 
 Nothing here may let an exception escape into ComfyUI's worker thread except
 InterruptProcessingException: a worker thread that dies leaves a server that
@@ -20,6 +25,7 @@ import inspect
 import logging
 import threading
 
+from . import compat
 from .bridge import BRIDGE
 
 log = logging.getLogger("ramcache")
@@ -58,6 +64,7 @@ def _locked_publish():
 def _enter_prompt():
     BRIDGE.exec_thread = threading.get_ident()
     BRIDGE.prompts += 1
+    BRIDGE.prompt_started = True
     _check_cache_args()
 
 
@@ -121,6 +128,9 @@ def _before_node(args, kwargs):
     BRIDGE.execution_list = execution_list
     BRIDGE.running = None
     BRIDGE.safe_point(republish=True)
+    if BRIDGE.prompt_started:  # the cache just moved to this prompt
+        BRIDGE.prompt_started = False
+        BRIDGE.settle()
     BRIDGE.running = node_id
 
 
@@ -168,6 +178,19 @@ def wrap_progress_hook(hook):
     return progress
 
 
+def _wrap_safe_point(where):
+    """A wrapper serving pending commands before a RAM-hungry call (a node
+    with no progress bar would otherwise hold them until it ends)."""
+    def wrap(orig):
+        @functools.wraps(orig)
+        def call(*args, **kwargs):
+            _guard(where, _step)
+            return orig(*args, **kwargs)
+        setattr(call, _MARK, True)
+        return call
+    return wrap
+
+
 def _wrap_set_hook(orig):
     @functools.wraps(orig)
     def set_progress_bar_global_hook(function):
@@ -182,18 +205,11 @@ def _check_cache_args():
     if ex is None or not BRIDGE.agent_alive():
         return
     cache_args = getattr(ex, "cache_args", None)
-    if not isinstance(cache_args, dict) or "ram" not in cache_args:
-        return  # versions before the RAM cache: nothing of ours to share
-    inactive = cache_args.get("ram_inactive")
-    if inactive is None:
-        BRIDGE.say_once("args", logging.INFO, "this ComfyUI takes one "
-                        "--cache-ram value; it also frees inactive entries "
-                        "below %s GB headroom", cache_args.get("ram"))
-    elif inactive > 0:
-        BRIDGE.say_once("args", logging.WARNING, "the agent is attached but "
-                        "ComfyUI also frees inactive entries (--cache-ram %s %s); "
-                        "run with '--cache-ram %s 0' to leave them to the agent",
-                        cache_args.get("ram"), inactive, cache_args.get("ram"))
+    said = compat.advice(compat.family(cache_args), compat.kind(BRIDGE.outputs()),
+                         cache_args if isinstance(cache_args, dict) else {})
+    if said is not None:
+        BRIDGE.say_once("args", logging.WARNING if said[0] == "warning" else logging.INFO,
+                        "%s", said[1])
 
 
 def _patch(owner, name, wrapper):
@@ -228,6 +244,17 @@ def install():
         log.info("ramcache: no execution.execute here; safe points only "
                  "at sampling steps and between prompts")
     _patch(comfy.utils, "set_progress_bar_global_hook", _wrap_set_hook)
+    _patch(comfy.utils, "load_torch_file", _wrap_safe_point("model file load"))
+    try:
+        import comfy.model_management as mm
+        _patch(mm, "load_models_gpu", _wrap_safe_point("model load"))
+    except Exception:
+        pass
+    try:
+        import comfy.memory_management as cmm
+        _patch(cmm, "extra_ram_release", _wrap_safe_point("extra_ram_release"))
+    except Exception:
+        pass  # versions before it
     current = getattr(comfy.utils, "PROGRESS_BAR_HOOK", None)
     if current is not None and not getattr(current, _MARK, False):
         comfy.utils.PROGRESS_BAR_HOOK = wrap_progress_hook(current)

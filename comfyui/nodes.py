@@ -1,5 +1,8 @@
-"""The "RAMCache BPF status" node: passes its input through and shows
-whether the agent is attached, the pressure level and the last evictions."""
+"""The "RAMCache BPF status" node: passes its input through and shows what
+the agent reported when the node ran. It has no IS_CHANGED: its cache key is
+its inputs' key, so the nodes after it keep their cache keys and stay
+cached (a changing IS_CHANGED re-ran everything downstream on every prompt).
+The live status is the frontend badge and /ramcache/status."""
 import time
 
 from .bridge import BRIDGE
@@ -15,7 +18,9 @@ class AnyType(str):
 ANY = AnyType("*")
 
 
-def _size(n):
+def size_text(n):
+    if n is None:
+        return "?"
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -25,17 +30,25 @@ def _size(n):
 
 def status_text(st, now=None):
     now = time.time() if now is None else now
-    if not st["library"]:
-        return f"ramcache: off ({st['reason'] or 'no executor yet'})"
-    lines = [
-        "agent: " + ("attached" if st["attached"] else "not attached"),
-        f"pressure: {st['level']}  headroom {_size(st['headroom'])}"
-        f"  target {_size(st['target'])}",
-        f"cache: {st['cache']}  evicted {st['evicted']} ({_size(st['freed'])})",
-    ]
+    stamp = time.strftime("%H:%M:%S", time.localtime(now))
+    if not st["page"]:
+        return f"ramcache ({stamp}): off ({st['reason'] or 'no executor yet'})"
+    if not st["attached"]:
+        lines = [f"ramcache ({stamp}): agent not attached "
+                 f"(sudo ramcache-bpf --pid <ComfyUI pid>)"]
+    else:
+        eta = st.get("eta_s")
+        lines = [f"ramcache ({stamp}): agent attached, pressure {st['level']}",
+                 f"headroom {size_text(st['headroom'])}, wants {size_text(st['target'])} "
+                 f"freed" + (f", headroom gone in ~{eta:.0f} s" if eta is not None else "")]
+    lines.append(f"cache: {st['cache']}, {st['entries']} entries published; "
+                 f"evicted {st['evicted']} ({size_text(st['evicted_bytes'])} of entries, "
+                 f"RSS dropped {size_text(st['rss_drop'])} after gc)")
     for ev in reversed(st["last"]):
-        lines.append(f"  {now - ev['time']:.0f}s ago: entry {ev['id']} "
-                     f"{_size(ev['bytes'])} ({ev['reason']})")
+        lat = f", {ev['latency_ms']:.0f} ms after the command" \
+            if ev.get("latency_ms") is not None else ""
+        lines.append(f"  {now - ev['time']:.0f}s ago: {ev['label']} "
+                     f"{size_text(ev['bytes'])} ({ev['reason']}{lat})")
     return "\n".join(lines)
 
 
@@ -45,15 +58,12 @@ class RAMCacheStatus:
     OUTPUT_NODE = True
     RETURN_TYPES = (ANY,)
     RETURN_NAMES = ("value",)
-    DESCRIPTION = "Shows the ramcache-bpf agent's view; passes its input through."
+    DESCRIPTION = ("Shows the ramcache-bpf agent's view when it runs and passes "
+                   "its input through; never changes the cache keys after it.")
 
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"value": (ANY, {})}}
-
-    @classmethod
-    def IS_CHANGED(cls, **kwargs):
-        return float("nan")  # the status changes without the inputs changing
 
     def run(self, value):
         text = status_text(BRIDGE.status())

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,8 +39,7 @@ static const char usage[] =
 	"      local policy: memory to keep available (default model size +\n"
 	"      2 x output size); the smallest of MemAvailable and, for our\n"
 	"      memory cgroup and its parents, limit - usage + inactive file\n"
-	"  --model-dir DIR      where model files are generated (default a "
-	"new\n"
+	"  --model-dir DIR      where model files are generated (default a new\n"
 	"                       directory in /var/tmp, removed at exit)\n"
 	"  --wait-agent SECS    agent policy: wait up to SECS for the agent\n"
 	"                       before the first prompt (default 0)\n"
@@ -165,13 +165,117 @@ static int bad(const char *opt, const char *val)
 	return -DEMO_EXIT_USAGE;
 }
 
+/* A numeric option: the field it fills and its range. */
+struct num_opt {
+	int key;
+	size_t off;
+	unsigned int min, max;
+};
+
+#define NUM(key, field, min, max)                                \
+	{                                                        \
+		key, offsetof(struct demo_opts, field), min, max \
+	}
+
+static const struct num_opt num_opts[] = {
+	NUM(OPT_PROMPTS, prompts, 1, 1000000),
+	NUM(OPT_NODES, nodes, 2, 64),
+	NUM(OPT_MODELS, models, 1, 64),
+	NUM(OPT_STEPS, steps, 1, 10000),
+	NUM(OPT_STEP_MS, step_ms, 0, 60000),
+	NUM(OPT_WAIT_AGENT, wait_agent_s, 0, 3600),
+};
+
+static const struct {
+	int key;
+	size_t off;
+} size_opts[] = {
+	{ OPT_OUTPUT_SIZE, offsetof(struct demo_opts, output_size) },
+	{ OPT_MODEL_SIZE, offsetof(struct demo_opts, model_size) },
+	{ OPT_LOCAL_HEADROOM, offsetof(struct demo_opts, local_headroom) },
+};
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* 0 taken, 1 not a number or size option, <0 a bad value. */
+static int parse_value(struct demo_opts *o, int c, const char *name,
+		       const char *arg)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(num_opts); i++)
+		if (num_opts[i].key == c)
+			return parse_uint(arg, num_opts[i].min, num_opts[i].max,
+					  (unsigned int *)((char *)o +
+							   num_opts[i].off))
+				       ? bad(name, arg)
+				       : 0;
+	for (size_t i = 0; i < ARRAY_SIZE(size_opts); i++)
+		if (size_opts[i].key == c)
+			return parse_size(arg, (uint64_t *)((char *)o +
+							    size_opts[i].off))
+				       ? bad(name, arg)
+				       : 0;
+	return 1;
+}
+
+static int parse_policy(struct demo_opts *o, const char *name, const char *arg)
+{
+	static const enum demo_policy all[] = {
+		DEMO_POLICY_NONE,
+		DEMO_POLICY_LOCAL,
+		DEMO_POLICY_AGENT,
+		DEMO_POLICY_PSI,
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
+		if (!strcmp(arg, demo_policy_name(all[i]))) {
+			o->policy = all[i];
+			return 0;
+		}
+	}
+	return bad(name, arg);
+}
+
+/* Options that are not numbers: 0, 1 (--help/--version answered) or <0. */
+static int parse_other(struct demo_opts *o, int c, const char *name,
+		       char **argv)
+{
+	switch (c) {
+	case OPT_POLICY:
+		return parse_policy(o, name, optarg);
+	case OPT_PSI_TRIGGER:
+		if (strncmp(optarg, "some ", 5) && strncmp(optarg, "full ", 5))
+			return bad(name, optarg);
+		o->psi_trigger = optarg;
+		return 0;
+	case OPT_MODEL_DIR:
+		o->model_dir = optarg;
+		return 0;
+	case OPT_PUBLISH:
+		o->publish = true;
+		return 0;
+	case OPT_JSON:
+		o->json = true;
+		return 0;
+	case OPT_HELP:
+		fputs(usage, stdout);
+		return 1;
+	case OPT_VERSION:
+		printf("ramcache-demo %s\n", RAMCACHE_VERSION);
+		return 1;
+	}
+	fprintf(stderr, "ramcache-demo: unknown option '%s'\n",
+		argv[optind - 1]);
+	fprintf(stderr, "Try 'ramcache-demo --help'.\n");
+	return -DEMO_EXIT_USAGE;
+}
+
 /*
  * Fill @o from the command line. Returns 0 to run, 1 when --help or
  * --version answered, or -DEMO_EXIT_USAGE.
  */
 int demo_parse_args(struct demo_opts *o, int argc, char **argv)
 {
-	int c, idx;
+	int c, idx, r;
 
 	*o = (struct demo_opts){
 		.policy = DEMO_POLICY_AGENT,
@@ -190,82 +294,11 @@ int demo_parse_args(struct demo_opts *o, int argc, char **argv)
 					   ? longopts[c - OPT_POLICY].name
 					   : NULL;
 
-		switch (c) {
-		case OPT_POLICY:
-			if (!strcmp(optarg, "none"))
-				o->policy = DEMO_POLICY_NONE;
-			else if (!strcmp(optarg, "local"))
-				o->policy = DEMO_POLICY_LOCAL;
-			else if (!strcmp(optarg, "agent"))
-				o->policy = DEMO_POLICY_AGENT;
-			else if (!strcmp(optarg, "psi"))
-				o->policy = DEMO_POLICY_PSI;
-			else
-				return bad(name, optarg);
-			break;
-		case OPT_PROMPTS:
-			if (parse_uint(optarg, 1, 1000000, &o->prompts))
-				return bad(name, optarg);
-			break;
-		case OPT_NODES:
-			if (parse_uint(optarg, 2, 64, &o->nodes))
-				return bad(name, optarg);
-			break;
-		case OPT_MODELS:
-			if (parse_uint(optarg, 1, 64, &o->models))
-				return bad(name, optarg);
-			break;
-		case OPT_STEPS:
-			if (parse_uint(optarg, 1, 10000, &o->steps))
-				return bad(name, optarg);
-			break;
-		case OPT_STEP_MS:
-			if (parse_uint(optarg, 0, 60000, &o->step_ms))
-				return bad(name, optarg);
-			break;
-		case OPT_WAIT_AGENT:
-			if (parse_uint(optarg, 0, 3600, &o->wait_agent_s))
-				return bad(name, optarg);
-			break;
-		case OPT_OUTPUT_SIZE:
-			if (parse_size(optarg, &o->output_size))
-				return bad(name, optarg);
-			break;
-		case OPT_MODEL_SIZE:
-			if (parse_size(optarg, &o->model_size))
-				return bad(name, optarg);
-			break;
-		case OPT_LOCAL_HEADROOM:
-			if (parse_size(optarg, &o->local_headroom))
-				return bad(name, optarg);
-			break;
-		case OPT_PSI_TRIGGER:
-			if (strncmp(optarg, "some ", 5) &&
-			    strncmp(optarg, "full ", 5))
-				return bad(name, optarg);
-			o->psi_trigger = optarg;
-			break;
-		case OPT_MODEL_DIR:
-			o->model_dir = optarg;
-			break;
-		case OPT_PUBLISH:
-			o->publish = true;
-			break;
-		case OPT_JSON:
-			o->json = true;
-			break;
-		case OPT_HELP:
-			fputs(usage, stdout);
-			return 1;
-		case OPT_VERSION:
-			printf("ramcache-demo %s\n", RAMCACHE_VERSION);
-			return 1;
-		default:
-			fprintf(stderr, "ramcache-demo: unknown option '%s'\n",
-				argv[optind - 1]);
-			fprintf(stderr, "Try 'ramcache-demo --help'.\n");
-			return -DEMO_EXIT_USAGE;
-		}
+		r = parse_value(o, c, name, optarg);
+		if (r == 1)
+			r = parse_other(o, c, name, argv);
+		if (r)
+			return r;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "ramcache-demo: unexpected argument '%s'\n",

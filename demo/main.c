@@ -59,8 +59,9 @@ static void report_done(const struct demo_opts *o, const struct demo_stats *st)
 		       demo_stop_signal ? "true" : "false");
 		return;
 	}
-	report_msg("done: %u/%u prompts in %.1f s, %" PRIu64 " evictions "
-		   "(%.0f MiB), %" PRIu64 " agent commands acked, %" PRIu64
+	report_msg("done: %u/%u prompts in %.1f s, %" PRIu64
+		   " evictions (%.0f MiB), %" PRIu64
+		   " agent commands acked, %" PRIu64
 		   " outputs computed, %" PRIu64 " cache hits, %" PRIu64
 		   " model loads, peak cache %.0f MiB",
 		   st->prompts, o->prompts, st->elapsed_ms / 1000.0,
@@ -94,9 +95,9 @@ int main(int argc, char **argv)
 	} else {
 		dir = mkdtemp(tmpdir);
 		if (!dir) {
-			report_err("failed to create a directory in /var/tmp: "
-				   "%s (use --model-dir)",
-				   strerror(errno));
+			report_err(
+				"failed to create a directory in /var/tmp: %s (use --model-dir)",
+				strerror(errno));
 			return DEMO_EXIT_ERROR;
 		}
 	}
@@ -111,16 +112,14 @@ int main(int argc, char **argv)
 		}
 	}
 	if (o.json) {
-		printf("{\"type\":\"demo_start\",\"pid\":%d,\"policy\":\"%s\","
-		       "\"control\":",
+		printf("{\"type\":\"demo_start\",\"pid\":%d,\"policy\":\"%s\",\"control\":",
 		       getpid(), demo_policy_name(o.policy));
 		if (rc)
 			json_str(ramcache_path(rc));
 		else
 			fputs("null", stdout);
-		printf(",\"prompts\":%u,\"nodes\":%u,\"models\":%u,"
-		       "\"model_size\":%" PRIu64 ",\"output_size\":%" PRIu64
-		       "}\n",
+		printf(",\"prompts\":%u,\"nodes\":%u,\"models\":%u,\"model_size\":%" PRIu64
+		       ",\"output_size\":%" PRIu64 "}\n",
 		       o.prompts, o.nodes, o.models, o.model_size,
 		       o.output_size);
 	} else {

@@ -125,11 +125,12 @@ static void report_evict(const char *by, const char *label, uint64_t id,
 		return;
 	}
 	if (seq)
-		report_msg("agent cmd %" PRIu64 ": %s %s, %.1f MiB freed, "
-			   "%.2f ms after it was issued",
-			   seq, ramcache_status_name(status),
-			   label[0] ? label : "?", (double)bytes / MiB,
-			   latency_ns / 1e6);
+		report_msg(
+			"agent cmd %" PRIu64
+			": %s %s, %.1f MiB freed, %.2f ms after it was issued",
+			seq, ramcache_status_name(status),
+			label[0] ? label : "?", (double)bytes / MiB,
+			latency_ns / 1e6);
 	else
 		report_msg("local: evicted %s, %.1f MiB freed", label,
 			   (double)bytes / MiB);
@@ -248,11 +249,11 @@ static void safe_point(struct run *r, bool boundary)
 		if (alive && !r->agent_alive)
 			report_msg("agent attached: obeying its commands");
 		else if (!alive && r->agent_alive)
-			report_msg("agent heartbeat lost: falling back to "
-				   "the local policy");
+			report_msg(
+				"agent heartbeat lost: falling back to the local policy");
 		else if (!alive && !r->said_local)
-			report_msg("no agent: using the local policy until "
-				   "one attaches");
+			report_msg(
+				"no agent: using the local policy until one attaches");
 		r->said_local = true;
 		r->agent_alive = alive;
 		if (alive)
@@ -398,28 +399,24 @@ static void report_prompt(struct run *r, unsigned int p, unsigned int m,
 	else
 		snprintf(name, sizeof(name), "all");
 	if (report_json()) {
-		printf("{\"type\":\"demo_prompt\",\"prompt\":%u,\"prompts\":%u,"
-		       "\"model\":%u,\"model_loaded\":%s,\"changed_node\":",
+		printf("{\"type\":\"demo_prompt\",\"prompt\":%u,\"prompts\":%u,\"model\":%u,\"model_loaded\":%s,\"changed_node\":",
 		       p + 1, o->prompts, m, loaded ? "true" : "false");
 		json_str(name);
 		printf(",\"hits\":%u,\"computed\":%u,\"cached_bytes\":%" PRIu64
-		       ",\"entries\":%zu,\"evicted\":%" PRIu64 ",\"bytes_"
-		       "evicted\":"
-		       "%" PRIu64 ",\"rss_anon\":%" PRIu64 ",\"elapsed_ms\":"
-		       "%" PRIu64 "}"
-		       "\n",
+		       ",\"entries\":%zu,\"evicted\":%" PRIu64
+		       ",\"bytes_evicted\":%" PRIu64 ",\"rss_anon\":%" PRIu64
+		       ",\"elapsed_ms\":%" PRIu64 "}\n",
 		       hits, computed, r->cache.bytes, r->cache.n, evicted,
 		       r->cache.bytes_evicted, rss_anon_bytes(),
 		       ms_since(r->start_ns));
 		return;
 	}
-	report_msg("prompt %u/%u: model-%u%s, changed %s: %u cached, %u "
-		   "computed; "
-		   "cache %.0f MiB in %zu entries, %" PRIu64 " evicted so far, "
-		   "%.1f s",
-		   p + 1, o->prompts, m, loaded ? " (loaded)" : "", name, hits,
-		   computed, (double)r->cache.bytes / MiB, r->cache.n, evicted,
-		   ms_since(r->start_ns) / 1000.0);
+	report_msg(
+		"prompt %u/%u: model-%u%s, changed %s: %u cached, %u computed; cache %.0f MiB in %zu entries, %" PRIu64
+		" evicted so far, %.1f s",
+		p + 1, o->prompts, m, loaded ? " (loaded)" : "", name, hits,
+		computed, (double)r->cache.bytes / MiB, r->cache.n, evicted,
+		ms_since(r->start_ns) / 1000.0);
 }
 
 /*

@@ -35,7 +35,8 @@ static int take(struct ramcache *rc, struct ramcache_command *cmd)
 		struct ramcache_ctl_cmd *slot;
 		uint64_t s1, s2;
 
-		if (head < next)
+		/* next wrapped past the last seq: nothing is ever posted again */
+		if (head < next || !next)
 			return 0;
 		/* The agent lapped us: the older slots are gone. */
 		if (head - next >= ring) {

@@ -17,17 +17,12 @@
 
 /* The ABI is fixed: a layout change must be a version bump, not an accident. */
 _Static_assert(sizeof(struct ramcache_ctl) == 256, "header size");
-_Static_assert(offsetof(struct ramcache_ctl, exec_heartbeat_ns) == 128, "execut"
-									"or "
-									"side "
-									"offse"
-									"t");
-_Static_assert(offsetof(struct ramcache_ctl, agent_heartbeat_ns) == 192, "agent"
-									 " side"
-									 " offs"
-									 "et");
-_Static_assert(offsetof(struct ramcache_ctl, cmd_futex) % 4 == 0, "futex word "
-								  "alignment");
+_Static_assert(offsetof(struct ramcache_ctl, exec_heartbeat_ns) == 128,
+	       "executor side offset");
+_Static_assert(offsetof(struct ramcache_ctl, agent_heartbeat_ns) == 192,
+	       "agent side offset");
+_Static_assert(offsetof(struct ramcache_ctl, cmd_futex) % 4 == 0,
+	       "futex word alignment");
 _Static_assert(sizeof(struct ramcache_ctl_entry) == 96, "entry size");
 _Static_assert(sizeof(struct ramcache_ctl_cmd) == 32, "cmd size");
 _Static_assert(sizeof(struct ramcache_ctl_ack) == 48, "ack size");

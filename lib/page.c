@@ -186,15 +186,9 @@ RC_API const char *ramcache_path(const struct ramcache *rc)
 
 RC_API bool ramcache_agent_alive(const struct ramcache *rc)
 {
-	uint64_t hb = rc_load_acquire(&rc->ctl->agent_heartbeat_ns);
-	uint64_t now = ramcache_now_ns();
-
-	if (!hb)
-		return false;
-	/* Same clock, but never trust the sign of a difference. */
-	if (hb > now)
-		return hb - now < RAMCACHE_HEARTBEAT_TIMEOUT_NS;
-	return now - hb < RAMCACHE_HEARTBEAT_TIMEOUT_NS;
+	return ramcache_heartbeat_fresh(
+		rc_load_acquire(&rc->ctl->agent_heartbeat_ns),
+		ramcache_now_ns());
 }
 
 RC_API uint32_t ramcache_level(const struct ramcache *rc)

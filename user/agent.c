@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <link.h>
 #include <malloc.h>
 #include <signal.h>
@@ -25,9 +26,9 @@
 
 #include "agent.h"
 #include "bpfstate.h"
+#include "clock.h"
 #include "evict.h"
 #include "hist.h"
-#include "json.h"
 #include "level.h"
 #include "match.h"
 #include "metrics.h"
@@ -35,16 +36,16 @@
 #include "onlevel.h"
 #include "output.h"
 #include "outstream.h"
+#include "readfile.h"
 #include "sampler.h"
 
-#define NSEC		   1000000000ULL
 #define TICK_NS		   (50 * 1000000ULL)
 #define LEVEL_PERIOD_NS	   (500 * 1000000ULL)
-#define MATCH_PERIOD_NS	   NSEC
-#define FORECAST_WINDOW_NS NSEC
+#define MATCH_PERIOD_NS	   NSEC_PER_SEC
+#define FORECAST_WINDOW_NS NSEC_PER_SEC
 #define EVAL_MIN_GAP_NS	   (2 * 1000000ULL)
 #define BTF_PATH	   "/sys/kernel/btf/vmlinux"
-#define DROP_WARN_NS	   (10 * NSEC)
+#define DROP_WARN_NS	   (10 * NSEC_PER_SEC)
 /* /proc and cgroup files are read every tick only when memory is short */
 #define READ_IDLE_NS (250 * 1000000ULL)
 
@@ -74,10 +75,12 @@ struct agent {
 	struct sampler sys; /* without a target */
 	struct level_watch lw;
 	uint64_t mem_total;
+	struct rc_thresholds sys_thr; /* in force without a target */
 	uint64_t last_summary_ns, next_level_ns, next_match_ns, last_eval_ns;
 	uint64_t end_ns;
 	uint64_t drops_told, out_told, next_drop_warn_ns;
 	uint64_t next_read_ns;
+	int read_err, level_err; /* last errors told, to tell each once */
 	bool stop;
 	int exit_code;
 	const char *exit_reason;
@@ -85,53 +88,23 @@ struct agent {
 
 enum { TAG_RB = 1, TAG_SIG, TAG_TIMER, TAG_PID };
 
-static bool verbose;
-
 static int libbpf_print(enum libbpf_print_level level, const char *fmt,
 			va_list args)
 {
-	if (!verbose)
-		return 0;
-	return vfprintf(stderr, fmt, args);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * NSEC + ts.tv_nsec;
-}
-
-static int fail(int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("ramcache-bpf: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	return code;
+	return out_libbpf_print(level, fmt, args);
 }
 
 static int read_comm(pid_t pid, char *buf, size_t len)
 {
 	char path[64];
 	ssize_t n;
-	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
+	n = rc_read_prefix(path, buf, len);
 	if (n < 0)
-		return -errno;
+		return n;
 	while (n > 0 && buf[n - 1] == '\n')
-		n--;
-	buf[n] = '\0';
+		buf[--n] = '\0';
 	return 0;
 }
 
@@ -140,22 +113,31 @@ static struct sampler *sampler_of(struct agent *a)
 	return a->t.pid ? &a->t.sm : &a->sys;
 }
 
-/* Thresholds: the user's, else ComfyUI's defaults scaled to the cgroup. */
-static void thresholds(struct agent *a, struct target *t)
+/* The thresholds in force for a target in a cgroup of @cg_limit, or none. */
+static void thresholds(const struct agent *a, uint64_t cg_limit,
+		       struct rc_thresholds *thr)
 {
-	const struct opts *o = a->o;
+	struct rc_threshold_in in = {
+		.mem_total = a->mem_total,
+		.cg_limit = cg_limit,
+		.headroom_set = a->o->headroom_set,
+		.headroom = a->o->headroom,
+		.inactive_set = a->o->inactive_set,
+		.inactive = a->o->inactive,
+	};
 
-	rc_thresholds_default(a->mem_total, &t->thr);
-	if (t->sm.has_cg && t->sm.cs.limit != RC_UNLIMITED)
-		rc_thresholds_scale(t->sm.cs.limit, &t->thr);
-	if (o->headroom_set) {
-		t->thr.headroom_min = o->headroom;
-		if (!o->inactive_set)
-			t->thr.inactive_min = 2 * o->headroom;
-	}
-	if (o->inactive_set)
-		t->thr.inactive_min = o->inactive;
-	rc_thresholds_fix(&t->thr);
+	rc_thresholds_resolve(&in, thr);
+}
+
+/* A failed periodic read is told once, not every tick; 0 rearms it. */
+static void report_err(struct agent *a, int *last, int err, const char *what)
+{
+	if (err && err != *last)
+		out_warn(
+			&a->out,
+			"failed to read %s: %s; the pressure level may be stale",
+			what, strerror(-err));
+	*last = err;
 }
 
 static int epoll_add(int epfd, int fd, uint32_t tag)
@@ -194,15 +176,29 @@ static int target_attach(struct agent *a, pid_t pid)
 	sampler_init(&t->sm, pid, NULL, NULL);
 	if (!rc_pidstat_read(RC_PROC_ROOT, pid, &ps))
 		t->sm.rss = ps.rss_bytes;
-	sampler_read(&t->sm, now_ns());
+	report_err(a, &a->read_err, sampler_read(&t->sm, now_ns()),
+		   "memory and cgroup counters");
 	if (t->sm.has_cg && t->sm.cg.ino)
 		bpfstate_watch_memcg(&a->bpf, t->sm.cg.ino);
-	thresholds(a, t);
+	thresholds(a, t->sm.has_cg ? t->sm.cs.limit : RC_UNLIMITED, &t->thr);
 	if (a->o->evict) {
-		evictor_init(&t->ev, a->o, &a->out, &a->m, pid, t->uid,
-			     &t->thr);
+		struct evict_cfg cfg = {
+			.control = a->o->control,
+			.dry_run = a->o->dry_run,
+			.policy = a->o->policy == SCORE_COST ? RC_POLICY_COST
+							     : RC_POLICY_RAM,
+			.ack_timeout_ns = a->o->ack_timeout_ns,
+		};
+
+		err = evictor_init(&t->ev, &cfg, &a->out, &a->m, pid, t->uid,
+				   &t->thr);
+		if (err)
+			out_warn(
+				&a->out,
+				"failed to set up eviction for pid %d: %s; monitoring only",
+				pid, strerror(-err));
 		t->ev.rss = t->sm.rss;
-		t->evicting = true;
+		t->evicting = !err;
 	}
 	metrics_set_rss(&a->m, t->sm.rss);
 	err = epoll_add(a->epfd, t->pidfd, TAG_PID);
@@ -302,8 +298,7 @@ static int handle_event(void *ctx, void *data, size_t len)
 	return 0;
 }
 
-static void fill_summary(struct agent *a, uint64_t now, struct summary *s,
-			 char *reasons, size_t rlen)
+static void fill_summary(struct agent *a, uint64_t now, struct summary *s)
 {
 	struct target *t = &a->t;
 	struct sampler *sm = sampler_of(a);
@@ -337,18 +332,17 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s,
 	s->kswapd_wakes = bpfstate_stat(&a->bpf, RC_STAT_KSWAPD_WAKES);
 	s->oom_kills = bpfstate_stat(&a->bpf, RC_STAT_OOM_KILLS);
 	s->level = rc_level_name(a->lw.cur.level);
-	rc_reasons_format(a->lw.cur.reasons, reasons, rlen);
-	s->reasons = reasons;
+	s->reasons = a->lw.cur.reasons;
 	s->has_eta = a->lw.in.has_eta;
 	s->eta_s = a->lw.in.eta_ns / 1e9;
-	s->refault_file_s = a->lw.refault_file_s;
-	s->refault_anon_s = a->lw.refault_anon_s;
-	s->swap_in_s = a->lw.swap_in_s;
-	s->swap_out_s = a->lw.swap_out_s;
-	s->majflt_s = a->lw.majflt_s;
-	s->psi = a->lw.psi_available;
-	s->psi_some = a->lw.psi_some;
-	s->psi_full = a->lw.psi_full;
+	s->refault_file_s = a->lw.cur.rates.refault_file;
+	s->refault_anon_s = a->lw.cur.rates.refault_anon;
+	s->swap_in_s = a->lw.cur.rates.swap_in;
+	s->swap_out_s = a->lw.cur.rates.swap_out;
+	s->majflt_s = a->lw.cur.rates.major_faults;
+	s->psi = a->lw.in.psi_present;
+	s->psi_some = a->lw.in.psi_some_avg10;
+	s->psi_full = a->lw.in.psi_full_avg10;
 	if (t->evicting) {
 		s->evict_sent = t->ev.st.sent;
 		s->evict_acked = t->ev.st.acked;
@@ -360,9 +354,8 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s,
 static void summary(struct agent *a, uint64_t now)
 {
 	struct summary s = { 0 };
-	char reasons[256];
 
-	fill_summary(a, now, &s, reasons, sizeof(reasons));
+	fill_summary(a, now, &s);
 	out_summary(&a->out, &s);
 	a->last_summary_ns = now;
 }
@@ -374,8 +367,6 @@ static void update_level(struct agent *a, uint64_t now)
 	struct pressure_info pi = { 0 };
 	int prev = a->lw.cur.level;
 	struct rc_forecast f;
-	char reasons[256];
-	const char *name;
 	int changed;
 
 	c.pid = a->t.pid;
@@ -386,39 +377,30 @@ static void update_level(struct agent *a, uint64_t now)
 		c.cg = &sm->cs.self;
 		c.cg_ino = sm->cg.ino;
 	}
-	if (a->t.pid) {
-		c.thr = a->t.thr;
-	} else {
-		rc_thresholds_default(a->mem_total, &c.thr);
-		if (a->o->headroom_set)
-			c.thr.headroom_min = a->o->headroom;
-		if (a->o->inactive_set)
-			c.thr.inactive_min = a->o->inactive;
-		rc_thresholds_fix(&c.thr);
-	}
-	if (!sampler_forecast(sm, 10 * NSEC, 0, &f) && f.has_eta) {
+	c.thr = a->t.pid ? a->t.thr : a->sys_thr;
+	if (!sampler_forecast(sm, 10 * NSEC_PER_SEC, 0, &f) && f.has_eta) {
 		c.has_eta = true;
 		c.eta_ns = f.eta_ns;
 	}
 	changed = level_update(&a->lw, now, &c);
+	report_err(a, &a->level_err, changed < 0 ? changed : 0,
+		   "the kernel's reclaim counters");
 	metrics_set_level(&a->m, a->lw.cur.level);
 	metrics_set_headroom(&a->m, (int64_t)sm->headroom);
 	if (a->t.evicting)
 		evictor_set_level(&a->t.ev, a->lw.cur.level);
 	if (changed <= 0)
 		return;
-	name = rc_level_name(a->lw.cur.level);
-	rc_reasons_format(a->lw.cur.reasons, reasons, sizeof(reasons));
-	pi.level = name;
-	pi.reasons = reasons;
+	pi.level = rc_level_name(a->lw.cur.level);
+	pi.reasons = a->lw.cur.reasons;
 	pi.has_eta = c.has_eta;
 	pi.eta_s = c.eta_ns / 1e9;
 	pi.headroom = sm->headroom;
 	pi.pid = a->t.pid;
 	out_pressure(&a->out, &pi);
 	if (changed == LEVEL_CHANGED)
-		onlevel_run(a->o, prev, a->lw.cur.level, name, reasons,
-			    a->t.pid);
+		onlevel_run(&a->out, a->o->on_level, a->o->nr_on_level, prev,
+			    a->lw.cur.level, a->lw.cur.reasons, a->t.pid);
 }
 
 static void find_match(struct agent *a, uint64_t now)
@@ -453,16 +435,15 @@ static void check_drops(struct agent *a, uint64_t now)
 		return;
 	if (drops > a->drops_told)
 		out_warn(&a->out,
-			 "ring buffer full: %llu events dropped (%llu in all); "
-			 "the agent is falling behind the kernel",
-			 (unsigned long long)(drops - a->drops_told),
-			 (unsigned long long)drops);
+			 "ring buffer full: %" PRIu64
+			 " events dropped (%" PRIu64
+			 " in all); the agent is falling behind the kernel",
+			 drops - a->drops_told, drops);
 	if (lines > a->out_told)
 		out_warn(&a->out,
-			 "stdout not read: %llu output lines dropped (%llu in "
-			 "all)",
-			 (unsigned long long)(lines - a->out_told),
-			 (unsigned long long)lines);
+			 "stdout not read: %" PRIu64
+			 " output lines dropped (%" PRIu64 " in all)",
+			 lines - a->out_told, lines);
 	a->drops_told = drops;
 	a->out_told = lines;
 	a->next_drop_warn_ns = now + DROP_WARN_NS;
@@ -489,7 +470,8 @@ static void on_tick(struct agent *a)
 		find_match(a, now);
 	sm = sampler_of(a);
 	if (now >= a->next_read_ns || pressing(a)) {
-		sampler_read(sm, now);
+		report_err(a, &a->read_err, sampler_read(sm, now),
+			   "memory and cgroup counters");
 		a->next_read_ns = now + READ_IDLE_NS;
 	}
 	if (a->t.evicting) {
@@ -537,42 +519,23 @@ static void on_signal(struct agent *a)
 	a->exit_reason = si.ssi_signo == SIGINT ? "interrupted" : "terminated";
 }
 
-static void print_hist(struct agent *a, const char *name, const char *title,
-		       const struct hist *h)
-{
-	if (a->out.json) {
-		struct jw w;
-
-		jw_begin(&w, a->out.f);
-		jw_str(&w, "type", "hist");
-		jw_str(&w, "name", name);
-		jw_str(&w, "unit", "usecs");
-		jw_u64(&w, "count", hist_total(h));
-		hist_json(&w, "slots", h);
-		jw_end(&w);
-		return;
-	}
-	fprintf(a->out.f, "\n%s:\n", title);
-	hist_print(a->out.f, h, "usecs");
-}
-
 static void print_hists(struct agent *a, const struct hist *ack,
 			const struct hist *freed)
 {
 	struct hist h;
 
 	if (!bpfstate_hist(&a->bpf, RC_HIST_DIRECT, &h))
-		print_hist(a, "direct_reclaim", "direct reclaim stall latency",
-			   &h);
+		out_hist(&a->out, "direct_reclaim",
+			 "direct reclaim stall latency", &h);
 	if (!bpfstate_hist(&a->bpf, RC_HIST_MEMCG, &h))
-		print_hist(a, "memcg_reclaim", "memcg reclaim stall latency",
-			   &h);
+		out_hist(&a->out, "memcg_reclaim",
+			 "memcg reclaim stall latency", &h);
 	if (ack)
-		print_hist(a, "evict_ack", "eviction latency, post -> ack",
-			   ack);
+		out_hist(&a->out, "evict_ack", "eviction latency, post -> ack",
+			 ack);
 	if (freed)
-		print_hist(a, "evict_freed",
-			   "eviction latency, post -> RSS drop", freed);
+		out_hist(&a->out, "evict_freed",
+			 "eviction latency, post -> RSS drop", freed);
 }
 
 static int setup_bpf(struct agent *a)
@@ -580,30 +543,33 @@ static int setup_bpf(struct agent *a)
 	int err;
 
 	if (access(BTF_PATH, R_OK))
-		return fail(EXIT_UNSUPPORTED,
-			    "kernel BTF not found at %s: this kernel needs "
-			    "CONFIG_DEBUG_INFO_BTF=y",
-			    BTF_PATH);
+		return out_fail(
+			&a->out, EXIT_UNSUPPORTED,
+			"kernel BTF not found at %s: this kernel needs CONFIG_DEBUG_INFO_BTF=y",
+			BTF_PATH);
 	err = bpfstate_load(&a->bpf, a->o);
 	if (err == -EPERM || err == -EACCES)
-		return fail(EXIT_PRIVILEGE,
-			    "failed to load BPF programs: %s (run as root or "
-			    "grant CAP_BPF and CAP_PERFMON)",
-			    strerror(-err));
+		return out_fail(
+			&a->out, EXIT_PRIVILEGE,
+			"failed to load BPF programs: %s (run as root or grant CAP_BPF and CAP_PERFMON)",
+			strerror(-err));
 	if (err)
-		return fail(EXIT_UNSUPPORTED,
-			    "failed to load BPF programs: %s (-v shows the "
-			    "verifier log)",
-			    strerror(-err));
+		return out_fail(
+			&a->out, EXIT_UNSUPPORTED,
+			"failed to load BPF programs: %s (-v shows the verifier log)",
+			strerror(-err));
 	err = bpfstate_attach(&a->bpf);
+	out_probe_warnings(&a->out, &a->bpf.probes);
 	if (err <= 0)
-		return fail(EXIT_UNSUPPORTED, "no tracepoint could be attached "
-					      "(-v for details)");
+		return out_fail(
+			&a->out, EXIT_UNSUPPORTED,
+			"no tracepoint could be attached (-v for details)");
 	a->rb = ring_buffer__new(bpfstate_events_fd(&a->bpf), handle_event, a,
 				 NULL);
 	if (!a->rb)
-		return fail(EXIT_RUNTIME, "failed to create ring buffer: %s",
-			    strerror(errno));
+		return out_fail(&a->out, EXIT_RUNTIME,
+				"failed to create ring buffer: %s",
+				strerror(errno));
 	return 0;
 }
 
@@ -645,13 +611,88 @@ static int setup_metrics(struct agent *a)
 		return 0;
 	err = metrics_http_start(&a->http, &a->m, a->o->metrics);
 	if (err == -EINVAL)
-		return fail(EXIT_USAGE,
-			    "invalid --metrics address '%s': expected "
-			    "ADDR:PORT, :PORT or [IPV6]:PORT",
-			    a->o->metrics);
+		return out_fail(
+			&a->out, EXIT_USAGE,
+			"invalid --metrics address '%s': expected ADDR:PORT, :PORT or [IPV6]:PORT",
+			a->o->metrics);
 	if (err)
-		return fail(EXIT_RUNTIME, "failed to listen on %s: %s",
-			    a->o->metrics, strerror(-err));
+		return out_fail(&a->out, EXIT_RUNTIME,
+				"failed to listen on %s: %s", a->o->metrics,
+				strerror(-err));
+	return 0;
+}
+
+static void loop(struct agent *a)
+{
+	struct epoll_event evs[8];
+	uint64_t ticks;
+
+	while (!a->stop) {
+		int n = epoll_wait(a->epfd, evs, 8, -1);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			a->exit_code = out_fail(&a->out, EXIT_RUNTIME,
+						"epoll_wait: %s",
+						strerror(errno));
+			return;
+		}
+		for (int i = 0; i < n && !a->stop; i++) {
+			switch (evs[i].data.u32) {
+			case TAG_RB:
+				ring_buffer__consume(a->rb);
+				break;
+			case TAG_TIMER:
+				if (read(a->timerfd, &ticks, sizeof(ticks)) > 0)
+					on_tick(a);
+				break;
+			case TAG_SIG:
+				on_signal(a);
+				break;
+			case TAG_PID:
+				on_target_exit(a);
+				break;
+			}
+		}
+	}
+}
+
+static void start_event(struct agent *a)
+{
+	struct start_info si = { 0 };
+	struct target *t = &a->t;
+
+	si.pid = t->pid;
+	si.comm = t->pid ? t->comm : NULL;
+	si.probes = &a->bpf.probes;
+	if (t->pid && t->sm.has_cg) {
+		si.memcg = t->sm.cg.path;
+		si.memcg_version = t->sm.cg.version;
+	}
+	if (t->evicting)
+		si.control = t->ev.path;
+	si.headroom = t->pid ? t->thr.headroom_min : a->sys_thr.headroom_min;
+	si.inactive = t->pid ? t->thr.inactive_min : a->sys_thr.inactive_min;
+	out_start(&a->out, &si);
+}
+
+/* Follow --pid from the start: its errors are fatal. */
+static int setup_target(struct agent *a)
+{
+	pid_t pid = a->o->pid;
+	int err;
+
+	if (!pid)
+		return 0;
+	err = target_attach(a, pid);
+	if (err == -ESRCH)
+		return out_fail(&a->out, EXIT_NO_PROCESS, "no such process: %d",
+				pid);
+	if (err)
+		return out_fail(&a->out, EXIT_RUNTIME,
+				"failed to follow pid %d: %s", pid,
+				strerror(-err));
 	return 0;
 }
 
@@ -694,59 +735,70 @@ static int lock_memory(void)
 	return 0;
 }
 
-static void loop(struct agent *a)
+/* Everything before the loop; an exit code on failure (told already). */
+static int setup(struct agent *a)
 {
-	struct epoll_event evs[8];
-	uint64_t ticks;
+	const struct opts *o = a->o;
+	int code, err;
 
-	while (!a->stop) {
-		int n = epoll_wait(a->epfd, evs, 8, -1);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			a->exit_code = fail(EXIT_RUNTIME, "epoll_wait: %s",
-					    strerror(errno));
-			return;
-		}
-		for (int i = 0; i < n && !a->stop; i++) {
-			switch (evs[i].data.u32) {
-			case TAG_RB:
-				ring_buffer__consume(a->rb);
-				break;
-			case TAG_TIMER:
-				if (read(a->timerfd, &ticks, sizeof(ticks)) > 0)
-					on_tick(a);
-				break;
-			case TAG_SIG:
-				on_signal(a);
-				break;
-			case TAG_PID:
-				on_target_exit(a);
-				break;
-			}
-		}
-	}
+	if (o->pid && kill(o->pid, 0) && errno == ESRCH)
+		return out_fail(&a->out, EXIT_NO_PROCESS, "no such process: %d",
+				o->pid);
+	code = setup_bpf(a);
+	if (code)
+		return code;
+	if (setup_fds(a) ||
+	    epoll_add(a->epfd, ring_buffer__epoll_fd(a->rb), TAG_RB))
+		return out_fail(&a->out, EXIT_RUNTIME,
+				"failed to set up the event loop: %s",
+				strerror(errno));
+	code = setup_target(a);
+	if (code)
+		return code;
+	err = o->mlock ? lock_memory() : 0;
+	if (err)
+		out_warn(
+			&a->out,
+			"failed to lock the agent's memory: %s; it may be paged out under pressure",
+			strerror(-err));
+	return setup_metrics(a);
 }
 
-static void start_event(struct agent *a)
+/* After the loop: last summary, histograms, the exit event. */
+static void finish(struct agent *a, int code)
 {
-	struct start_info si = { 0 };
-	struct target *t = &a->t;
+	struct hist ack = { 0 }, freed = { 0 };
+	bool had_evictor = false;
 
-	si.pid = t->pid;
-	si.comm = t->pid ? t->comm : NULL;
-	si.probes = &a->bpf.probes;
-	if (t->pid && t->sm.has_cg) {
-		si.memcg = t->sm.cg.path;
-		si.memcg_version = t->sm.cg.version;
+	if (a->t.pid)
+		summary(a, now_ns());
+	if (a->t.evicting) {
+		ack = a->t.ev.ack_hist;
+		freed = a->t.ev.freed_hist;
+		had_evictor = true;
 	}
-	if (t->evicting) {
-		si.control = t->ev.path;
-		si.headroom = t->thr.headroom_min;
-		si.inactive = t->thr.inactive_min;
-	}
-	out_start(&a->out, &si);
+	target_detach(a);
+	if (a->o->hist)
+		print_hists(a, had_evictor || a->o->evict ? &ack : NULL,
+			    had_evictor || a->o->evict ? &freed : NULL);
+	out_exit(&a->out, a->exit_reason, code);
+}
+
+static void teardown(struct agent *a)
+{
+	metrics_http_stop(a->http);
+	target_detach(a);
+	ring_buffer__free(a->rb);
+	bpfstate_destroy(&a->bpf);
+	if (a->sigfd >= 0)
+		close(a->sigfd);
+	if (a->timerfd >= 0)
+		close(a->timerfd);
+	if (a->epfd >= 0)
+		close(a->epfd);
+	metrics_destroy(&a->m);
+	if (a->out.f != stdout)
+		fclose(a->out.f);
 }
 
 int agent_run(const struct opts *o)
@@ -760,11 +812,9 @@ int agent_run(const struct opts *o)
 		.t = { .pidfd = -1 },
 		.exit_reason = "done",
 	};
-	struct hist ack = { 0 }, freed = { 0 };
-	bool had_evictor = false;
-	int code, err;
+	int code;
 
-	verbose = o->verbose;
+	out_set_verbose_libbpf(o->verbose);
 	/* one malloc arena: a thread's own would reserve 64 MiB, locked */
 	mallopt(M_ARENA_MAX, 1);
 	a.out.f = outstream_open(STDOUT_FILENO, stdout);
@@ -773,76 +823,18 @@ int agent_run(const struct opts *o)
 	level_init(&a.lw, NULL);
 	sampler_init(&a.sys, 0, NULL, NULL);
 	a.mem_total = (uint64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+	thresholds(&a, RC_UNLIMITED, &a.sys_thr);
 
-	if (o->pid && kill(o->pid, 0) && errno == ESRCH) {
-		code = fail(EXIT_NO_PROCESS, "no such process: %d", o->pid);
-		goto cleanup;
+	code = setup(&a);
+	if (!code) {
+		a.last_summary_ns = now_ns();
+		if (o->duration_ns)
+			a.end_ns = a.last_summary_ns + o->duration_ns;
+		start_event(&a);
+		loop(&a);
+		code = a.exit_code;
+		finish(&a, code);
 	}
-	code = setup_bpf(&a);
-	if (code)
-		goto cleanup;
-	if (setup_fds(&a) ||
-	    epoll_add(a.epfd, ring_buffer__epoll_fd(a.rb), TAG_RB)) {
-		code = fail(EXIT_RUNTIME, "failed to set up the event loop: %s",
-			    strerror(errno));
-		goto cleanup;
-	}
-	if (o->pid) {
-		err = target_attach(&a, o->pid);
-		if (err == -ESRCH) {
-			code = fail(EXIT_NO_PROCESS, "no such process: %d",
-				    o->pid);
-			goto cleanup;
-		}
-		if (err) {
-			code = fail(EXIT_RUNTIME, "failed to follow pid %d: %s",
-				    o->pid, strerror(-err));
-			goto cleanup;
-		}
-	}
-	err = o->mlock ? lock_memory() : 0;
-	if (err)
-		out_warn(&a.out,
-			 "failed to lock the agent's memory: %s; it may be "
-			 "paged out under pressure",
-			 strerror(-err));
-	code = setup_metrics(&a);
-	if (code)
-		goto cleanup;
-
-	a.last_summary_ns = now_ns();
-	if (o->duration_ns)
-		a.end_ns = a.last_summary_ns + o->duration_ns;
-	start_event(&a);
-
-	loop(&a);
-	code = a.exit_code;
-	if (a.t.pid)
-		summary(&a, now_ns());
-	if (a.t.evicting) {
-		ack = a.t.ev.ack_hist;
-		freed = a.t.ev.freed_hist;
-		had_evictor = true;
-	}
-	target_detach(&a);
-	if (o->hist)
-		print_hists(&a, had_evictor || o->evict ? &ack : NULL,
-			    had_evictor || o->evict ? &freed : NULL);
-	out_exit(&a.out, a.exit_reason, code);
-
-cleanup:
-	metrics_http_stop(a.http);
-	target_detach(&a);
-	ring_buffer__free(a.rb);
-	bpfstate_destroy(&a.bpf);
-	if (a.sigfd >= 0)
-		close(a.sigfd);
-	if (a.timerfd >= 0)
-		close(a.timerfd);
-	if (a.epfd >= 0)
-		close(a.epfd);
-	metrics_destroy(&a.m);
-	if (a.out.f != stdout)
-		fclose(a.out.f);
+	teardown(&a);
 	return code;
 }

@@ -7,13 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
+#include <stddef.h>
 
 #include "args.h"
+#include "clock.h"
 #include "policy.h"
 #include "ramcache/control.h"
 
-#define NSEC 1000000000ULL
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 enum {
 	OPT_INTERVAL = 256,
@@ -38,126 +39,166 @@ enum {
 	OPT_NO_MLOCK,
 };
 
-static const struct option long_opts[] = {
-	{ "pid", required_argument, NULL, 'p' },
-	{ "json", no_argument, NULL, 'j' },
-	{ "interval", required_argument, NULL, OPT_INTERVAL },
-	{ "duration", required_argument, NULL, OPT_DURATION },
-	{ "hist", no_argument, NULL, OPT_HIST },
-	{ "verbose", no_argument, NULL, 'v' },
-	{ "version", no_argument, NULL, OPT_VERSION },
-	{ "help", no_argument, NULL, 'h' },
-	{ "headroom", required_argument, NULL, OPT_HEADROOM },
-	{ "inactive", required_argument, NULL, OPT_INACTIVE },
-	{ "policy", required_argument, NULL, OPT_POLICY },
-	{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
-	{ "no-evict", no_argument, NULL, OPT_NO_EVICT },
-	{ "horizon", required_argument, NULL, OPT_HORIZON },
-	{ "ack-timeout", required_argument, NULL, OPT_ACK_TIMEOUT },
-	{ "control", required_argument, NULL, OPT_CONTROL },
-	{ "burst-faults", required_argument, NULL, OPT_BURST_FAULTS },
-	{ "burst-window", required_argument, NULL, OPT_BURST_WINDOW },
-	{ "rss-step", required_argument, NULL, OPT_RSS_STEP },
-	{ "probe-mode", required_argument, NULL, OPT_PROBE_MODE },
-	{ "match", required_argument, NULL, OPT_MATCH },
-	{ "metrics", required_argument, NULL, OPT_METRICS },
-	{ "on-level", required_argument, NULL, OPT_ON_LEVEL },
-	{ "no-mlock", no_argument, NULL, OPT_NO_MLOCK },
-	{ 0 },
+/*
+ * The one description of every flag: getopt_long's table, the usage text
+ * and (through a unit test) the README's flag table all come from it.
+ * A help text may hold several lines separated by '\n'.
+ */
+/* @g: the heading printed before this flag, or NULL (same group). */
+#define OPT(g, n, k, a, h)                                           \
+	{                                                            \
+		.name = n, .key = k, .arg = a, .help = h, .group = g \
+	}
+
+static const struct arg_opt opts_table[] = {
+	OPT("Target", "pid", 'p', "PID",
+	    "follow this process; exit 0 when it exits"),
+	OPT(NULL, "match", OPT_MATCH, "PATTERN",
+	    "follow the process whose command line contains\n"
+	    "PATTERN, and its successor after a restart"),
+	OPT(NULL, "control", OPT_CONTROL, "PATH",
+	    "control page path (default /dev/shm/ramcache-PID)"),
+	OPT("Output", "json", 'j', NULL,
+	    "JSON Lines on stdout, one object per event"),
+	OPT(NULL, "interval", OPT_INTERVAL, "DUR",
+	    "summary every DUR (default 2s)"),
+	OPT(NULL, "duration", OPT_DURATION, "DUR",
+	    "exit 0 after DUR (default: run until the target\n"
+	    "exits or Ctrl-C)"),
+	OPT(NULL, "hist", OPT_HIST, NULL,
+	    "log2 histograms of stall and eviction latency at exit"),
+	OPT(NULL, "metrics", OPT_METRICS, "ADDR:PORT",
+	    "serve Prometheus metrics over HTTP"),
+	OPT(NULL, "on-level", OPT_ON_LEVEL, "LEVEL:CMD",
+	    "run CMD (sh -c) when the level rises to LEVEL or\n"
+	    "above (warn, high, critical), or returns to ok;\n"
+	    "may be repeated"),
+	OPT(NULL, "verbose", 'v', NULL, "libbpf debug output"),
+	OPT("Eviction", "headroom", OPT_HEADROOM, "SIZE",
+	    "below SIZE of headroom evict inactive entries, then\n"
+	    "active ones of >= 512M, then any\n"
+	    "(default min(10G, max(2G, 10% of RAM)), scaled to\n"
+	    "the target's memory cgroup)"),
+	OPT(NULL, "inactive", OPT_INACTIVE, "SIZE",
+	    "below SIZE evict inactive entries only\n"
+	    "(default: 2 x headroom)"),
+	OPT(NULL, "policy", OPT_POLICY, "ram|cost",
+	    "ram: 1.3^age x size, models first (default);\n"
+	    "cost: size per second of recompute time"),
+	OPT(NULL, "horizon", OPT_HORIZON, "DUR",
+	    "forecast headroom DUR ahead (default 1s)"),
+	OPT(NULL, "ack-timeout", OPT_ACK_TIMEOUT, "DUR",
+	    "count a command lost after DUR (default 5s)"),
+	OPT(NULL, "dry-run", OPT_DRY_RUN, NULL,
+	    "report what would be evicted, send nothing"),
+	OPT(NULL, "no-evict", OPT_NO_EVICT, NULL, "monitor only"),
+	OPT("Tuning", "burst-faults", OPT_BURST_FAULTS, "N",
+	    "faults per window and CPU that make a fault_burst\n"
+	    "(default 2048)"),
+	OPT(NULL, "burst-window", OPT_BURST_WINDOW, "DUR",
+	    "fault burst window (default 100ms)"),
+	OPT(NULL, "rss-step", OPT_RSS_STEP, "SIZE",
+	    "report RSS when it moves by SIZE (default 4M)"),
+	OPT(NULL, "probe-mode", OPT_PROBE_MODE, "MODE",
+	    "auto, tp_btf or raw_tp (default auto)"),
+	OPT(NULL, "no-mlock", OPT_NO_MLOCK, NULL,
+	    "do not lock the agent's memory"),
+	OPT(NULL, "help", 'h', NULL, "this text"),
+	OPT(NULL, "version", OPT_VERSION, NULL, "print the version"),
 };
+
+#define NR_OPTS ARRAY_SIZE(opts_table)
+
+const struct arg_opt *args_table(size_t *n)
+{
+	*n = NR_OPTS;
+	return opts_table;
+}
+
+static void build_getopt(struct option *lo, char *shorts)
+{
+	size_t k = 0;
+
+	*shorts++ = ':'; /* ':' for a missing argument, '?' for unknown */
+	for (size_t i = 0; i < NR_OPTS; i++) {
+		const struct arg_opt *a = &opts_table[i];
+
+		lo[i] = (struct option){ a->name,
+					 a->arg ? required_argument
+						: no_argument,
+					 NULL, a->key };
+		if (a->key < 256) {
+			shorts[k++] = a->key;
+			if (a->arg)
+				shorts[k++] = ':';
+		}
+	}
+	lo[NR_OPTS] = (struct option){ 0 };
+	shorts[k] = '\0';
+}
+
+static const char usage_head[] =
+	"Usage: ramcache-bpf [--pid PID | --match PATTERN] [OPTIONS]\n"
+	"\n"
+	"Watch memory pressure with BPF (page faults, direct and memcg reclaim,\n"
+	"kswapd, OOM kills, RSS) and ask the executor to evict cache entries\n"
+	"through its control page before the kernel starts reclaiming.\n"
+	"Without --pid or --match the whole system is watched.\n"
+	"\n";
+
+static const char usage_tail[] =
+	"\n"
+	"Examples:\n"
+	"  sudo ramcache-bpf --pid $(pgrep -f 'ComfyUI/main.py')\n"
+	"  sudo ramcache-bpf --match main.py --json --metrics 127.0.0.1:9101\n"
+	"  sudo ramcache-bpf --interval 5s --on-level warn:'notify-send memory'\n"
+	"  sudo ramcache-bpf --pid 1234 --duration 60s --hist\n"
+	"\n"
+	"Exit status: 0 done (target exited, --duration, Ctrl-C); 1 runtime\n"
+	"error; 2 bad usage; 3 missing privileges; 4 no such process; 5 kernel\n"
+	"not supported (no BTF, no tracepoints).\n";
+
+#define HELP_COL 25
 
 void print_usage(FILE *f)
 {
-	fputs("Usage: ramcache-bpf [--pid PID | --match PATTERN] [OPTIONS]\n"
-	      "\n"
-	      "Watch memory pressure with BPF (page faults, direct and memcg "
-	      "reclaim,\n"
-	      "kswapd, OOM kills, RSS) and ask the executor to evict cache "
-	      "entries\n"
-	      "through its control page before the kernel starts reclaiming.\n"
-	      "Without --pid or --match the whole system is watched.\n"
-	      "\n"
-	      "Target:\n"
-	      "  -p, --pid PID          follow this process; exit 0 when it "
-	      "exits\n"
-	      "      --match PATTERN    follow the process whose command line "
-	      "contains\n"
-	      "                         PATTERN, and its successor after a "
-	      "restart\n"
-	      "      --control PATH     control page path (default "
-	      "/dev/shm/ramcache-PID)\n"
-	      "Output:\n"
-	      "  -j, --json             JSON Lines on stdout, one object per "
-	      "event\n"
-	      "      --interval DUR     summary every DUR (default 2s)\n"
-	      "      --duration DUR     exit 0 after DUR (default: run until "
-	      "the target\n"
-	      "                         exits or Ctrl-C)\n"
-	      "      --hist             log2 histograms of stall and eviction "
-	      "latency at exit\n"
-	      "      --metrics ADDR:PORT  serve Prometheus metrics over HTTP\n"
-	      "      --on-level LEVEL:CMD run CMD (sh -c) when the level rises "
-	      "to LEVEL or\n"
-	      "                         above (warn, high, critical), or "
-	      "returns to ok;\n"
-	      "                         may be repeated\n"
-	      "  -v, --verbose          libbpf debug output\n"
-	      "Eviction:\n"
-	      "      --headroom SIZE    below SIZE of headroom evict inactive "
-	      "entries, then\n"
-	      "                         active ones of >= 512M, then any\n"
-	      "                         (default min(10G, max(2G, 10% of "
-	      "RAM)), scaled to\n"
-	      "                         the target's memory cgroup)\n"
-	      "      --inactive SIZE    below SIZE evict inactive entries "
-	      "only\n"
-	      "                         (default: 2 x headroom)\n"
-	      "      --policy ram|cost  ram: 1.3^age x size, models first "
-	      "(default);\n"
-	      "                         cost: size per second of recompute "
-	      "time\n"
-	      "      --horizon DUR      forecast headroom DUR ahead (default "
-	      "1s)\n"
-	      "      --ack-timeout DUR  count a command lost after DUR "
-	      "(default 5s)\n"
-	      "      --dry-run          report what would be evicted, send "
-	      "nothing\n"
-	      "      --no-evict         monitor only\n"
-	      "Tuning:\n"
-	      "      --burst-faults N   faults per window and CPU that make a "
-	      "fault_burst\n"
-	      "                         (default 2048)\n"
-	      "      --burst-window DUR fault burst window (default 100ms)\n"
-	      "      --rss-step SIZE    report RSS when it moves by SIZE "
-	      "(default 4M)\n"
-	      "      --probe-mode MODE  auto, tp_btf or raw_tp (default auto)\n"
-	      "      --no-mlock         do not lock the agent's memory\n"
-	      "  -h, --help             this text\n"
-	      "      --version          print the version\n"
-	      "\n"
-	      "Examples:\n"
-	      "  sudo ramcache-bpf --pid $(pgrep -f 'ComfyUI/main.py')\n"
-	      "  sudo ramcache-bpf --match main.py --json --metrics "
-	      "127.0.0.1:9101\n"
-	      "  sudo ramcache-bpf --interval 5s --on-level warn:'notify-send "
-	      "memory'\n"
-	      "  sudo ramcache-bpf --pid 1234 --duration 60s --hist\n"
-	      "\n"
-	      "Exit status: 0 done (target exited, --duration, Ctrl-C); 1 "
-	      "runtime\n"
-	      "error; 2 bad usage; 3 missing privileges; 4 no such process; 5 "
-	      "kernel\n"
-	      "not supported (no BTF, no tracepoints).\n",
-	      f);
+	fputs(usage_head, f);
+	for (size_t i = 0; i < NR_OPTS; i++) {
+		const struct arg_opt *a = &opts_table[i];
+		const char *h = a->help;
+		int w;
+
+		if (a->group)
+			fprintf(f, "%s:\n", a->group);
+		if (a->key < 256)
+			w = fprintf(f, "  -%c, --%s", a->key, a->name);
+		else
+			w = fprintf(f, "      --%s", a->name);
+		if (a->arg)
+			w += fprintf(f, " %s", a->arg);
+		fprintf(f, "%*s", w < HELP_COL ? HELP_COL - w : 1, "");
+		for (;;) {
+			const char *nl = strchr(h, '\n');
+
+			fprintf(f, "%.*s\n",
+				(int)(nl ? nl - h : (long)strlen(h)), h);
+			if (!nl)
+				break;
+			h = nl + 1;
+			fprintf(f, "%*s", HELP_COL, "");
+		}
+	}
+	fputs(usage_tail, f);
 }
 
 static int parse_level_name(const char *s, size_t len)
 {
-	static const char *names[] = { "ok", "warn", "high", "critical" };
+	for (int i = RAMCACHE_LEVEL_OK; i <= RAMCACHE_LEVEL_CRITICAL; i++) {
+		const char *name = rc_level_name(i);
 
-	for (int i = 0; i < 4; i++)
-		if (strlen(names[i]) == len && !strncmp(s, names[i], len))
+		if (strlen(name) == len && !strncmp(s, name, len))
 			return i;
+	}
 	return -1;
 }
 
@@ -167,164 +208,245 @@ static int parse_level_name(const char *s, size_t len)
 		return ARGS_ERROR;                  \
 	} while (0)
 
-enum args_result parse_args(int argc, char **argv, struct opts *o, char *err,
-			    size_t errlen)
+static void set_defaults(struct opts *o)
 {
-	uint64_t mem_total =
-		(uint64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
-	uint64_t v;
-	char *end;
-	long n;
-	int c;
-
 	memset(o, 0, sizeof(*o));
 	o->evict = true;
 	o->mlock = true;
-	o->interval_ns = 2 * NSEC;
-	o->horizon_ns = NSEC;
-	o->ack_timeout_ns = 5 * NSEC;
+	o->interval_ns = 2 * NSEC_PER_SEC;
+	o->horizon_ns = NSEC_PER_SEC;
+	o->ack_timeout_ns = 5 * NSEC_PER_SEC;
 	o->burst_faults = 2048;
-	o->burst_window_ns = NSEC / 10;
+	o->burst_window_ns = NSEC_PER_SEC / 10;
 	o->rss_step = 4 << 20;
+}
+
+/* A flag without an argument: the bool it sets, and to what. */
+struct switch_flag {
+	int key;
+	size_t off;
+	bool val;
+};
+
+static const struct switch_flag switch_flags[] = {
+	{ 'j', offsetof(struct opts, json), true },
+	{ 'v', offsetof(struct opts, verbose), true },
+	{ OPT_HIST, offsetof(struct opts, hist), true },
+	{ OPT_DRY_RUN, offsetof(struct opts, dry_run), true },
+	{ OPT_NO_EVICT, offsetof(struct opts, evict), false },
+	{ OPT_NO_MLOCK, offsetof(struct opts, mlock), false },
+};
+
+/* False if @c is not a flag without an argument. */
+static bool parse_switch(int c, struct opts *o)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(switch_flags); i++) {
+		if (switch_flags[i].key != c)
+			continue;
+		*(bool *)((char *)o + switch_flags[i].off) =
+			switch_flags[i].val;
+		return true;
+	}
+	return false;
+}
+
+/* A duration flag: where it goes and its smallest value. */
+struct dur_flag {
+	int key;
+	const char *name;
+	size_t off;
+	uint64_t min_ns;
+};
+
+static const struct dur_flag dur_flags[] = {
+	{ OPT_INTERVAL, "interval", offsetof(struct opts, interval_ns),
+	  NSEC_PER_SEC / 100 },
+	{ OPT_DURATION, "duration", offsetof(struct opts, duration_ns), 1 },
+	{ OPT_HORIZON, "horizon", offsetof(struct opts, horizon_ns), 0 },
+	{ OPT_ACK_TIMEOUT, "ack-timeout", offsetof(struct opts, ack_timeout_ns),
+	  1 },
+	{ OPT_BURST_WINDOW, "burst-window",
+	  offsetof(struct opts, burst_window_ns), 1 },
+};
+
+/* 1 if @c is a duration flag and @arg was taken, 0 if not one, -1 bad. */
+static int parse_duration_flag(int c, const char *arg, struct opts *o)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(dur_flags); i++) {
+		const struct dur_flag *d = &dur_flags[i];
+		uint64_t *v = (uint64_t *)((char *)o + d->off);
+
+		if (d->key != c)
+			continue;
+		if (rc_parse_duration(arg, v) || *v < d->min_ns)
+			return -1;
+		return 1;
+	}
+	return 0;
+}
+
+static const char *dur_flag_name(int c)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(dur_flags); i++)
+		if (dur_flags[i].key == c)
+			return dur_flags[i].name;
+	return "?";
+}
+
+static enum args_result parse_on_level(const char *arg, struct opts *o,
+				       char *err, size_t errlen)
+{
+	const char *colon = strchr(arg, ':');
+	int lvl;
+
+	if (!colon || !colon[1])
+		BAD("invalid --on-level '%s' (LEVEL:CMD)", arg);
+	lvl = parse_level_name(arg, colon - arg);
+	if (lvl < 0)
+		BAD("invalid level in --on-level '%s' (ok, warn, high, critical)",
+		    arg);
+	if (o->nr_on_level >= MAX_ON_LEVEL)
+		BAD("too many --on-level (at most %d)", MAX_ON_LEVEL);
+	o->on_level[o->nr_on_level].level = lvl;
+	o->on_level[o->nr_on_level].cmd = colon + 1;
+	o->nr_on_level++;
+	return ARGS_RUN;
+}
+
+/* Whole numbers only: "10%" or "2K" is not a count. */
+static int parse_count(const char *arg, uint64_t max, uint64_t *v)
+{
+	unsigned long long n;
+	char *end;
+
+	if (*arg < '0' || *arg > '9')
+		return -EINVAL;
+	errno = 0;
+	n = strtoull(arg, &end, 10);
+	if (errno || *end || n > max)
+		return -EINVAL;
+	*v = n;
+	return 0;
+}
+
+static enum args_result parse_size_flag(int c, const char *arg,
+					uint64_t mem_total, struct opts *o,
+					char *err, size_t errlen)
+{
+	switch (c) {
+	case OPT_HEADROOM:
+		if (rc_parse_size(arg, mem_total, &o->headroom))
+			BAD("invalid --headroom '%s' (e.g. 2G, 512M)", arg);
+		o->headroom_set = true;
+		break;
+	case OPT_INACTIVE:
+		if (rc_parse_size(arg, mem_total, &o->inactive))
+			BAD("invalid --inactive '%s' (e.g. 4G, 0)", arg);
+		o->inactive_set = true;
+		break;
+	case OPT_RSS_STEP:
+		if (rc_parse_size(arg, mem_total, &o->rss_step) || !o->rss_step)
+			BAD("invalid --rss-step '%s'", arg);
+		break;
+	}
+	return ARGS_RUN;
+}
+
+static enum args_result parse_choice(int c, const char *arg, struct opts *o,
+				     char *err, size_t errlen)
+{
+	if (c == OPT_POLICY) {
+		if (!strcmp(arg, "ram"))
+			o->policy = SCORE_RAM;
+		else if (!strcmp(arg, "cost"))
+			o->policy = SCORE_COST;
+		else
+			BAD("invalid --policy '%s' (ram or cost)", arg);
+	} else {
+		if (!strcmp(arg, "auto"))
+			o->probe_mode = PROBE_AUTO;
+		else if (!strcmp(arg, "tp_btf"))
+			o->probe_mode = PROBE_TP_BTF;
+		else if (!strcmp(arg, "raw_tp"))
+			o->probe_mode = PROBE_RAW_TP;
+		else
+			BAD("invalid --probe-mode '%s' (auto, tp_btf or raw_tp)",
+			    arg);
+	}
+	return ARGS_RUN;
+}
+
+/* One option with an argument. */
+static enum args_result parse_value(int c, const char *arg, uint64_t mem_total,
+				    struct opts *o, char *err, size_t errlen)
+{
+	uint64_t v;
+	int r;
+
+	r = parse_duration_flag(c, arg, o);
+	if (r < 0)
+		BAD("invalid --%s '%s'%s", dur_flag_name(c), arg,
+		    c == OPT_INTERVAL ? " (at least 10ms)" : "");
+	if (r > 0)
+		return ARGS_RUN;
+	switch (c) {
+	case 'p':
+		if (parse_count(arg, INT_MAX, &v) || !v)
+			BAD("invalid pid '%s'", arg);
+		o->pid = v;
+		return ARGS_RUN;
+	case OPT_BURST_FAULTS:
+		if (parse_count(arg, UINT32_MAX, &v) || !v)
+			BAD("invalid --burst-faults '%s' (a count of faults, e.g. 2048)",
+			    arg);
+		o->burst_faults = v;
+		return ARGS_RUN;
+	case OPT_POLICY:
+	case OPT_PROBE_MODE:
+		return parse_choice(c, arg, o, err, errlen);
+	case OPT_CONTROL:
+		o->control = arg;
+		return ARGS_RUN;
+	case OPT_MATCH:
+		if (!*arg)
+			BAD("empty --match pattern");
+		o->match = arg;
+		return ARGS_RUN;
+	case OPT_METRICS:
+		o->metrics = arg;
+		return ARGS_RUN;
+	case OPT_ON_LEVEL:
+		return parse_on_level(arg, o, err, errlen);
+	}
+	return parse_size_flag(c, arg, mem_total, o, err, errlen);
+}
+
+enum args_result parse_args(int argc, char **argv, uint64_t mem_total,
+			    struct opts *o, char *err, size_t errlen)
+{
+	struct option lo[NR_OPTS + 1];
+	char shorts[2 * NR_OPTS + 2];
+	enum args_result r;
+	int c;
+
+	set_defaults(o);
+	build_getopt(lo, shorts);
 	optind = 0;
 	opterr = 0;
-
-	while ((c = getopt_long(argc, argv, ":p:jvh", long_opts, NULL)) != -1) {
-		switch (c) {
-		case 'p':
-			errno = 0;
-			n = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || n <= 0 ||
-			    n > INT_MAX)
-				BAD("invalid pid '%s'", optarg);
-			o->pid = n;
-			break;
-		case 'j':
-			o->json = true;
-			break;
-		case 'v':
-			o->verbose = true;
-			break;
-		case 'h':
+	while ((c = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
+		if (c == 'h')
 			return ARGS_HELP;
-		case OPT_VERSION:
+		if (c == OPT_VERSION)
 			return ARGS_VERSION;
-		case OPT_HIST:
-			o->hist = true;
-			break;
-		case OPT_DRY_RUN:
-			o->dry_run = true;
-			break;
-		case OPT_NO_EVICT:
-			o->evict = false;
-			break;
-		case OPT_NO_MLOCK:
-			o->mlock = false;
-			break;
-		case OPT_INTERVAL:
-			if (rc_parse_duration(optarg, &o->interval_ns) ||
-			    o->interval_ns < NSEC / 100)
-				BAD("invalid --interval '%s' (at least 10ms)",
-				    optarg);
-			break;
-		case OPT_DURATION:
-			if (rc_parse_duration(optarg, &o->duration_ns) ||
-			    !o->duration_ns)
-				BAD("invalid --duration '%s'", optarg);
-			break;
-		case OPT_HORIZON:
-			if (rc_parse_duration(optarg, &o->horizon_ns))
-				BAD("invalid --horizon '%s'", optarg);
-			break;
-		case OPT_ACK_TIMEOUT:
-			if (rc_parse_duration(optarg, &o->ack_timeout_ns) ||
-			    !o->ack_timeout_ns)
-				BAD("invalid --ack-timeout '%s'", optarg);
-			break;
-		case OPT_BURST_WINDOW:
-			if (rc_parse_duration(optarg, &o->burst_window_ns) ||
-			    !o->burst_window_ns)
-				BAD("invalid --burst-window '%s'", optarg);
-			break;
-		case OPT_HEADROOM:
-			if (rc_parse_size(optarg, mem_total, &o->headroom))
-				BAD("invalid --headroom '%s' (e.g. 2G, 512M)",
-				    optarg);
-			o->headroom_set = true;
-			break;
-		case OPT_INACTIVE:
-			if (rc_parse_size(optarg, mem_total, &o->inactive))
-				BAD("invalid --inactive '%s' (e.g. 4G, 0)",
-				    optarg);
-			o->inactive_set = true;
-			break;
-		case OPT_RSS_STEP:
-			if (rc_parse_size(optarg, mem_total, &o->rss_step) ||
-			    !o->rss_step)
-				BAD("invalid --rss-step '%s'", optarg);
-			break;
-		case OPT_BURST_FAULTS:
-			if (rc_parse_size(optarg, mem_total, &v) || !v)
-				BAD("invalid --burst-faults '%s'", optarg);
-			o->burst_faults = v;
-			break;
-		case OPT_POLICY:
-			if (!strcmp(optarg, "ram"))
-				o->policy = SCORE_RAM;
-			else if (!strcmp(optarg, "cost"))
-				o->policy = SCORE_COST;
-			else
-				BAD("invalid --policy '%s' (ram or cost)",
-				    optarg);
-			break;
-		case OPT_PROBE_MODE:
-			if (!strcmp(optarg, "auto"))
-				o->probe_mode = PROBE_AUTO;
-			else if (!strcmp(optarg, "tp_btf"))
-				o->probe_mode = PROBE_TP_BTF;
-			else if (!strcmp(optarg, "raw_tp"))
-				o->probe_mode = PROBE_RAW_TP;
-			else
-				BAD("invalid --probe-mode '%s' (auto, tp_btf "
-				    "or raw_tp)",
-				    optarg);
-			break;
-		case OPT_CONTROL:
-			o->control = optarg;
-			break;
-		case OPT_MATCH:
-			if (!*optarg)
-				BAD("empty --match pattern");
-			o->match = optarg;
-			break;
-		case OPT_METRICS:
-			o->metrics = optarg;
-			break;
-		case OPT_ON_LEVEL: {
-			const char *colon = strchr(optarg, ':');
-			int lvl;
-
-			if (!colon || !colon[1])
-				BAD("invalid --on-level '%s' (LEVEL:CMD)",
-				    optarg);
-			lvl = parse_level_name(optarg, colon - optarg);
-			if (lvl < 0)
-				BAD("invalid level in --on-level '%s' (ok, "
-				    "warn, high, critical)",
-				    optarg);
-			if (o->nr_on_level >= MAX_ON_LEVEL)
-				BAD("too many --on-level (at most %d)",
-				    MAX_ON_LEVEL);
-			o->on_level[o->nr_on_level].level = lvl;
-			o->on_level[o->nr_on_level].cmd = colon + 1;
-			o->nr_on_level++;
-			break;
-		}
-		case ':':
+		if (c == ':')
 			BAD("option '%s' needs an argument", argv[optind - 1]);
-		default:
+		if (c == '?')
 			BAD("unknown option '%s'", argv[optind - 1]);
-		}
+		if (parse_switch(c, o))
+			continue;
+		r = parse_value(c, optarg, mem_total, o, err, errlen);
+		if (r != ARGS_RUN)
+			return r;
 	}
 	if (optind < argc)
 		BAD("unexpected argument '%s'", argv[optind]);

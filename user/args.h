@@ -62,12 +62,25 @@ enum args_result {
 };
 
 /*
- * Fill @o from argv. On ARGS_ERROR a one-line reason is in @err (without the
- * program prefix).
+ * Fill @o from argv; @mem_total (bytes of RAM) is what "10%" sizes are of.
+ * On ARGS_ERROR a one-line reason is in @err (without the program prefix).
  */
-enum args_result parse_args(int argc, char **argv, struct opts *o, char *err,
-			    size_t errlen);
+enum args_result parse_args(int argc, char **argv, uint64_t mem_total,
+			    struct opts *o, char *err, size_t errlen);
 
+/* One flag: long name, short letter (or a value >= 256), argument name. */
+struct arg_opt {
+	const char *name;
+	int key;
+	const char *arg;   /* NULL: takes no argument */
+	const char *help;  /* lines separated by '\n' */
+	const char *group; /* heading printed before it, or NULL */
+};
+
+/* The table every flag is described in (for --help and its tests). */
+const struct arg_opt *args_table(size_t *n);
+
+/* --help, generated from the table. */
 void print_usage(FILE *f);
 
 #endif /* RAMCACHE_ARGS_H */

@@ -10,51 +10,10 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "readfile.h"
 
 /* memory.stat is ~1.5 KiB, /proc/<pid>/cgroup a few hundred bytes. */
 #define RC_CGFILE_MAX 16384
-
-/* Read a small file, NUL-terminated; truncated files are -EFBIG. */
-static int read_text(const char *path, char *buf, size_t len)
-{
-	size_t off = 0;
-	ssize_t n;
-	int fd;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	for (;;) {
-		if (off + 1 >= len) {
-			close(fd);
-			return -EFBIG;
-		}
-		n = read(fd, buf + off, len - off - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			n = -errno;
-			close(fd);
-			return n;
-		}
-		if (n == 0)
-			break;
-		off += n;
-	}
-	close(fd);
-	buf[off] = '\0';
-	return 0;
-}
-
-static int read_at(const char *dir, const char *name, char *buf, size_t len)
-{
-	char path[PATH_MAX];
-
-	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >=
-	    (int)sizeof(path))
-		return -ENAMETOOLONG;
-	return read_text(path, buf, len);
-}
 
 /* Leading/trailing blanks allowed, nothing else. */
 static int parse_u64_text(const char *s, uint64_t *v)
@@ -84,40 +43,47 @@ static uint64_t norm_limit(uint64_t v)
 }
 
 /*
- * A limit file: "max" or a number. Missing = unlimited. A garbled file is
- * an error: guessing "unlimited" would hide a real limit.
+ * A one-number file; a missing one reads as @missing. A limit file may say
+ * "max" (@limit). A garbled file is an error: guessing "unlimited" would
+ * hide a real limit.
  */
-static int read_limit(const char *dir, const char *name, uint64_t *v)
+/* 1 with @name read into @buf, 0 when there is no such file, or -errno. */
+static int read_optional(const char *dir, const char *name, char *buf,
+			 size_t len)
+{
+	int err = rc_read_text_at(dir, name, buf, len);
+
+	return err == -ENOENT ? 0 : err ? err : 1;
+}
+
+static int read_number(const char *dir, const char *name, bool limit,
+		       uint64_t missing, uint64_t *v)
 {
 	char buf[64];
 	int err;
 
-	*v = RC_UNLIMITED;
-	err = read_at(dir, name, buf, sizeof(buf));
-	if (err == -ENOENT)
-		return 0;
-	if (err)
+	*v = missing;
+	err = read_optional(dir, name, buf, sizeof(buf));
+	if (err <= 0)
 		return err;
-	if (!strncmp(buf, "max", 3) && (buf[3] == '\n' || !buf[3]))
+	if (limit && !strncmp(buf, "max", 3) && (buf[3] == '\n' || !buf[3]))
 		return 0;
 	err = parse_u64_text(buf, v);
-	if (err)
-		return err;
-	*v = norm_limit(*v);
-	return 0;
+	if (!err && limit)
+		*v = norm_limit(*v);
+	return err;
+}
+
+/* A limit file: "max" or a number. Missing = unlimited. */
+static int read_limit(const char *dir, const char *name, uint64_t *v)
+{
+	return read_number(dir, name, true, RC_UNLIMITED, v);
 }
 
 /* A counter file; missing = 0. */
 static int read_counter(const char *dir, const char *name, uint64_t *v)
 {
-	char buf[64];
-	int err;
-
-	*v = 0;
-	err = read_at(dir, name, buf, sizeof(buf));
-	if (err == -ENOENT)
-		return 0;
-	return err ? err : parse_u64_text(buf, v);
+	return read_number(dir, name, false, 0, v);
 }
 
 /* "key value" lines (memory.stat, memory.events, memory.oom_control). */
@@ -149,10 +115,8 @@ static int read_key(const char *dir, const char *name, const char *key1,
 	int err;
 
 	*v = 0;
-	err = read_at(dir, name, buf, sizeof(buf));
-	if (err == -ENOENT)
-		return 0;
-	if (err)
+	err = read_optional(dir, name, buf, sizeof(buf));
+	if (err <= 0)
 		return err;
 	if (!find_key(buf, key1, v) && key2)
 		find_key(buf, key2, v);
@@ -178,10 +142,8 @@ static int read_stat(const char *dir, const char *pfx, struct rc_cgroup_mem *m)
 
 	m->inactive_file = 0;
 	memset(e, 0, sizeof(*e));
-	err = read_at(dir, "memory.stat", buf, sizeof(buf));
-	if (err == -ENOENT)
-		return 0;
-	if (err)
+	err = read_optional(dir, "memory.stat", buf, sizeof(buf));
+	if (err <= 0)
 		return err;
 	stat_key(buf, pfx, "inactive_file", &m->inactive_file);
 	e->has_refault =
@@ -194,35 +156,57 @@ static int read_stat(const char *dir, const char *pfx, struct rc_cgroup_mem *m)
 	return 0;
 }
 
-static int read_v1(const char *dir, struct rc_cgroup_mem *m)
-{
-	uint64_t memsw_limit, memsw_usage;
-	int err;
+enum cg_file { CG_LIMIT, CG_USAGE, CG_SWAP_LIMIT, CG_SWAP_USAGE, CG_EVENTS };
 
-	err = read_limit(dir, "memory.limit_in_bytes", &m->limit);
-	if (!err)
-		err = read_counter(dir, "memory.usage_in_bytes", &m->usage);
-	if (!err)
-		err = read_stat(dir, "total_", m);
-	if (!err)
-		err = read_limit(dir, "memory.memsw.limit_in_bytes",
-				 &memsw_limit);
-	if (!err)
-		err = read_counter(dir, "memory.memsw.usage_in_bytes",
-				   &memsw_usage);
-	if (!err)
-		err = read_key(dir, "memory.oom_control", "oom_kill", NULL,
-			       &m->oom_kill);
-	if (err)
-		return err;
-	/* memsw counts memory + swap; swap alone is the difference. */
+/*
+ * Each file in cgroup v1 and v2. v1's swap files count memory + swap, and
+ * its memory.stat keys are hierarchical with a total_ prefix.
+ */
+static const char *const cg_names[][2] = {
+	[CG_LIMIT] = { "memory.limit_in_bytes", "memory.max" },
+	[CG_USAGE] = { "memory.usage_in_bytes", "memory.current" },
+	[CG_SWAP_LIMIT] = { "memory.memsw.limit_in_bytes", "memory.swap.max" },
+	[CG_SWAP_USAGE] = { "memory.memsw.usage_in_bytes",
+			    "memory.swap.current" },
+	[CG_EVENTS] = { "memory.oom_control", "memory.events" },
+};
+
+/* v1's memsw counts memory + swap; swap alone is the difference. */
+static void memsw_to_swap(struct rc_cgroup_mem *m)
+{
+	uint64_t memsw_limit = m->swap_limit, memsw_usage = m->swap_usage;
+
 	m->swap_usage = memsw_usage > m->usage ? memsw_usage - m->usage : 0;
 	if (memsw_limit == RC_UNLIMITED || m->limit == RC_UNLIMITED)
 		m->swap_limit = RC_UNLIMITED;
 	else
 		m->swap_limit = memsw_limit > m->limit ? memsw_limit - m->limit
 						       : 0;
-	return 0;
+}
+
+/* The files of cgroup @version (1 or 2) both have. */
+static int read_mem(const char *dir, int version, struct rc_cgroup_mem *m)
+{
+	const int v = version - 1;
+	int err;
+
+	err = read_limit(dir, cg_names[CG_LIMIT][v], &m->limit);
+	if (!err)
+		err = read_counter(dir, cg_names[CG_USAGE][v], &m->usage);
+	if (!err)
+		err = read_stat(dir, version == 1 ? "total_" : "", m);
+	if (!err)
+		err = read_limit(dir, cg_names[CG_SWAP_LIMIT][v],
+				 &m->swap_limit);
+	if (!err)
+		err = read_counter(dir, cg_names[CG_SWAP_USAGE][v],
+				   &m->swap_usage);
+	if (!err)
+		err = read_key(dir, cg_names[CG_EVENTS][v], "oom_kill", NULL,
+			       &m->oom_kill);
+	if (!err && version == 1)
+		memsw_to_swap(m);
+	return err;
 }
 
 static int read_v2(const char *dir, struct rc_cgroup_mem *m)
@@ -230,18 +214,7 @@ static int read_v2(const char *dir, struct rc_cgroup_mem *m)
 	char path[PATH_MAX];
 	int err;
 
-	err = read_limit(dir, "memory.max", &m->limit);
-	if (!err)
-		err = read_counter(dir, "memory.current", &m->usage);
-	if (!err)
-		err = read_stat(dir, "", m);
-	if (!err)
-		err = read_counter(dir, "memory.swap.current", &m->swap_usage);
-	if (!err)
-		err = read_limit(dir, "memory.swap.max", &m->swap_limit);
-	if (!err)
-		err = read_key(dir, "memory.events", "oom_kill", NULL,
-			       &m->oom_kill);
+	err = read_mem(dir, 2, m);
 	if (err)
 		return err;
 	snprintf(path, sizeof(path), "%s/memory.pressure", dir);
@@ -260,7 +233,7 @@ int rc_cgroup_read_dir(int version, const char *dir, struct rc_cgroup_mem *m)
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
 	if (version == 1)
-		return read_v1(dir, m);
+		return read_mem(dir, 1, m);
 	if (version == 2)
 		return read_v2(dir, m);
 	return -EINVAL;
@@ -300,7 +273,7 @@ static bool v2_has_memory(const char *mount)
 {
 	char buf[1024];
 
-	if (read_at(mount, "cgroup.controllers", buf, sizeof(buf)))
+	if (rc_read_text_at(mount, "cgroup.controllers", buf, sizeof(buf)))
 		return false;
 	return has_word(buf, "memory", " \n");
 }
@@ -332,7 +305,7 @@ int rc_cgroup_find(const char *proc_root, const char *cg_root, int pid,
 	if (!cg_root)
 		cg_root = RC_CGROUP_ROOT;
 	snprintf(path, sizeof(path), "%s/%d/cgroup", proc_root, pid);
-	err = read_text(path, buf, sizeof(buf));
+	err = rc_read_text(path, buf, sizeof(buf));
 	if (err)
 		return err;
 	/* "hierarchy-id:controller-list:path" */

@@ -30,13 +30,14 @@ static int fail(struct ctl *c, enum ctl_why why, int err)
 	return err;
 }
 
-/* A short read means the file shrank under us: never trust the rest. */
-static int read_at(struct ctl *c, void *buf, size_t len, uint64_t off)
+/* A short transfer means the file shrank under us: never trust the rest. */
+static int io_at(struct ctl *c, void *buf, size_t len, uint64_t off, bool write)
 {
 	ssize_t n;
 
 	do {
-		n = pread(c->fd, buf, len, (off_t)off);
+		n = write ? pwrite(c->fd, buf, len, (off_t)off)
+			  : pread(c->fd, buf, len, (off_t)off);
 	} while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return fail(c, CTL_ERR_SYS, -errno);
@@ -45,18 +46,14 @@ static int read_at(struct ctl *c, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
+static int read_at(struct ctl *c, void *buf, size_t len, uint64_t off)
+{
+	return io_at(c, buf, len, off, false);
+}
+
 static int write_at(struct ctl *c, const void *buf, size_t len, uint64_t off)
 {
-	ssize_t n;
-
-	do {
-		n = pwrite(c->fd, buf, len, (off_t)off);
-	} while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return fail(c, CTL_ERR_SYS, -errno);
-	if ((size_t)n != len)
-		return fail(c, CTL_ERR_TRUNCATED, -EIO);
-	return 0;
+	return io_at(c, (void *)buf, len, off, true);
 }
 
 static int write_u64(struct ctl *c, uint64_t v, uint64_t off)

@@ -98,12 +98,12 @@ int ctl_parse_exec(const void *buf, size_t len, struct ctl_exec *out)
 	if (len < EXEC_LEN)
 		return -EINVAL;
 	memcpy((char *)&h + EXEC_OFF, buf, EXEC_LEN);
-	out->heartbeat_ns = h.exec_heartbeat_ns;
-	out->entries_seq = h.entries_seq;
-	out->nr_entries = h.nr_entries;
-	out->generation = h.generation;
-	out->cmd_done = h.cmd_done;
-	out->ack_head = h.ack_head;
+	*out = (struct ctl_exec){ .heartbeat_ns = h.exec_heartbeat_ns,
+				  .entries_seq = h.entries_seq,
+				  .nr_entries = h.nr_entries,
+				  .generation = h.generation,
+				  .cmd_done = h.cmd_done,
+				  .ack_head = h.ack_head };
 	return 0;
 }
 
@@ -166,11 +166,5 @@ int ctl_parse_ack(const void *buf, size_t len, uint64_t max_seq,
 
 bool ctl_exec_alive(const struct ctl_exec *e, uint64_t now_ns)
 {
-	uint64_t hb = e->heartbeat_ns;
-
-	if (!hb)
-		return false;
-	if (hb > now_ns)
-		return hb - now_ns < RAMCACHE_HEARTBEAT_TIMEOUT_NS;
-	return now_ns - hb < RAMCACHE_HEARTBEAT_TIMEOUT_NS;
+	return ramcache_heartbeat_fresh(e->heartbeat_ns, now_ns);
 }

@@ -6,33 +6,31 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "evict.h"
-#include "json.h"
 
-#define NSEC	      1000000000ULL
-#define OPEN_RETRY_NS (NSEC / 2)
+#define OPEN_RETRY_NS (NSEC_PER_SEC / 2)
 /* After an ack, how long to wait for the RSS drop before giving up on it. */
-#define FREED_WAIT_NS	NSEC
-#define COOL_BUSY_NS	(2 * NSEC)
-#define COOL_PINNED_NS	(60 * NSEC)
-#define COOL_TIMEOUT_NS (30 * NSEC)
-#define COOL_DRY_RUN_NS (5 * NSEC)
-#define MiB		(1024.0 * 1024.0)
+#define FREED_WAIT_NS	NSEC_PER_SEC
+#define COOL_BUSY_NS	(2 * NSEC_PER_SEC)
+#define COOL_PINNED_NS	(60 * NSEC_PER_SEC)
+#define COOL_TIMEOUT_NS (30 * NSEC_PER_SEC)
+#define COOL_DRY_RUN_NS (5 * NSEC_PER_SEC)
 
-int evictor_init(struct evictor *ev, const struct opts *o, struct out *out,
-		 struct metrics *m, pid_t pid, uid_t uid,
+int evictor_init(struct evictor *ev, const struct evict_cfg *cfg,
+		 struct out *out, struct metrics *m, pid_t pid, uid_t uid,
 		 const struct rc_thresholds *thr)
 {
 	memset(ev, 0, sizeof(*ev));
-	ev->o = o;
+	ev->cfg = *cfg;
 	ev->out = out;
 	ev->m = m;
 	ev->pid = pid;
 	ev->uid = uid;
 	ev->thr = *thr;
 	ev->ctl.fd = -1;
-	if (o->control)
-		snprintf(ev->path, sizeof(ev->path), "%s", o->control);
+	if (cfg->control)
+		snprintf(ev->path, sizeof(ev->path), "%s", cfg->control);
 	else
 		snprintf(ev->path, sizeof(ev->path), RAMCACHE_CTL_PATH_FMT,
 			 (int)pid);
@@ -71,25 +69,7 @@ static void cool(struct evictor *ev, uint64_t id, uint64_t until)
 static void control_event(struct evictor *ev, const char *state,
 			  const char *why)
 {
-	char clk[16];
-
-	if (ev->out->json) {
-		struct jw w;
-
-		jw_begin(&w, ev->out->f);
-		jw_str(&w, "type", "control");
-		jw_str(&w, "state", state);
-		jw_str(&w, "path", ev->path);
-		jw_u64(&w, "pid", ev->pid);
-		if (why)
-			jw_str(&w, "reason", why);
-		jw_end(&w);
-		return;
-	}
-	out_clock(clk, sizeof(clk));
-	fprintf(ev->out->f, "%s  control page %s %s%s%s\n", clk, ev->path,
-		state, why ? ": " : "", why ? why : "");
-	fflush(ev->out->f);
+	out_control(ev->out, state, ev->path, ev->pid, why);
 }
 
 static int grow_arrays(struct evictor *ev, uint32_t n)
@@ -144,49 +124,24 @@ static void drop_page(struct evictor *ev, const char *why)
 static void done_event(struct evictor *ev, const struct inflight *f,
 		       const char *status)
 {
-	uint64_t ack_lat = 0, freed_lat = 0, recv_lat = 0;
-	char clk[16];
+	struct evict_done_info d = {
+		.pid = ev->pid,
+		.seq = f->seq,
+		.id = f->id,
+		.label = f->label,
+		.status = status,
+		.bytes = f->bytes,
+		.acked = f->acked,
+		.bytes_freed = f->ack.bytes_freed,
+	};
 
 	if (f->acked && f->ack.ack_ns >= f->issue_ns)
-		ack_lat = f->ack.ack_ns - f->issue_ns;
+		d.ack_latency_ns = f->ack.ack_ns - f->issue_ns;
 	if (f->acked && f->ack.recv_ns >= f->issue_ns)
-		recv_lat = f->ack.recv_ns - f->issue_ns;
+		d.recv_latency_ns = f->ack.recv_ns - f->issue_ns;
 	if (f->freed_ns > f->issue_ns)
-		freed_lat = f->freed_ns - f->issue_ns;
-
-	if (ev->out->json) {
-		struct jw w;
-
-		jw_begin(&w, ev->out->f);
-		jw_str(&w, "type", "evict_done");
-		jw_u64(&w, "pid", ev->pid);
-		jw_u64(&w, "seq", f->seq);
-		jw_u64(&w, "id", f->id);
-		jw_str(&w, "label", f->label);
-		jw_str(&w, "status", status);
-		jw_u64(&w, "bytes", f->bytes);
-		if (f->acked) {
-			jw_u64(&w, "bytes_freed", f->ack.bytes_freed);
-			jw_u64(&w, "recv_latency_ns", recv_lat);
-			jw_u64(&w, "ack_latency_ns", ack_lat);
-		}
-		if (freed_lat)
-			jw_u64(&w, "freed_latency_ns", freed_lat);
-		jw_end(&w);
-		return;
-	}
-	out_clock(clk, sizeof(clk));
-	fprintf(ev->out->f, "%s  evict #%llu %s (%s): %s", clk,
-		(unsigned long long)f->seq, f->label[0] ? f->label : "-",
-		status, f->acked ? "" : "no ack");
-	if (f->acked)
-		fprintf(ev->out->f, "%.1f MiB freed, ack after %.2f ms",
-			f->ack.bytes_freed / MiB, ack_lat / 1e6);
-	if (freed_lat)
-		fprintf(ev->out->f, ", RSS down after %.2f ms",
-			freed_lat / 1e6);
-	fputc('\n', ev->out->f);
-	fflush(ev->out->f);
+		d.freed_latency_ns = f->freed_ns - f->issue_ns;
+	out_evict_done(ev->out, &d);
 }
 
 static void retire(struct evictor *ev, int i)
@@ -219,7 +174,7 @@ static void complete(struct evictor *ev, uint64_t now)
 			retire(ev, i);
 			continue;
 		}
-		if (now - f->issue_ns > ev->o->ack_timeout_ns) {
+		if (now - f->issue_ns > ev->cfg.ack_timeout_ns) {
 			ev->st.timeouts++;
 			metrics_command_timeout(ev->m);
 			cool(ev, f->id, now + COOL_TIMEOUT_NS);
@@ -334,41 +289,23 @@ static bool unavailable(uint64_t id, void *ctx)
 }
 
 static void evict_event(struct evictor *ev, const struct ctl_entry *e,
-			uint64_t seq, uint32_t reason, uint64_t headroom,
-			uint64_t predicted, uint64_t now)
+			uint64_t seq, const struct rc_plan *plan,
+			uint64_t headroom, uint64_t now)
 {
-	char clk[16];
+	struct evict_info i = {
+		.pid = ev->pid,
+		.ts_ns = now,
+		.seq = seq,
+		.id = e->id,
+		.label = e->label,
+		.bytes = e->bytes,
+		.reason = plan->reason,
+		.active = e->flags & RAMCACHE_F_ACTIVE,
+		.headroom = headroom,
+		.forecast = plan->predicted,
+	};
 
-	if (ev->out->json) {
-		struct jw w;
-
-		jw_begin(&w, ev->out->f);
-		jw_str(&w, "type", "evict");
-		jw_u64(&w, "pid", ev->pid);
-		/* when it was posted (CLOCK_MONOTONIC, as issue_ns) */
-		jw_u64(&w, "ts_ns", now);
-		if (seq)
-			jw_u64(&w, "seq", seq);
-		else
-			jw_bool(&w, "dry_run", true);
-		jw_u64(&w, "id", e->id);
-		jw_str(&w, "label", e->label);
-		jw_u64(&w, "bytes", e->bytes);
-		jw_str(&w, "reason", ramcache_reason_name(reason));
-		jw_bool(&w, "active", e->flags & RAMCACHE_F_ACTIVE);
-		jw_u64(&w, "headroom", headroom);
-		jw_u64(&w, "forecast", predicted);
-		jw_end(&w);
-		return;
-	}
-	out_clock(clk, sizeof(clk));
-	fprintf(ev->out->f,
-		"%s  %s #%llu %s (%.1f MiB, %s): headroom %.0f MiB, forecast "
-		"%.0f MiB\n",
-		clk, seq ? "evict" : "would evict", (unsigned long long)seq,
-		e->label[0] ? e->label : "-", e->bytes / MiB,
-		ramcache_reason_name(reason), headroom / MiB, predicted / MiB);
-	fflush(ev->out->f);
+	out_evict(ev->out, &i);
 }
 
 static uint64_t pending_bytes(const struct evictor *ev)
@@ -381,51 +318,24 @@ static uint64_t pending_bytes(const struct evictor *ev)
 	return sum;
 }
 
-void evictor_evaluate(struct evictor *ev, uint64_t now, uint64_t headroom,
-		      const struct rc_forecast *f, uint32_t why)
+/*
+ * Choose entries to cover @deficit under @plan from the page as it is now:
+ * indices into ev->entries in ev->picks. Returns how many, or <= 0.
+ */
+static int pick(struct evictor *ev, uint64_t now, const struct rc_plan *plan,
+		uint64_t deficit)
 {
-	uint64_t predicted = headroom, deficit, pending, covered;
 	struct rc_select_req req = { 0 };
 	struct pick_ctx pc = { ev, now };
 	struct ctl_exec ex;
-	enum rc_phase phase;
-	uint32_t reason;
+	uint64_t covered;
 	int n;
 
-	ev->headroom = headroom;
-	if (f && f->nr_used >= 2 && f->at_horizon < predicted)
-		predicted = f->at_horizon;
-	if (predicted < ev->thr.headroom_min) {
-		phase = RC_PHASE_HEADROOM;
-		deficit = ev->thr.headroom_min - predicted;
-		reason = RAMCACHE_REASON_HEADROOM;
-	} else if (predicted < ev->thr.inactive_min) {
-		phase = RC_PHASE_INACTIVE;
-		deficit = ev->thr.inactive_min - predicted;
-		reason = RAMCACHE_REASON_INACTIVE;
-	} else {
-		ev->target = 0;
-		return;
-	}
-	if (why)
-		reason = why;
-	else if (headroom >= ev->thr.inactive_min ||
-		 (phase == RC_PHASE_HEADROOM &&
-		  headroom >= ev->thr.headroom_min))
-		reason = RAMCACHE_REASON_FORECAST;
-	ev->target = deficit;
-	if (!ev->open || !ev->o->evict)
-		return;
-	pending = pending_bytes(ev);
-	if (pending >= deficit)
-		return;
-	deficit -= pending;
-
 	if (ctl_read_exec(&ev->ctl, &ex))
-		return;
+		return 0;
 	n = ctl_read_entries(&ev->ctl, ev->entries, ev->ctl.lay.max_entries);
 	if (n <= 0)
-		return;
+		return 0;
 	for (int i = 0; i < n; i++) {
 		ev->rce[i].id = ev->entries[i].id;
 		ev->rce[i].bytes = ev->entries[i].bytes;
@@ -438,39 +348,63 @@ void evictor_evaluate(struct evictor *ev, uint64_t now, uint64_t headroom,
 	req.nr_entries = n;
 	req.generation = ex.generation;
 	req.deficit = deficit;
-	req.phase = phase;
-	req.policy = ev->o->policy == SCORE_COST ? RC_POLICY_COST
-						 : RC_POLICY_RAM;
+	req.phase = plan->phase;
+	req.policy = ev->cfg.policy;
 	req.in_flight = unavailable;
 	req.ctx = &pc;
-	n = rc_select(&req, ev->picks, n, &covered);
-	for (int k = 0; k < n; k++) {
-		const struct ctl_entry *e = &ev->entries[ev->picks[k]];
-		struct inflight *fl;
-		uint64_t seq = 0;
+	return rc_select(&req, ev->picks, n, &covered);
+}
 
-		if (ev->o->dry_run) {
-			cool(ev, e->id, now + COOL_DRY_RUN_NS);
-			evict_event(ev, e, 0, reason, headroom, predicted, now);
-			continue;
-		}
-		/* no more outstanding than the ack ring holds: none is lost */
-		if (ev->nr_inflight >= EVICT_MAX_INFLIGHT ||
-		    ev->nr_inflight >= (int)ev->ctl.lay.ring_size)
-			break;
-		if (ctl_post(&ev->ctl, e->id, reason, now, &seq))
-			break;
-		fl = &ev->inflight[ev->nr_inflight++];
-		memset(fl, 0, sizeof(*fl));
-		fl->seq = seq;
-		fl->id = e->id;
-		fl->bytes = e->bytes;
-		fl->issue_ns = now;
-		fl->rss_peak = ev->rss;
-		memcpy(fl->label, e->label, sizeof(fl->label));
-		ev->st.sent++;
-		evict_event(ev, e, seq, reason, headroom, predicted, now);
+/* Post one command for @e; false when no more can go out now. */
+static bool post(struct evictor *ev, const struct ctl_entry *e,
+		 const struct rc_plan *plan, uint64_t headroom, uint64_t now)
+{
+	struct inflight *fl;
+	uint64_t seq = 0;
+
+	if (ev->cfg.dry_run) {
+		cool(ev, e->id, now + COOL_DRY_RUN_NS);
+		evict_event(ev, e, 0, plan, headroom, now);
+		return true;
 	}
+	/* no more outstanding than the ack ring holds: none is lost */
+	if (ev->nr_inflight >= EVICT_MAX_INFLIGHT ||
+	    ev->nr_inflight >= (int)ev->ctl.lay.ring_size)
+		return false;
+	if (ctl_post(&ev->ctl, e->id, plan->reason, now, &seq))
+		return false;
+	fl = &ev->inflight[ev->nr_inflight++];
+	memset(fl, 0, sizeof(*fl));
+	fl->seq = seq;
+	fl->id = e->id;
+	fl->bytes = e->bytes;
+	fl->issue_ns = now;
+	fl->rss_peak = ev->rss;
+	memcpy(fl->label, e->label, sizeof(fl->label));
+	ev->st.sent++;
+	evict_event(ev, e, seq, plan, headroom, now);
+	return true;
+}
+
+void evictor_evaluate(struct evictor *ev, uint64_t now, uint64_t headroom,
+		      const struct rc_forecast *f, uint32_t why)
+{
+	struct rc_plan plan;
+	uint64_t pending;
+	int n;
+
+	ev->headroom = headroom;
+	rc_plan_eviction(headroom, f, &ev->thr, why != 0, &plan);
+	ev->target = plan.evict ? plan.deficit : 0;
+	if (!plan.evict || !ev->open)
+		return;
+	pending = pending_bytes(ev);
+	if (pending >= plan.deficit)
+		return;
+	n = pick(ev, now, &plan, plan.deficit - pending);
+	for (int k = 0; k < n; k++)
+		if (!post(ev, &ev->entries[ev->picks[k]], &plan, headroom, now))
+			break;
 }
 
 void evictor_rss(struct evictor *ev, uint64_t ts, uint64_t rss)

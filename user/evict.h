@@ -13,7 +13,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "args.h"
 #include "control.h"
 #include "hist.h"
 #include "metrics.h"
@@ -50,8 +49,16 @@ struct evict_stats {
 	uint64_t bytes_freed;
 };
 
+/* What the evictor needs of the command line. */
+struct evict_cfg {
+	const char *control; /* page path; NULL: /dev/shm/ramcache-<pid> */
+	bool dry_run;
+	enum rc_score_policy policy;
+	uint64_t ack_timeout_ns;
+};
+
 struct evictor {
-	const struct opts *o;
+	struct evict_cfg cfg;
 	struct out *out;
 	struct metrics *m;
 	pid_t pid;
@@ -81,8 +88,8 @@ struct evictor {
  * looked for at --control, $RAMCACHE_CONTROL is the executor's business,
  * so the default is /dev/shm/ramcache-<pid>.
  */
-int evictor_init(struct evictor *ev, const struct opts *o, struct out *out,
-		 struct metrics *m, pid_t pid, uid_t uid,
+int evictor_init(struct evictor *ev, const struct evict_cfg *cfg,
+		 struct out *out, struct metrics *m, pid_t pid, uid_t uid,
 		 const struct rc_thresholds *thr);
 void evictor_free(struct evictor *ev);
 

@@ -65,8 +65,8 @@ void hist_print(FILE *f, const struct hist *h, const char *unit)
 		bar[n] = '\0';
 		slot_range(i, &lo, &hi);
 		fprintf(f,
-			"%10" PRIu64 " -> %-10" PRIu64 " : %-10" PRIu64 " |%-*"
-			"s|\n",
+			"%10" PRIu64 " -> %-10" PRIu64 " : %-10" PRIu64
+			" |%-*s|\n",
 			lo, hi, h->slots[i], BAR_WIDTH, bar);
 	}
 }

@@ -5,33 +5,37 @@
 
 #include "json.h"
 
+/* The escape JSON has for @c, or NULL. */
+static const char *escape_of(unsigned char c)
+{
+	switch (c) {
+	case '"':
+		return "\\\"";
+	case '\\':
+		return "\\\\";
+	case '\n':
+		return "\\n";
+	case '\t':
+		return "\\t";
+	}
+	return NULL;
+}
+
 void jw_quote(FILE *f, const char *s, size_t len)
 {
 	fputc('"', f);
 	for (size_t i = 0; i < len && s[i]; i++) {
 		unsigned char c = s[i];
+		const char *esc = escape_of(c);
 
-		switch (c) {
-		case '"':
-			fputs("\\\"", f);
-			break;
-		case '\\':
-			fputs("\\\\", f);
-			break;
-		case '\n':
-			fputs("\\n", f);
-			break;
-		case '\t':
-			fputs("\\t", f);
-			break;
-		default:
-			/* control bytes and non-ASCII from the kernel or an
-			 * untrusted page are escaped, never passed raw */
-			if (c < 0x20 || c >= 0x7f)
-				fprintf(f, "\\u%04x", c);
-			else
-				fputc(c, f);
-		}
+		/* control bytes and non-ASCII from the kernel or an
+		 * untrusted page are escaped, never passed raw */
+		if (esc)
+			fputs(esc, f);
+		else if (c < 0x20 || c >= 0x7f)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
 	}
 	fputc('"', f);
 }
@@ -116,11 +120,16 @@ void jw_array_begin(struct jw *w, const char *k)
 	open_nested(w, k, '[');
 }
 
-void jw_array_end(struct jw *w)
+static void close_nested(struct jw *w, char c)
 {
-	fputc(']', w->f);
+	fputc(c, w->f);
 	if (w->depth > 0)
 		w->depth--;
+}
+
+void jw_array_end(struct jw *w)
+{
+	close_nested(w, ']');
 }
 
 void jw_object_begin(struct jw *w, const char *k)
@@ -130,7 +139,5 @@ void jw_object_begin(struct jw *w, const char *k)
 
 void jw_object_end(struct jw *w)
 {
-	fputc('}', w->f);
-	if (w->depth > 0)
-		w->depth--;
+	close_nested(w, '}');
 }

@@ -24,104 +24,118 @@ static uint64_t delta(uint64_t now, uint64_t prev)
 	return now > prev ? now - prev : 0;
 }
 
+/* The files of this period: system counters, the target's, PSI. */
+struct level_read {
+	struct rc_vmstat vm;
+	struct rc_pidstat ps;
+	struct rc_cgroup_events cg;
+	struct rc_psi psi;
+};
+
+static int read_period(struct level_watch *lw, const struct level_ctx *c,
+		       struct level_read *r)
+{
+	int err;
+
+	memset(r, 0, sizeof(*r));
+	err = rc_vmstat_read(lw->proc_root, &r->vm);
+	if (err)
+		return err;
+	if (c->pid > 0 && rc_pidstat_read(lw->proc_root, c->pid, &r->ps))
+		r->ps.majflt = lw->prev_majflt;
+	if (rc_psi_read(lw->proc_root, &r->psi))
+		r->psi.available = false;
+	if (c->cg) {
+		r->cg = c->cg->ev;
+		/* a new cgroup (--match found another process) starts afresh */
+		if (c->cg_ino != lw->prev_cg_ino) {
+			lw->prev_cg = r->cg;
+			lw->prev_cg_ino = c->cg_ino;
+		}
+		if (c->cg->psi.available)
+			r->psi = c->cg->psi;
+	} else {
+		lw->prev_cg_ino = 0;
+	}
+	return 0;
+}
+
+/* The next period starts at @now with these counters. */
+static void start_period(struct level_watch *lw, const struct level_ctx *c,
+			 const struct level_read *r, uint64_t now)
+{
+	lw->prev_vm = r->vm;
+	if (c->cg)
+		lw->prev_cg = r->cg;
+	lw->prev_majflt = r->ps.majflt;
+	lw->prev_direct = c->direct_stalls;
+	lw->prev_memcg = c->memcg_stalls;
+	lw->last_ns = now;
+}
+
+/* Counts of the period, from the cgroup where it counts them. */
+static void period_counts(struct level_watch *lw, const struct level_ctx *c,
+			  const struct level_read *r, struct rc_pressure_in *in)
+{
+	const struct rc_vmstat *pv = &lw->prev_vm;
+
+	for (unsigned int i = 0; i < LEVEL_MAX_NODES / 64; i++)
+		in->kswapd_awake |= lw->kswapd_awake[i] != 0;
+	in->direct_reclaims = delta(c->direct_stalls, lw->prev_direct);
+	in->memcg_reclaims = delta(c->memcg_stalls, lw->prev_memcg);
+	lw->refault_memcg = c->cg && r->cg.has_refault;
+	lw->swap_memcg = c->cg && r->cg.has_swap;
+	lw->psi_memcg = c->cg && c->cg->psi.available;
+	if (lw->refault_memcg) {
+		in->refault_anon =
+			delta(r->cg.refault_anon, lw->prev_cg.refault_anon);
+		in->refault_file =
+			delta(r->cg.refault_file, lw->prev_cg.refault_file);
+	} else {
+		in->refault_anon = delta(r->vm.workingset_refault_anon,
+					 pv->workingset_refault_anon);
+		in->refault_file = delta(r->vm.workingset_refault_file,
+					 pv->workingset_refault_file);
+	}
+	if (lw->swap_memcg) {
+		in->swap_in = delta(r->cg.pswpin, lw->prev_cg.pswpin);
+		in->swap_out = delta(r->cg.pswpout, lw->prev_cg.pswpout);
+	} else {
+		in->swap_in = delta(r->vm.pswpin, pv->pswpin);
+		in->swap_out = delta(r->vm.pswpout, pv->pswpout);
+	}
+	in->major_faults = delta(r->ps.majflt, lw->prev_majflt);
+}
+
 int level_update(struct level_watch *lw, uint64_t now,
 		 const struct level_ctx *c)
 {
 	struct rc_pressure_in in = { 0 };
-	struct rc_pidstat ps = { 0 };
-	struct rc_cgroup_events cg = { 0 };
 	struct rc_pressure out;
-	struct rc_vmstat vm;
-	struct rc_psi psi;
-	double secs;
+	struct level_read r;
 	int err;
 
-	err = rc_vmstat_read(lw->proc_root, &vm);
+	err = read_period(lw, c, &r);
 	if (err)
 		return err;
-	if (c->pid > 0 && rc_pidstat_read(lw->proc_root, c->pid, &ps))
-		ps.majflt = lw->prev_majflt;
-	if (rc_psi_read(lw->proc_root, &psi))
-		psi.available = false;
-
-	if (c->cg) {
-		cg = c->cg->ev;
-		/* a new cgroup (--match found another process) starts afresh */
-		if (c->cg_ino != lw->prev_cg_ino) {
-			lw->prev_cg = cg;
-			lw->prev_cg_ino = c->cg_ino;
-		}
-		if (c->cg->psi.available)
-			psi = c->cg->psi;
-	} else {
-		lw->prev_cg_ino = 0;
-	}
-
 	if (!lw->have_prev) {
-		lw->prev_vm = vm;
-		lw->prev_majflt = ps.majflt;
-		lw->prev_direct = c->direct_stalls;
-		lw->prev_memcg = c->memcg_stalls;
-		lw->last_ns = now;
+		start_period(lw, c, &r, now);
 		lw->have_prev = true;
 	}
 	in.interval_ns = now - lw->last_ns;
-	for (unsigned int i = 0; i < LEVEL_MAX_NODES / 64; i++)
-		in.kswapd_awake |= lw->kswapd_awake[i] != 0;
-	in.direct_reclaims = delta(c->direct_stalls, lw->prev_direct);
-	in.memcg_reclaims = delta(c->memcg_stalls, lw->prev_memcg);
-	lw->refault_memcg = c->cg && cg.has_refault;
-	lw->swap_memcg = c->cg && cg.has_swap;
-	lw->psi_memcg = c->cg && c->cg->psi.available;
-	if (lw->refault_memcg) {
-		in.refault_anon =
-			delta(cg.refault_anon, lw->prev_cg.refault_anon);
-		in.refault_file =
-			delta(cg.refault_file, lw->prev_cg.refault_file);
-	} else {
-		in.refault_anon = delta(vm.workingset_refault_anon,
-					lw->prev_vm.workingset_refault_anon);
-		in.refault_file = delta(vm.workingset_refault_file,
-					lw->prev_vm.workingset_refault_file);
-	}
-	if (lw->swap_memcg) {
-		in.swap_in = delta(cg.pswpin, lw->prev_cg.pswpin);
-		in.swap_out = delta(cg.pswpout, lw->prev_cg.pswpout);
-	} else {
-		in.swap_in = delta(vm.pswpin, lw->prev_vm.pswpin);
-		in.swap_out = delta(vm.pswpout, lw->prev_vm.pswpout);
-	}
-	in.major_faults = delta(ps.majflt, lw->prev_majflt);
-	in.psi_present = psi.available;
-	in.psi_some_avg10 = psi.some_avg10;
-	in.psi_full_avg10 = psi.has_full ? psi.full_avg10 : 0;
+	period_counts(lw, c, &r, &in);
+	in.psi_present = r.psi.available;
+	in.psi_some_avg10 = r.psi.some_avg10;
+	in.psi_full_avg10 = r.psi.has_full ? r.psi.full_avg10 : 0;
 	in.headroom = c->headroom;
 	in.thr = c->thr;
 	in.has_eta = c->has_eta;
 	in.eta_ns = c->eta_ns;
 	rc_pressure_eval(&in, &out);
-
-	secs = in.interval_ns ? in.interval_ns / 1e9 : 1.0;
-	lw->refault_file_s = in.refault_file / secs;
-	lw->refault_anon_s = in.refault_anon / secs;
-	lw->swap_in_s = in.swap_in / secs;
-	lw->swap_out_s = in.swap_out / secs;
-	lw->majflt_s = in.major_faults / secs;
-	lw->psi_available = psi.available;
-	lw->psi_some = psi.some_avg10;
-	lw->psi_full = psi.full_avg10;
 	lw->in = in;
-
-	/* the next period starts now; an empty period changes nothing */
-	if (in.interval_ns) {
-		lw->prev_vm = vm;
-		if (c->cg)
-			lw->prev_cg = cg;
-		lw->prev_majflt = ps.majflt;
-		lw->prev_direct = c->direct_stalls;
-		lw->prev_memcg = c->memcg_stalls;
-		lw->last_ns = now;
-	}
+	/* an empty period changes nothing */
+	if (in.interval_ns)
+		start_period(lw, c, &r, now);
 	if (out.level != lw->cur.level) {
 		lw->cur = out;
 		lw->reported = out.reasons;

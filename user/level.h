@@ -33,15 +33,10 @@ struct level_watch {
 	uint64_t prev_majflt;
 	uint64_t prev_direct, prev_memcg;
 	uint64_t kswapd_awake[LEVEL_MAX_NODES / 64]; /* bit per node */
-	struct rc_pressure cur;
+	struct rc_pressure cur; /* level, reasons and rates of the last period */
 	uint32_t reported; /* reasons announced since the level was entered */
-	struct rc_pressure_in in; /* inputs of the last evaluation */
-	/* rates of the last period, per second, for summaries */
-	double refault_file_s, refault_anon_s, swap_in_s, swap_out_s;
-	double majflt_s;
+	struct rc_pressure_in in; /* inputs of the last evaluation (PSI too) */
 	bool refault_memcg, swap_memcg, psi_memcg; /* where rates came from */
-	bool psi_available;
-	double psi_some, psi_full;
 };
 
 /* What the agent knows that the files do not tell. */

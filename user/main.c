@@ -1,16 +1,20 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* ramcache-bpf: parse the command line, then hand over to the agent. */
 #include <stdio.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "args.h"
+#include "output.h"
 
 int main(int argc, char **argv)
 {
+	uint64_t mem_total =
+		(uint64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
 	char err[256];
 	struct opts o;
 
-	switch (parse_args(argc, argv, &o, err, sizeof(err))) {
+	switch (parse_args(argc, argv, mem_total, &o, err, sizeof(err))) {
 	case ARGS_HELP:
 		print_usage(stdout);
 		return EXIT_OK;
@@ -18,8 +22,7 @@ int main(int argc, char **argv)
 		printf("ramcache-bpf %s\n", RAMCACHE_VERSION);
 		return EXIT_OK;
 	case ARGS_ERROR:
-		fprintf(stderr, "ramcache-bpf: %s (see --help)\n", err);
-		return EXIT_USAGE;
+		return out_fail(NULL, EXIT_USAGE, "%s (see --help)", err);
 	case ARGS_RUN:
 		break;
 	}

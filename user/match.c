@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "match.h"
+#include "readfile.h"
 
 int cmdline_matches(const char *cmdline, size_t len, const char *pattern)
 {
@@ -28,18 +29,6 @@ int cmdline_matches(const char *cmdline, size_t len, const char *pattern)
 	return strstr(buf, pattern) != NULL;
 }
 
-static ssize_t read_file(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len);
-	close(fd);
-	return n < 0 ? -errno : n;
-}
-
 /* Start time in clock ticks (field 22 of stat), or ~0 if unreadable. */
 static unsigned long long start_time(const char *proc_root, pid_t pid)
 {
@@ -48,17 +37,15 @@ static unsigned long long start_time(const char *proc_root, pid_t pid)
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "%s/%d/stat", proc_root, pid);
-	n = read_file(path, buf, sizeof(buf) - 1);
+	n = rc_read_prefix(path, buf, sizeof(buf));
 	if (n <= 0)
 		return t;
-	buf[n] = '\0';
 	p = strrchr(buf, ')');
 	if (!p)
 		return t;
 	/* fields 3..21 skipped: state and 18 numbers */
 	if (sscanf(p + 2,
-		   "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
-		   "%*s %*s %*s %*s %*s %llu",
+		   "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu",
 		   &t) != 1)
 		t = ~0ULL;
 	return t;
@@ -80,10 +67,9 @@ static pid_t parent_of(const char *proc_root, pid_t pid)
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "%s/%d/stat", proc_root, pid);
-	n = read_file(path, buf, sizeof(buf) - 1);
+	n = rc_read_prefix(path, buf, sizeof(buf));
 	if (n <= 0)
 		return 0;
-	buf[n] = '\0';
 	p = strrchr(buf, ')');
 	if (!p || sscanf(p + 2, "%*c %d", &ppid) != 1)
 		return 0;
@@ -116,7 +102,7 @@ pid_t match_find(const char *proc_root, const char *pattern, pid_t self)
 		if (pid <= 0 || is_ancestor(ancestors, nr_anc, pid))
 			continue;
 		snprintf(path, sizeof(path), "%s/%d/cmdline", proc_root, pid);
-		n = read_file(path, buf, sizeof(buf));
+		n = rc_read_prefix(path, buf, sizeof(buf));
 		if (n <= 0 || !cmdline_matches(buf, n, pattern))
 			continue;
 		t = start_time(proc_root, pid);

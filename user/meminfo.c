@@ -11,67 +11,57 @@
 #include <unistd.h>
 
 #include "meminfo.h"
+#include "readfile.h"
 
 /* The biggest of these files (vmstat) is about 8 KiB today. */
 #define RC_PROCFILE_MAX 65536
 
-/*
- * Read a whole small file into a NUL-terminated malloc'ed buffer.
- * procfs files report size 0, so read until EOF.
- */
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+
 static int read_small_file(const char *path, char **out)
 {
-	size_t cap = 4096, len = 0;
-	char *buf, *nbuf;
-	ssize_t n;
-	int fd, err;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	buf = malloc(cap);
-	if (!buf) {
-		close(fd);
-		return -ENOMEM;
-	}
-	for (;;) {
-		if (len + 1 >= cap) {
-			if (cap >= RC_PROCFILE_MAX) {
-				err = -EFBIG;
-				goto fail;
-			}
-			cap *= 2;
-			nbuf = realloc(buf, cap);
-			if (!nbuf) {
-				err = -ENOMEM;
-				goto fail;
-			}
-			buf = nbuf;
-		}
-		n = read(fd, buf + len, cap - len - 1);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			err = -errno;
-			goto fail;
-		}
-		if (n == 0)
-			break;
-		len += n;
-	}
-	close(fd);
-	buf[len] = '\0';
-	*out = buf;
-	return 0;
-fail:
-	close(fd);
-	free(buf);
-	return err;
+	return rc_read_alloc(path, RC_PROCFILE_MAX, out);
 }
 
 static void join(char *dst, size_t len, const char *root, const char *rel)
 {
 	snprintf(dst, len, "%s/%s", root ? root : RC_PROC_ROOT, rel);
+}
+
+/* @rel under the proc root, whole, into *@buf (the caller frees it). */
+static int read_proc(const char *root, const char *rel, char **buf)
+{
+	char path[PATH_MAX];
+
+	join(path, sizeof(path), root, rel);
+	return read_small_file(path, buf);
+}
+
+/*
+ * Call @fn on every "key<sep>value" line of @rel under the proc root (the
+ * key NUL-terminated; lines without @sep skipped). Returns the sum of what
+ * @fn returned (how many lines it took), or -errno.
+ */
+static int for_each_pair(const char *root, const char *rel, char sep,
+			 int (*fn)(const char *key, const char *val, void *ctx),
+			 void *ctx)
+{
+	char *buf, *line, *p, *save = NULL;
+	int taken = 0, err;
+
+	err = read_proc(root, rel, &buf);
+	if (err)
+		return err;
+	for (line = strtok_r(buf, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		p = strchr(line, sep);
+		if (!p)
+			continue;
+		*p = '\0';
+		taken += fn(line, p + 1, ctx);
+	}
+	free(buf);
+	return taken;
 }
 
 /* Strict unsigned decimal; 0 or -EINVAL/-ERANGE. */
@@ -91,105 +81,114 @@ static int parse_u64(const char *s, char **end, uint64_t *v)
 	return 0;
 }
 
+/* What a meminfo line tells besides its value. */
+enum mi_mark {
+	MI_TOTAL = 1,	  /* required: without it the file is not meminfo */
+	MI_AVAILABLE = 2, /* absent before Linux 3.14 */
+};
+
 struct kv_field {
 	const char *key;
 	size_t off;
+	unsigned int mark; /* enum mi_mark bits */
 };
 
-#define MI(key, field)                                  \
-	{                                               \
-		key, offsetof(struct rc_meminfo, field) \
+#define MI(key, field, mark)                                  \
+	{                                                     \
+		key, offsetof(struct rc_meminfo, field), mark \
 	}
 
 static const struct kv_field meminfo_fields[] = {
-	MI("MemTotal", mem_total),
-	MI("MemFree", mem_free),
-	MI("MemAvailable", mem_available),
-	MI("Buffers", buffers),
-	MI("Cached", cached),
-	MI("SwapTotal", swap_total),
-	MI("SwapFree", swap_free),
-	MI("Active(anon)", active_anon),
-	MI("Inactive(anon)", inactive_anon),
-	MI("Active(file)", active_file),
-	MI("Inactive(file)", inactive_file),
-	MI("Shmem", shmem),
+	MI("MemTotal", mem_total, MI_TOTAL),
+	MI("MemFree", mem_free, 0),
+	MI("MemAvailable", mem_available, MI_AVAILABLE),
+	MI("Buffers", buffers, 0),
+	MI("Cached", cached, 0),
+	MI("SwapTotal", swap_total, 0),
+	MI("SwapFree", swap_free, 0),
+	MI("Active(anon)", active_anon, 0),
+	MI("Inactive(anon)", inactive_anon, 0),
+	MI("Active(file)", active_file, 0),
+	MI("Inactive(file)", inactive_file, 0),
+	MI("Shmem", shmem, 0),
 };
+
+struct meminfo_ctx {
+	struct rc_meminfo *mi;
+	unsigned int seen; /* enum mi_mark bits */
+};
+
+/* One meminfo line: 1 if it is a field we keep. */
+static int meminfo_line(const char *key, const char *val, void *ctx)
+{
+	struct meminfo_ctx *c = ctx;
+	char *end;
+	uint64_t v;
+
+	if (parse_u64(val, &end, &v))
+		return 0;
+	while (*end == ' ')
+		end++;
+	/* Every size line is in kB; counts like HugePages_* have none. */
+	if (strncmp(end, "kB", 2) != 0)
+		return 0;
+	if (v > UINT64_MAX / 1024)
+		v = UINT64_MAX / 1024;
+	for (size_t i = 0; i < ARRAY_SIZE(meminfo_fields); i++) {
+		if (strcmp(key, meminfo_fields[i].key))
+			continue;
+		*(uint64_t *)((char *)c->mi + meminfo_fields[i].off) = v * 1024;
+		c->seen |= meminfo_fields[i].mark;
+		return 1;
+	}
+	return 0;
+}
 
 int rc_meminfo_read(const char *proc_root, struct rc_meminfo *mi)
 {
-	char path[PATH_MAX], *buf, *line, *save = NULL;
-	bool has_total = false;
-	int err;
+	struct meminfo_ctx c = { mi, 0 };
+	int n;
 
 	memset(mi, 0, sizeof(*mi));
-	join(path, sizeof(path), proc_root, "meminfo");
-	err = read_small_file(path, &buf);
-	if (err)
-		return err;
-	for (line = strtok_r(buf, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
-		char *colon = strchr(line, ':'), *end;
-		uint64_t v;
-		size_t i;
-
-		if (!colon)
-			continue;
-		*colon = '\0';
-		if (parse_u64(colon + 1, &end, &v))
-			continue;
-		while (*end == ' ')
-			end++;
-		/* Every size line is in kB; counts like HugePages_* have none. */
-		if (strncmp(end, "kB", 2) != 0)
-			continue;
-		if (v > UINT64_MAX / 1024)
-			v = UINT64_MAX / 1024;
-		for (i = 0;
-		     i < sizeof(meminfo_fields) / sizeof(meminfo_fields[0]);
-		     i++) {
-			if (strcmp(line, meminfo_fields[i].key))
-				continue;
-			*(uint64_t *)((char *)mi + meminfo_fields[i].off) =
-				v * 1024;
-			if (i == 0)
-				has_total = true;
-			if (i == 2)
-				mi->has_mem_available = true;
-		}
-	}
-	free(buf);
-	return has_total ? 0 : -ENODATA;
+	n = for_each_pair(proc_root, "meminfo", ':', meminfo_line, &c);
+	if (n < 0)
+		return n;
+	mi->has_mem_available = c.seen & MI_AVAILABLE;
+	return c.seen & MI_TOTAL ? 0 : -ENODATA;
 }
 
-/* Adds to a field; sums cover per-zone variants on old kernels. */
+/* Adds to a field: a key once per zone on old kernels, so sums. */
 struct vm_field {
 	const char *key;
-	bool prefix; /* key matches "<key>_<anything>" too */
 	size_t off;
 };
 
-#define VM(key, prefix, field)                                 \
-	{                                                      \
-		key, prefix, offsetof(struct rc_vmstat, field) \
+#define VM(key, field)                                 \
+	{                                              \
+		key, offsetof(struct rc_vmstat, field) \
 	}
 
+/* Keys matched whole. */
 static const struct vm_field vmstat_fields[] = {
-	VM("workingset_refault_anon", false, workingset_refault_anon),
-	VM("workingset_refault_file", false, workingset_refault_file),
-	VM("workingset_refault", false, workingset_refault_file),
-	VM("pswpin", false, pswpin),
-	VM("pswpout", false, pswpout),
-	VM("pgmajfault", false, pgmajfault),
-	VM("allocstall", true, allocstall),
-	VM("pgscan_kswapd", true, pgscan_kswapd),
-	VM("pgscan_direct", true, pgscan_direct),
-	VM("pgsteal_kswapd", true, pgsteal_kswapd),
-	VM("pgsteal_direct", true, pgsteal_direct),
-	VM("oom_kill", false, oom_kill),
+	VM("workingset_refault_anon", workingset_refault_anon),
+	VM("workingset_refault_file", workingset_refault_file),
+	VM("workingset_refault", workingset_refault_file),
+	VM("pswpin", pswpin),
+	VM("pswpout", pswpout),
+	VM("pgmajfault", pgmajfault),
+	VM("oom_kill", oom_kill),
 };
 
-static bool vm_match(const struct vm_field *f, const char *key)
+/* Keys also matched as "<key>_<zone>" (allocstall_normal, ...). */
+static const struct vm_field vmstat_zoned[] = {
+	VM("allocstall", allocstall),
+	VM("pgscan_kswapd", pgscan_kswapd),
+	VM("pgscan_direct", pgscan_direct),
+	VM("pgsteal_kswapd", pgsteal_kswapd),
+	VM("pgsteal_direct", pgsteal_direct),
+};
+
+static bool vm_match(const struct vm_field *f, bool zoned, const char *key)
 {
 	size_t n = strlen(f->key);
 
@@ -198,43 +197,41 @@ static bool vm_match(const struct vm_field *f, const char *key)
 	if (key[n] == '\0')
 		return true;
 	/* pgscan_direct_throttle is a different thing, not a zone. */
-	return f->prefix && key[n] == '_' && strcmp(key + n, "_throttle");
+	return zoned && key[n] == '_' && strcmp(key + n, "_throttle");
+}
+
+/* The field @key adds to, or NULL. */
+static uint64_t *vm_field_of(struct rc_vmstat *vs, const char *key)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(vmstat_fields); i++)
+		if (vm_match(&vmstat_fields[i], false, key))
+			return (uint64_t *)((char *)vs + vmstat_fields[i].off);
+	for (size_t i = 0; i < ARRAY_SIZE(vmstat_zoned); i++)
+		if (vm_match(&vmstat_zoned[i], true, key))
+			return (uint64_t *)((char *)vs + vmstat_zoned[i].off);
+	return NULL;
+}
+
+/* One vmstat line: 1 if it adds to a field. */
+static int vmstat_line(const char *key, const char *val, void *ctx)
+{
+	uint64_t v, *dst = vm_field_of(ctx, key);
+
+	if (!dst || parse_u64(val, NULL, &v))
+		return 0;
+	*dst = v > UINT64_MAX - *dst ? UINT64_MAX : *dst + v;
+	return 1;
 }
 
 int rc_vmstat_read(const char *proc_root, struct rc_vmstat *vs)
 {
-	char path[PATH_MAX], *buf, *line, *save = NULL;
-	int found = 0, err;
+	int n;
 
 	memset(vs, 0, sizeof(*vs));
-	join(path, sizeof(path), proc_root, "vmstat");
-	err = read_small_file(path, &buf);
-	if (err)
-		return err;
-	for (line = strtok_r(buf, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
-		char *sp = strchr(line, ' ');
-		uint64_t v, *dst;
-		size_t i;
-
-		if (!sp)
-			continue;
-		*sp = '\0';
-		if (parse_u64(sp + 1, NULL, &v))
-			continue;
-		for (i = 0;
-		     i < sizeof(vmstat_fields) / sizeof(vmstat_fields[0]);
-		     i++) {
-			if (!vm_match(&vmstat_fields[i], line))
-				continue;
-			dst = (uint64_t *)((char *)vs + vmstat_fields[i].off);
-			*dst = v > UINT64_MAX - *dst ? UINT64_MAX : *dst + v;
-			found++;
-			break;
-		}
-	}
-	free(buf);
-	return found ? 0 : -ENODATA;
+	n = for_each_pair(proc_root, "vmstat", ' ', vmstat_line, vs);
+	if (n < 0)
+		return n;
+	return n ? 0 : -ENODATA;
 }
 
 /* One "some avg10=0.00 avg60=0.00 avg300=0.00 total=0" line. */

@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,7 +16,9 @@
 
 #include "pressure.h"
 #include "ramcache/control.h"
+#include "clock.h"
 #include "metrics.h"
+#include "policy.h"
 
 #ifndef RAMCACHE_VERSION
 #define RAMCACHE_VERSION "unknown"
@@ -48,23 +51,14 @@ static const char *const reclaim_kind_names[METRICS_RECLAIM_KINDS] = {
 	[METRICS_RECLAIM_MEMCG] = "memcg",
 };
 
+/* In the order of enum metrics_cmd_status. */
 static const char *const cmd_status_names[METRICS_CMD_NR] = {
-	[METRICS_CMD_EVICTED] = "evicted",
-	[METRICS_CMD_NOT_FOUND] = "not_found",
-	[METRICS_CMD_BUSY] = "busy",
-	[METRICS_CMD_PINNED] = "pinned",
-	[METRICS_CMD_TIMEOUT] = "timeout",
-	[METRICS_CMD_INVALID] = "invalid",
+	"evicted", "not_found", "busy", "pinned", "timeout", "invalid"
 };
+_Static_assert(METRICS_CMD_EVICTED == 0 && METRICS_CMD_INVALID == 5 &&
+		       METRICS_CMD_NR == 6,
+	       "cmd_status_names follows enum metrics_cmd_status");
 
-static const char *const level_names[] = {
-	[RAMCACHE_LEVEL_OK] = "ok",
-	[RAMCACHE_LEVEL_WARN] = "warn",
-	[RAMCACHE_LEVEL_HIGH] = "high",
-	[RAMCACHE_LEVEL_CRITICAL] = "critical",
-};
-
-#define NSEC_PER_SEC  ((uint64_t)1000000000)
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 uint64_t metrics_bound_ns(unsigned int i)
@@ -100,34 +94,47 @@ static void hist_observe(struct metrics_hist *h, uint64_t ns)
 	h->sum_ns += ns;
 }
 
+/* Every update is one short critical section, under the HTTP reader. */
+static void observe(struct metrics *m, struct metrics_hist *h, uint64_t ns)
+{
+	pthread_mutex_lock(&m->lock);
+	hist_observe(h, ns);
+	pthread_mutex_unlock(&m->lock);
+}
+
+static void store(struct metrics *m, uint64_t *field, uint64_t v)
+{
+	pthread_mutex_lock(&m->lock);
+	*field = v;
+	pthread_mutex_unlock(&m->lock);
+}
+
+static void add(struct metrics *m, uint64_t *field, uint64_t v)
+{
+	pthread_mutex_lock(&m->lock);
+	*field += v;
+	pthread_mutex_unlock(&m->lock);
+}
+
 void metrics_reclaim_stall(struct metrics *m, unsigned int kind, uint64_t ns)
 {
-	if (kind >= METRICS_RECLAIM_KINDS)
-		return;
-	pthread_mutex_lock(&m->lock);
-	hist_observe(&m->v.reclaim_stall[kind], ns);
-	pthread_mutex_unlock(&m->lock);
+	if (kind < METRICS_RECLAIM_KINDS)
+		observe(m, &m->v.reclaim_stall[kind], ns);
 }
 
 void metrics_evict_ack(struct metrics *m, uint64_t ns)
 {
-	pthread_mutex_lock(&m->lock);
-	hist_observe(&m->v.evict_ack, ns);
-	pthread_mutex_unlock(&m->lock);
+	observe(m, &m->v.evict_ack, ns);
 }
 
 void metrics_evict_freed(struct metrics *m, uint64_t ns)
 {
-	pthread_mutex_lock(&m->lock);
-	hist_observe(&m->v.evict_freed, ns);
-	pthread_mutex_unlock(&m->lock);
+	observe(m, &m->v.evict_freed, ns);
 }
 
 static void count_command(struct metrics *m, enum metrics_cmd_status s)
 {
-	pthread_mutex_lock(&m->lock);
-	m->v.commands[s]++;
-	pthread_mutex_unlock(&m->lock);
+	add(m, &m->v.commands[s], 1);
 }
 
 void metrics_command_acked(struct metrics *m, uint32_t status)
@@ -161,23 +168,17 @@ void metrics_command_timeout(struct metrics *m)
 
 void metrics_bytes_evicted(struct metrics *m, uint64_t bytes)
 {
-	pthread_mutex_lock(&m->lock);
-	m->v.evicted_bytes += bytes;
-	pthread_mutex_unlock(&m->lock);
+	add(m, &m->v.evicted_bytes, bytes);
 }
 
 void metrics_oom_kill(struct metrics *m)
 {
-	pthread_mutex_lock(&m->lock);
-	m->v.oom_kills++;
-	pthread_mutex_unlock(&m->lock);
+	add(m, &m->v.oom_kills, 1);
 }
 
 void metrics_set_ringbuf_drops(struct metrics *m, uint64_t total)
 {
-	pthread_mutex_lock(&m->lock);
-	m->v.ringbuf_drops = total;
-	pthread_mutex_unlock(&m->lock);
+	store(m, &m->v.ringbuf_drops, total);
 }
 
 void metrics_set_level(struct metrics *m, uint32_t level)
@@ -196,16 +197,12 @@ void metrics_set_headroom(struct metrics *m, int64_t bytes)
 
 void metrics_set_target(struct metrics *m, uint64_t bytes)
 {
-	pthread_mutex_lock(&m->lock);
-	m->v.target_bytes = bytes;
-	pthread_mutex_unlock(&m->lock);
+	store(m, &m->v.target_bytes, bytes);
 }
 
 void metrics_set_rss(struct metrics *m, uint64_t bytes)
 {
-	pthread_mutex_lock(&m->lock);
-	m->v.rss_bytes = bytes;
-	pthread_mutex_unlock(&m->lock);
+	store(m, &m->v.rss_bytes, bytes);
 }
 
 void metrics_snapshot(struct metrics *m, struct metrics_values *out)
@@ -245,14 +242,14 @@ int metrics_escape_label(char *dst, size_t len, const char *src)
 }
 
 /* An appender that remembers running out of room instead of failing. */
-struct out {
+struct textbuf {
 	char *buf;
 	size_t len;
 	size_t pos;
 	bool full;
 };
 
-__attribute__((format(printf, 2, 3))) static void put(struct out *o,
+__attribute__((format(printf, 2, 3))) static void put(struct textbuf *o,
 						      const char *fmt, ...)
 {
 	va_list ap;
@@ -270,20 +267,20 @@ __attribute__((format(printf, 2, 3))) static void put(struct out *o,
 	o->pos += n;
 }
 
-static void put_header(struct out *o, const char *name, const char *type,
+static void put_header(struct textbuf *o, const char *name, const char *type,
 		       const char *help)
 {
 	put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void put_seconds(struct out *o, uint64_t ns)
+static void put_seconds(struct textbuf *o, uint64_t ns)
 {
 	put(o, "%" PRIu64 ".%09" PRIu64 "\n", ns / NSEC_PER_SEC,
 	    ns % NSEC_PER_SEC);
 }
 
 /* One histogram series; @label is `name="value",` or "". */
-static void put_hist(struct out *o, const char *name, const char *label,
+static void put_hist(struct textbuf *o, const char *name, const char *label,
 		     const struct metrics_hist *h)
 {
 	const char *sep = *label ? "{" : "";
@@ -303,84 +300,124 @@ static void put_hist(struct out *o, const char *name, const char *label,
 	    (int)(ll ? ll - 1 : 0), label, *label ? "}" : "", h->count);
 }
 
-int metrics_render(const struct metrics_values *v, char *buf, size_t len)
+/* A counter or gauge without labels. */
+static void put_u64(struct textbuf *o, const char *name, const char *type,
+		    const char *help, uint64_t v)
 {
-	struct out o = { .buf = buf, .len = len };
-	char label[64], version[64];
+	put_header(o, name, type, help);
+	put(o, "%s %" PRIu64 "\n", name, v);
+}
 
-	if (!len)
-		return -ENOSPC;
-	buf[0] = '\0';
+static void render_histograms(struct textbuf *o, const struct metrics_values *v)
+{
+	char label[64];
 
-	put_header(&o, "ramcache_reclaim_stall_seconds", "histogram",
-		   "Time the watched process spent stalled in direct or "
-		   "memory-cgroup reclaim.");
+	put_header(
+		o, "ramcache_reclaim_stall_seconds", "histogram",
+		"Time the watched process spent stalled in direct or memory-cgroup reclaim.");
 	for (unsigned int k = 0; k < METRICS_RECLAIM_KINDS; k++) {
 		snprintf(label, sizeof(label), "kind=\"%s\",",
 			 reclaim_kind_names[k]);
-		put_hist(&o, "ramcache_reclaim_stall_seconds", label,
+		put_hist(o, "ramcache_reclaim_stall_seconds", label,
 			 &v->reclaim_stall[k]);
 	}
+	put_header(
+		o, "ramcache_eviction_ack_seconds", "histogram",
+		"Time from posting an eviction command to the executor's ack.");
+	put_hist(o, "ramcache_eviction_ack_seconds", "", &v->evict_ack);
+	put_header(
+		o, "ramcache_eviction_freed_seconds", "histogram",
+		"Time from posting an eviction command to the memory being seen freed.");
+	put_hist(o, "ramcache_eviction_freed_seconds", "", &v->evict_freed);
+}
 
-	put_header(&o, "ramcache_eviction_ack_seconds", "histogram",
-		   "Time from posting an eviction command to the executor's "
-		   "ack.");
-	put_hist(&o, "ramcache_eviction_ack_seconds", "", &v->evict_ack);
+/* A counter or gauge without labels, read from struct metrics_values. */
+struct u64_metric {
+	const char *name;
+	const char *help;
+	size_t off;
+};
 
-	put_header(&o, "ramcache_eviction_freed_seconds", "histogram",
-		   "Time from posting an eviction command to the memory "
-		   "being seen freed.");
-	put_hist(&o, "ramcache_eviction_freed_seconds", "", &v->evict_freed);
+#define U64_METRIC(name, help, field)                              \
+	{                                                          \
+		name, help, offsetof(struct metrics_values, field) \
+	}
 
-	put_header(&o, "ramcache_commands_total", "counter",
+static const struct u64_metric counters[] = {
+	U64_METRIC("ramcache_evicted_bytes_total",
+		   "Bytes the executor reported freed by evictions.",
+		   evicted_bytes),
+	U64_METRIC("ramcache_oom_kills_total",
+		   "OOM kills seen by the BPF programs.", oom_kills),
+	U64_METRIC("ramcache_ringbuf_drops_total",
+		   "Events lost because the BPF ring buffer was full.",
+		   ringbuf_drops),
+};
+
+static const struct u64_metric byte_gauges[] = {
+	U64_METRIC("ramcache_target_bytes",
+		   "Bytes the agent currently wants the executor to free.",
+		   target_bytes),
+	U64_METRIC("ramcache_rss_bytes",
+		   "Resident set size of the watched process.", rss_bytes),
+};
+
+static void put_u64s(struct textbuf *o, const char *type,
+		     const struct u64_metric *m, size_t n,
+		     const struct metrics_values *v)
+{
+	for (size_t i = 0; i < n; i++)
+		put_u64(o, m[i].name, type, m[i].help,
+			*(const uint64_t *)((const char *)v + m[i].off));
+}
+
+static void render_counters(struct textbuf *o, const struct metrics_values *v)
+{
+	put_header(o, "ramcache_commands_total", "counter",
 		   "Eviction commands by outcome.");
 	for (unsigned int s = 0; s < METRICS_CMD_NR; s++)
-		put(&o, "ramcache_commands_total{status=\"%s\"} %" PRIu64 "\n",
+		put(o, "ramcache_commands_total{status=\"%s\"} %" PRIu64 "\n",
 		    cmd_status_names[s], v->commands[s]);
+	put_u64s(o, "counter", counters, ARRAY_SIZE(counters), v);
+}
 
-	put_header(&o, "ramcache_evicted_bytes_total", "counter",
-		   "Bytes the executor reported freed by evictions.");
-	put(&o, "ramcache_evicted_bytes_total %" PRIu64 "\n", v->evicted_bytes);
+static void render_gauges(struct textbuf *o, const struct metrics_values *v)
+{
+	char version[64];
 
-	put_header(&o, "ramcache_oom_kills_total", "counter",
-		   "OOM kills seen by the BPF programs.");
-	put(&o, "ramcache_oom_kills_total %" PRIu64 "\n", v->oom_kills);
-
-	put_header(&o, "ramcache_ringbuf_drops_total", "counter",
-		   "Events lost because the BPF ring buffer was full.");
-	put(&o, "ramcache_ringbuf_drops_total %" PRIu64 "\n", v->ringbuf_drops);
-
-	put_header(&o, "ramcache_level", "gauge",
-		   "Memory pressure level: 0 ok, 1 warn, 2 high, 3 critical.");
-	put(&o, "ramcache_level %" PRIu32 "\n", v->level);
-
-	put_header(&o, "ramcache_level_state", "gauge",
-		   "1 for the current memory pressure level, 0 for the "
-		   "others.");
-	for (unsigned int l = 0; l < ARRAY_SIZE(level_names); l++)
-		put(&o, "ramcache_level_state{level=\"%s\"} %d\n",
-		    level_names[l], v->level == l);
-
-	put_header(&o, "ramcache_headroom_bytes", "gauge",
-		   "Memory left before the limit, as the agent last measured "
-		   "it.");
-	put(&o, "ramcache_headroom_bytes %" PRId64 "\n", v->headroom_bytes);
-
-	put_header(&o, "ramcache_target_bytes", "gauge",
-		   "Bytes the agent currently wants the executor to free.");
-	put(&o, "ramcache_target_bytes %" PRIu64 "\n", v->target_bytes);
-
-	put_header(&o, "ramcache_rss_bytes", "gauge",
-		   "Resident set size of the watched process.");
-	put(&o, "ramcache_rss_bytes %" PRIu64 "\n", v->rss_bytes);
-
-	put_header(&o, "ramcache_build_info", "gauge",
+	put_u64(o, "ramcache_level", "gauge",
+		"Memory pressure level: 0 ok, 1 warn, 2 high, 3 critical.",
+		v->level);
+	put_header(
+		o, "ramcache_level_state", "gauge",
+		"1 for the current memory pressure level, 0 for the others.");
+	for (unsigned int l = RAMCACHE_LEVEL_OK; l <= RAMCACHE_LEVEL_CRITICAL;
+	     l++)
+		put(o, "ramcache_level_state{level=\"%s\"} %d\n",
+		    rc_level_name(l), v->level == l);
+	put_header(
+		o, "ramcache_headroom_bytes", "gauge",
+		"Memory left before the limit, as the agent last measured it.");
+	put(o, "ramcache_headroom_bytes %" PRId64 "\n", v->headroom_bytes);
+	put_u64s(o, "gauge", byte_gauges, ARRAY_SIZE(byte_gauges), v);
+	put_header(o, "ramcache_build_info", "gauge",
 		   "Always 1; the version of the agent as a label.");
 	if (metrics_escape_label(version, sizeof(version), RAMCACHE_VERSION) <
 	    0)
 		strcpy(version, "unknown");
-	put(&o, "ramcache_build_info{version=\"%s\"} 1\n", version);
+	put(o, "ramcache_build_info{version=\"%s\"} 1\n", version);
+}
 
+int metrics_render(const struct metrics_values *v, char *buf, size_t len)
+{
+	struct textbuf o = { .buf = buf, .len = len };
+
+	if (!len)
+		return -ENOSPC;
+	buf[0] = '\0';
+	render_histograms(&o, v);
+	render_counters(&o, v);
+	render_gauges(&o, v);
 	if (o.full) {
 		buf[0] = '\0';
 		return -ENOSPC;

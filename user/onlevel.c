@@ -10,6 +10,7 @@
 #include <ramcache/control.h>
 
 #include "onlevel.h"
+#include "policy.h"
 
 extern char **environ;
 
@@ -38,10 +39,10 @@ bool onlevel_enters(int want, int prev, int cur)
 	return prev < want && cur >= want;
 }
 
-int onlevel_run(const struct opts *o, int prev, int level,
-		const char *level_name, const char *reasons, pid_t pid)
+int onlevel_run(struct out *out, const struct on_level *cmds, int nr, int prev,
+		int level, uint32_t reasons, pid_t pid)
 {
-	char lv[64], rs[512], pd[64];
+	char lv[64], rs[512], pd[64], names[256];
 	char **env;
 	size_t n = 0;
 	int started = 0;
@@ -51,8 +52,9 @@ int onlevel_run(const struct opts *o, int prev, int level,
 	env = calloc(n + 4, sizeof(*env));
 	if (!env)
 		return -ENOMEM;
-	snprintf(lv, sizeof(lv), "RAMCACHE_LEVEL=%s", level_name);
-	snprintf(rs, sizeof(rs), "RAMCACHE_REASONS=%s", reasons);
+	rc_reasons_format(reasons, names, sizeof(names));
+	snprintf(lv, sizeof(lv), "RAMCACHE_LEVEL=%s", rc_level_name(level));
+	snprintf(rs, sizeof(rs), "RAMCACHE_REASONS=%s", names);
 	snprintf(pd, sizeof(pd), "RAMCACHE_PID=%d", (int)pid);
 	n = 0;
 	for (char **e = environ; *e; e++)
@@ -63,17 +65,16 @@ int onlevel_run(const struct opts *o, int prev, int level,
 	env[n++] = pd;
 	env[n] = NULL;
 
-	for (int i = 0; i < o->nr_on_level; i++) {
+	for (int i = 0; i < nr; i++) {
 		int err;
 
-		if (!onlevel_enters(o->on_level[i].level, prev, level))
+		if (!onlevel_enters(cmds[i].level, prev, level))
 			continue;
-		err = spawn_one(o->on_level[i].cmd, env);
+		err = spawn_one(cmds[i].cmd, env);
 		if (err)
-			fprintf(stderr,
-				"ramcache-bpf: warning: failed to run "
-				"--on-level command '%s': %s\n",
-				o->on_level[i].cmd, strerror(-err));
+			out_warn(out,
+				 "failed to run --on-level command '%s': %s",
+				 cmds[i].cmd, strerror(-err));
 		else
 			started++;
 	}

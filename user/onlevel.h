@@ -6,7 +6,10 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include <stdint.h>
+
 #include "args.h"
+#include "output.h"
 
 /*
  * True when the level moving from @prev to @cur enters @want: for warn,
@@ -17,12 +20,14 @@ bool onlevel_enters(int want, int prev, int cur);
 
 /*
  * Start every command registered for a level that the move from @prev to
- * @level enters, with /bin/sh -c and RAMCACHE_LEVEL (the level now),
- * RAMCACHE_REASONS and RAMCACHE_PID in its environment. Does not wait;
- * returns how many were started.
+ * @level enters (of the @nr in @cmds), with /bin/sh -c and RAMCACHE_LEVEL
+ * (the level now), RAMCACHE_REASONS (the names of the RC_R_* bits in
+ * @reasons, comma-separated) and RAMCACHE_PID in its environment. A command
+ * that cannot start is a warning on @out. Does not wait; returns how many
+ * were started, or -ENOMEM.
  */
-int onlevel_run(const struct opts *o, int prev, int level,
-		const char *level_name, const char *reasons, pid_t pid);
+int onlevel_run(struct out *out, const struct on_level *cmds, int nr, int prev,
+		int level, uint32_t reasons, pid_t pid);
 
 /* Reap finished commands without blocking. */
 void onlevel_reap(void);

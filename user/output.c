@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "hist.h"
 #include "json.h"
 #include "output.h"
+#include "policy.h"
 #include "probes.h"
 
 #define MiB (1024.0 * 1024.0)
@@ -24,19 +27,45 @@ void out_clock(char *buf, size_t len)
 	strftime(buf, len, "%H:%M:%S", &tm);
 }
 
-/* "a,b,c" as a JSON array of strings. */
-static void reasons_json(struct jw *w, const char *reasons)
+/* With --json: start the object of one event of @type and return true. */
+static bool json_event(struct out *o, struct jw *w, const char *type)
 {
-	const char *p = reasons;
+	if (!o->json)
+		return false;
+	jw_begin(w, o->f);
+	jw_str(w, "type", type);
+	return true;
+}
 
+/* Text lines start with the wall clock. */
+static void text_begin(struct out *o)
+{
+	char clk[16];
+
+	out_clock(clk, sizeof(clk));
+	fprintf(o->f, "%s  ", clk);
+}
+
+/* One text line, after the wall clock. */
+__attribute__((format(printf, 2, 3))) static void
+text_line(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+
+	text_begin(o);
+	va_start(ap, fmt);
+	vfprintf(o->f, fmt, ap);
+	va_end(ap);
+	fflush(o->f);
+}
+
+/* RC_R_* bits as a JSON array of their names. */
+static void reasons_json(struct jw *w, uint32_t reasons)
+{
 	jw_array_begin(w, "reasons");
-	while (p && *p) {
-		const char *end = strchr(p, ',');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
-
-		jw_strn(w, NULL, p, len);
-		p = end ? end + 1 : NULL;
-	}
+	for (int i = 0; i < RC_R_NR; i++)
+		if (reasons & (1u << i))
+			jw_str(w, NULL, rc_reason_name(1u << i));
 	jw_array_end(w);
 }
 
@@ -53,13 +82,10 @@ static void hdr_json(struct jw *w, FILE *f, const char *type,
 
 void out_start(struct out *o, const struct start_info *s)
 {
+	struct jw w;
 	char clk[16];
 
-	if (o->json) {
-		struct jw w;
-
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "start");
+	if (json_event(o, &w, "start")) {
 		jw_u64(&w, "pid", s->pid);
 		if (s->comm)
 			jw_str(&w, "comm", s->comm);
@@ -95,8 +121,7 @@ void out_start(struct out *o, const struct start_info *s)
 	fprintf(o->f, "\n");
 	if (s->pid)
 		fprintf(o->f,
-			"%s  eviction below %.0f MiB headroom (inactive "
-			"entries below %.0f MiB)\n",
+			"%s  eviction below %.0f MiB headroom (inactive entries below %.0f MiB)\n",
 			clk, s->headroom / MiB, s->inactive / MiB);
 	fflush(o->f);
 }
@@ -182,8 +207,8 @@ void out_event(struct out *o, const void *data, size_t len)
 		const struct rc_fault_burst *e = data;
 
 		fprintf(o->f,
-			"%s  fault_burst pid %u: %" PRIu64 " faults in %.1f ms "
-			"on cpu %u\n",
+			"%s  fault_burst pid %u: %" PRIu64
+			" faults in %.1f ms on cpu %u\n",
 			clk, h->tgid, (uint64_t)e->faults, e->window_ns / 1e6,
 			h->cpu);
 		break;
@@ -209,8 +234,7 @@ void out_event(struct out *o, const void *data, size_t len)
 		const struct rc_oom_kill *e = data;
 
 		fprintf(o->f,
-			"%s  OOM kill of pid %u (%.16s): anon %.1f MiB, file "
-			"%.1f MiB, shmem %.1f MiB\n",
+			"%s  OOM kill of pid %u (%.16s): anon %.1f MiB, file %.1f MiB, shmem %.1f MiB\n",
 			clk, e->victim_pid, e->comm, e->anon_rss / MiB,
 			e->file_rss / MiB, e->shmem_rss / MiB);
 		break;
@@ -232,60 +256,59 @@ void out_event(struct out *o, const void *data, size_t len)
 	fflush(o->f);
 }
 
-void out_summary(struct out *o, const struct summary *s)
+static void summary_json(struct out *o, const struct summary *s)
 {
-	char clk[16];
+	struct jw w;
 
-	if (o->json) {
-		struct jw w;
-
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "summary");
-		jw_u64(&w, "pid", s->pid);
-		jw_double(&w, "interval_s", s->interval_s);
-		if (s->rss)
-			jw_u64(&w, "rss", s->rss);
-		if (s->has_rss_file)
-			jw_u64(&w, "rss_file", s->rss_file);
-		jw_u64(&w, "faults", s->faults);
-		jw_double(&w, "faults_per_s", s->faults_per_s);
-		jw_u64(&w, "direct_stalls", s->stalls[RC_RECLAIM_DIRECT]);
-		jw_u64(&w, "direct_stall_ns", s->stall_ns[RC_RECLAIM_DIRECT]);
-		jw_u64(&w, "memcg_stalls", s->stalls[RC_RECLAIM_MEMCG]);
-		jw_u64(&w, "memcg_stall_ns", s->stall_ns[RC_RECLAIM_MEMCG]);
-		jw_u64(&w, "mem_available", s->mem_available);
-		if (s->has_memcg) {
-			jw_u64(&w, "memcg_limit", s->memcg_limit);
-			jw_u64(&w, "memcg_usage", s->memcg_usage);
-		}
-		jw_u64(&w, "headroom", s->headroom);
-		jw_u64(&w, "kswapd_wakes", s->kswapd_wakes);
-		jw_u64(&w, "oom_kills", s->oom_kills);
-		jw_u64(&w, "drops", s->drops);
-		if (s->level)
-			jw_str(&w, "level", s->level);
-		if (s->reasons)
-			reasons_json(&w, s->reasons);
-		if (s->has_eta)
-			jw_double(&w, "eta_s", s->eta_s);
-		jw_double(&w, "refault_file_per_s", s->refault_file_s);
-		jw_double(&w, "refault_anon_per_s", s->refault_anon_s);
-		jw_double(&w, "swap_in_per_s", s->swap_in_s);
-		jw_double(&w, "swap_out_per_s", s->swap_out_s);
-		jw_double(&w, "major_faults_per_s", s->majflt_s);
-		if (s->psi) {
-			jw_double(&w, "psi_some_avg10", s->psi_some);
-			jw_double(&w, "psi_full_avg10", s->psi_full);
-		}
-		jw_u64(&w, "evict_sent", s->evict_sent);
-		jw_u64(&w, "evict_acked", s->evict_acked);
-		jw_u64(&w, "evict_timeouts", s->evict_timeouts);
-		jw_u64(&w, "bytes_evicted", s->bytes_evicted);
-		jw_end(&w);
-		return;
+	jw_begin(&w, o->f);
+	jw_str(&w, "type", "summary");
+	jw_u64(&w, "pid", s->pid);
+	jw_double(&w, "interval_s", s->interval_s);
+	if (s->rss)
+		jw_u64(&w, "rss", s->rss);
+	if (s->has_rss_file)
+		jw_u64(&w, "rss_file", s->rss_file);
+	jw_u64(&w, "faults", s->faults);
+	jw_double(&w, "faults_per_s", s->faults_per_s);
+	jw_u64(&w, "direct_stalls", s->stalls[RC_RECLAIM_DIRECT]);
+	jw_u64(&w, "direct_stall_ns", s->stall_ns[RC_RECLAIM_DIRECT]);
+	jw_u64(&w, "memcg_stalls", s->stalls[RC_RECLAIM_MEMCG]);
+	jw_u64(&w, "memcg_stall_ns", s->stall_ns[RC_RECLAIM_MEMCG]);
+	jw_u64(&w, "mem_available", s->mem_available);
+	if (s->has_memcg) {
+		jw_u64(&w, "memcg_limit", s->memcg_limit);
+		jw_u64(&w, "memcg_usage", s->memcg_usage);
 	}
-	out_clock(clk, sizeof(clk));
-	fprintf(o->f, "%s  summary", clk);
+	jw_u64(&w, "headroom", s->headroom);
+	jw_u64(&w, "kswapd_wakes", s->kswapd_wakes);
+	jw_u64(&w, "oom_kills", s->oom_kills);
+	jw_u64(&w, "drops", s->drops);
+	if (s->level)
+		jw_str(&w, "level", s->level);
+	if (s->level)
+		reasons_json(&w, s->reasons);
+	if (s->has_eta)
+		jw_double(&w, "eta_s", s->eta_s);
+	jw_double(&w, "refault_file_per_s", s->refault_file_s);
+	jw_double(&w, "refault_anon_per_s", s->refault_anon_s);
+	jw_double(&w, "swap_in_per_s", s->swap_in_s);
+	jw_double(&w, "swap_out_per_s", s->swap_out_s);
+	jw_double(&w, "major_faults_per_s", s->majflt_s);
+	if (s->psi) {
+		jw_double(&w, "psi_some_avg10", s->psi_some);
+		jw_double(&w, "psi_full_avg10", s->psi_full);
+	}
+	jw_u64(&w, "evict_sent", s->evict_sent);
+	jw_u64(&w, "evict_acked", s->evict_acked);
+	jw_u64(&w, "evict_timeouts", s->evict_timeouts);
+	jw_u64(&w, "bytes_evicted", s->bytes_evicted);
+	jw_end(&w);
+}
+
+static void summary_text(struct out *o, const struct summary *s)
+{
+	text_begin(o);
+	fputs("summary", o->f);
 	if (s->pid && s->has_rss_file)
 		fprintf(o->f,
 			" pid %d: rss %.1f MiB (file %.1f MiB), %.0f faults/s,",
@@ -297,11 +320,8 @@ void out_summary(struct out *o, const struct summary *s)
 	else
 		fprintf(o->f, " system: %.0f faults/s,", s->faults_per_s);
 	fprintf(o->f,
-		" stalls direct %" PRIu64 " (%.1f ms) memcg %" PRIu64 " (%.1f "
-		"ms), "
-		"availabl"
-		"e %.0f "
-		"MiB",
+		" stalls direct %" PRIu64 " (%.1f ms) memcg %" PRIu64
+		" (%.1f ms), available %.0f MiB",
 		s->stalls[0], s->stall_ns[0] / 1e6, s->stalls[1],
 		s->stall_ns[1] / 1e6, s->mem_available / MiB);
 	if (s->has_memcg)
@@ -316,8 +336,12 @@ void out_summary(struct out *o, const struct summary *s)
 			s->swap_out_s);
 	if (s->level)
 		fprintf(o->f, ", level %s", s->level);
-	if (s->reasons && *s->reasons)
-		fprintf(o->f, " (%s)", s->reasons);
+	if (s->reasons) {
+		char r[256];
+
+		rc_reasons_format(s->reasons, r, sizeof(r));
+		fprintf(o->f, " (%s)", r);
+	}
 	if (s->has_eta)
 		fprintf(o->f, ", headroom gone in %.1f s", s->eta_s);
 	if (s->evict_sent)
@@ -329,15 +353,20 @@ void out_summary(struct out *o, const struct summary *s)
 	fflush(o->f);
 }
 
+void out_summary(struct out *o, const struct summary *s)
+{
+	if (o->json)
+		summary_json(o, s);
+	else
+		summary_text(o, s);
+}
+
 void out_pressure(struct out *o, const struct pressure_info *p)
 {
-	char clk[16];
+	struct jw w;
+	char clk[16], r[256];
 
-	if (o->json) {
-		struct jw w;
-
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "pressure");
+	if (json_event(o, &w, "pressure")) {
 		jw_str(&w, "level", p->level);
 		reasons_json(&w, p->reasons);
 		if (p->has_eta)
@@ -348,8 +377,9 @@ void out_pressure(struct out *o, const struct pressure_info *p)
 		return;
 	}
 	out_clock(clk, sizeof(clk));
-	fprintf(o->f, "%s  pressure %s%s%s%s", clk, p->level,
-		*p->reasons ? " (" : "", p->reasons, *p->reasons ? ")" : "");
+	rc_reasons_format(p->reasons, r, sizeof(r));
+	fprintf(o->f, "%s  pressure %s%s%s%s", clk, p->level, *r ? " (" : "", r,
+		*r ? ")" : "");
 	if (p->has_eta)
 		fprintf(o->f, ", headroom gone in %.1f s", p->eta_s);
 	fprintf(o->f, ", headroom %.0f MiB\n", p->headroom / MiB);
@@ -358,13 +388,9 @@ void out_pressure(struct out *o, const struct pressure_info *p)
 
 void out_target(struct out *o, const char *state, pid_t pid, const char *comm)
 {
-	char clk[16];
+	struct jw w;
 
-	if (o->json) {
-		struct jw w;
-
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "target");
+	if (json_event(o, &w, "target")) {
 		jw_str(&w, "state", state);
 		jw_u64(&w, "pid", pid);
 		if (comm)
@@ -372,46 +398,213 @@ void out_target(struct out *o, const char *state, pid_t pid, const char *comm)
 		jw_end(&w);
 		return;
 	}
-	out_clock(clk, sizeof(clk));
-	fprintf(o->f, "%s  target pid %d (%s) %s\n", clk, pid,
-		comm ? comm : "?", state);
-	fflush(o->f);
+	text_line(o, "target pid %d (%s) %s\n", pid, comm ? comm : "?", state);
 }
 
 void out_exit(struct out *o, const char *reason, int code)
 {
-	char clk[16];
+	struct jw w;
 
-	if (o->json) {
-		struct jw w;
-
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "exit");
+	if (json_event(o, &w, "exit")) {
 		jw_str(&w, "reason", reason);
 		jw_i64(&w, "code", code);
 		jw_end(&w);
 		return;
 	}
-	out_clock(clk, sizeof(clk));
-	fprintf(o->f, "%s  exiting: %s\n", clk, reason);
-	fflush(o->f);
+	text_line(o, "exiting: %s\n", reason);
+}
+
+/*
+ * A message for the user on stderr and, with --json, as an event of @type
+ * on stdout (@code is added unless it is < 0).
+ */
+static void message(struct out *o, const char *type, int code, const char *fmt,
+		    va_list ap)
+{
+	struct jw w;
+	char msg[512];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	fprintf(stderr, "ramcache-bpf: %s%s\n",
+		strcmp(type, "warning") ? "" : "warning: ", msg);
+	if (o && json_event(o, &w, type)) {
+		jw_str(&w, "message", msg);
+		if (code >= 0)
+			jw_i64(&w, "code", code);
+		jw_end(&w);
+	}
 }
 
 void out_warn(struct out *o, const char *fmt, ...)
 {
-	char msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	message(o, "warning", -1, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "ramcache-bpf: warning: %s\n", msg);
-	if (o->json) {
-		struct jw w;
+}
 
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "warning");
-		jw_str(&w, "message", msg);
-		jw_end(&w);
+int out_fail(struct out *o, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	message(o, "error", code, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+void out_probe_warnings(struct out *o, const struct probes *ps)
+{
+	for (int i = 0; i < NR_PROBES; i++) {
+		const struct probe *p = &ps->p[i];
+
+		switch (p->off_why) {
+		case PROBE_OK:
+			break;
+		case PROBE_MISSING:
+			out_warn(o,
+				 "kernel has no tracepoint %s, %s not traced",
+				 p->tp, p->what);
+			break;
+		case PROBE_BAD_ARGS:
+			out_warn(
+				o,
+				"tracepoint %s has %d arguments, expected %d; %s not traced",
+				p->tp, p->nargs, p->want_nargs, p->what);
+			break;
+		case PROBE_ATTACH_FAILED:
+			out_warn(o,
+				 "failed to attach %s to %s: %s; %s not traced",
+				 p->attach_mode, p->tp, strerror(p->err),
+				 p->what);
+			break;
+		}
 	}
+}
+
+void out_control(struct out *o, const char *state, const char *path, pid_t pid,
+		 const char *why)
+{
+	struct jw w;
+
+	if (json_event(o, &w, "control")) {
+		jw_str(&w, "state", state);
+		jw_str(&w, "path", path);
+		jw_u64(&w, "pid", pid);
+		if (why)
+			jw_str(&w, "reason", why);
+		jw_end(&w);
+		return;
+	}
+	text_line(o, "control page %s %s%s%s\n", path, state, why ? ": " : "",
+		  why ? why : "");
+}
+
+void out_evict(struct out *o, const struct evict_info *e)
+{
+	struct jw w;
+
+	if (json_event(o, &w, "evict")) {
+		jw_u64(&w, "pid", e->pid);
+		jw_u64(&w, "ts_ns", e->ts_ns);
+		if (e->seq)
+			jw_u64(&w, "seq", e->seq);
+		else
+			jw_bool(&w, "dry_run", true);
+		jw_u64(&w, "id", e->id);
+		jw_str(&w, "label", e->label);
+		jw_u64(&w, "bytes", e->bytes);
+		jw_str(&w, "reason", ramcache_reason_name(e->reason));
+		jw_bool(&w, "active", e->active);
+		jw_u64(&w, "headroom", e->headroom);
+		jw_u64(&w, "forecast", e->forecast);
+		jw_end(&w);
+		return;
+	}
+	text_line(
+		o,
+		"%s #%llu %s (%.1f MiB, %s): headroom %.0f MiB, forecast %.0f MiB\n",
+		e->seq ? "evict" : "would evict", (unsigned long long)e->seq,
+		e->label[0] ? e->label : "-", e->bytes / MiB,
+		ramcache_reason_name(e->reason), e->headroom / MiB,
+		e->forecast / MiB);
+}
+
+static void evict_done_json(struct out *o, const struct evict_done_info *d)
+{
+	struct jw w;
+
+	jw_begin(&w, o->f);
+	jw_str(&w, "type", "evict_done");
+	jw_u64(&w, "pid", d->pid);
+	jw_u64(&w, "seq", d->seq);
+	jw_u64(&w, "id", d->id);
+	jw_str(&w, "label", d->label);
+	jw_str(&w, "status", d->status);
+	jw_u64(&w, "bytes", d->bytes);
+	if (d->acked) {
+		jw_u64(&w, "bytes_freed", d->bytes_freed);
+		jw_u64(&w, "recv_latency_ns", d->recv_latency_ns);
+		jw_u64(&w, "ack_latency_ns", d->ack_latency_ns);
+	}
+	if (d->freed_latency_ns)
+		jw_u64(&w, "freed_latency_ns", d->freed_latency_ns);
+	jw_end(&w);
+}
+
+static void evict_done_text(struct out *o, const struct evict_done_info *d)
+{
+	text_begin(o);
+	fprintf(o->f, "evict #%llu %s (%s): %s", (unsigned long long)d->seq,
+		d->label[0] ? d->label : "-", d->status,
+		d->acked ? "" : "no ack");
+	if (d->acked)
+		fprintf(o->f, "%.1f MiB freed, ack after %.2f ms",
+			d->bytes_freed / MiB, d->ack_latency_ns / 1e6);
+	if (d->freed_latency_ns)
+		fprintf(o->f, ", RSS down after %.2f ms",
+			d->freed_latency_ns / 1e6);
+	fputc('\n', o->f);
+	fflush(o->f);
+}
+
+void out_evict_done(struct out *o, const struct evict_done_info *d)
+{
+	if (o->json)
+		evict_done_json(o, d);
+	else
+		evict_done_text(o, d);
+}
+
+void out_hist(struct out *o, const char *name, const char *title,
+	      const struct hist *h)
+{
+	struct jw w;
+
+	if (json_event(o, &w, "hist")) {
+		jw_str(&w, "name", name);
+		jw_str(&w, "unit", "usecs");
+		jw_u64(&w, "count", hist_total(h));
+		hist_json(&w, "slots", h);
+		jw_end(&w);
+		return;
+	}
+	fprintf(o->f, "\n%s:\n", title);
+	hist_print(o->f, h, "usecs");
+	fflush(o->f);
+}
+
+static bool libbpf_verbose;
+
+void out_set_verbose_libbpf(bool on)
+{
+	libbpf_verbose = on;
+}
+
+int out_libbpf_print(int level, const char *fmt, va_list args)
+{
+	if (!libbpf_verbose)
+		return 0;
+	return vfprintf(stderr, fmt, args);
 }

@@ -6,6 +6,7 @@
 #ifndef RAMCACHE_OUTPUT_H
 #define RAMCACHE_OUTPUT_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "pressure.h"
 
 struct probes;
+struct hist;
 
 struct out {
 	FILE *f;
@@ -52,7 +54,7 @@ struct summary {
 	uint64_t kswapd_wakes; /* since start */
 	uint64_t oom_kills;    /* since start */
 	const char *level;     /* pressure level name, or NULL */
-	const char *reasons;   /* comma-separated, or NULL */
+	uint32_t reasons;      /* RC_R_* bits */
 	bool has_eta;
 	double eta_s;
 	/* pages/s, of the target's memcg when it counts them, else system */
@@ -72,7 +74,7 @@ void out_summary(struct out *o, const struct summary *s);
 /* The pressure level changed, or a new reason fired at the same level. */
 struct pressure_info {
 	const char *level;
-	const char *reasons; /* comma-separated */
+	uint32_t reasons; /* RC_R_* bits */
 	bool has_eta;
 	double eta_s;
 	uint64_t headroom;
@@ -85,6 +87,57 @@ void out_exit(struct out *o, const char *reason, int code);
 /* A one-line warning on stderr, and as {"type":"warning"} with --json. */
 void out_warn(struct out *o, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/*
+ * A fatal error: "ramcache-bpf: <message>" on stderr, and with --json also
+ * {"type":"error"} on stdout. @o may be NULL (before the agent runs).
+ * Returns @code, for `return out_fail(...)`.
+ */
+int out_fail(struct out *o, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Warnings for tracepoints left off (missing, other arguments, attach). */
+void out_probe_warnings(struct out *o, const struct probes *ps);
+
+/* The control page was attached or dropped (@why: NULL or the reason). */
+void out_control(struct out *o, const char *state, const char *path, pid_t pid,
+		 const char *why);
+
+/* A command posted, or with seq 0 one --dry-run would post. */
+struct evict_info {
+	pid_t pid;
+	uint64_t ts_ns; /* CLOCK_MONOTONIC, when it was posted */
+	uint64_t seq;
+	uint64_t id;
+	const char *label;
+	uint64_t bytes;
+	uint32_t reason; /* enum ramcache_reason */
+	bool active;
+	uint64_t headroom, forecast;
+};
+void out_evict(struct out *o, const struct evict_info *e);
+
+/* A command completed (acked, timed out or left unacked at exit). */
+struct evict_done_info {
+	pid_t pid;
+	uint64_t seq, id;
+	const char *label;
+	const char *status;
+	uint64_t bytes;
+	bool acked;
+	uint64_t bytes_freed;			  /* when acked */
+	uint64_t recv_latency_ns, ack_latency_ns; /* when acked */
+	uint64_t freed_latency_ns;		  /* 0: RSS drop not seen */
+};
+void out_evict_done(struct out *o, const struct evict_done_info *d);
+
+/* A log2 histogram at exit: @name in JSON, @title in text. */
+void out_hist(struct out *o, const char *name, const char *title,
+	      const struct hist *h);
+
+/* libbpf's messages, shown with -v only. */
+void out_set_verbose_libbpf(bool on);
+int out_libbpf_print(int level, const char *fmt, va_list args);
 
 /* Local wall clock as HH:MM:SS, the prefix of text lines. */
 void out_clock(char *buf, size_t len);

@@ -80,6 +80,22 @@ void rc_thresholds_scale(uint64_t cg_limit, struct rc_thresholds *t)
 	rc_thresholds_fix(t);
 }
 
+void rc_thresholds_resolve(const struct rc_threshold_in *in,
+			   struct rc_thresholds *t)
+{
+	rc_thresholds_default(in->mem_total, t);
+	rc_thresholds_scale(in->cg_limit, t);
+	if (in->headroom_set) {
+		t->headroom_min = in->headroom;
+		if (!in->inactive_set)
+			t->inactive_min =
+				sat_mul(in->headroom, RC_INACTIVE_FACTOR);
+	}
+	if (in->inactive_set)
+		t->inactive_min = in->inactive;
+	rc_thresholds_fix(t);
+}
+
 uint32_t rc_entry_age(uint64_t generation, uint64_t used_generation)
 {
 	if (used_generation >= generation)
@@ -315,10 +331,13 @@ void rc_plan_eviction(uint64_t headroom, const struct rc_forecast *f,
 		      const struct rc_thresholds *t, bool reclaiming,
 		      struct rc_plan *p)
 {
-	uint64_t eff = f ? min_u64(headroom, f->at_horizon) : headroom;
+	uint64_t eff = headroom;
 	uint64_t thr;
 
+	if (f && f->nr_used >= RC_PLAN_MIN_SAMPLES)
+		eff = min_u64(headroom, f->at_horizon);
 	memset(p, 0, sizeof(*p));
+	p->predicted = eff;
 	if (eff < t->headroom_min) {
 		p->phase = RC_PHASE_HEADROOM;
 		thr = t->headroom_min;
@@ -381,17 +400,16 @@ size_t rc_reasons_format(uint32_t reasons, char *buf, size_t len)
 
 const char *rc_level_name(enum ramcache_level level)
 {
-	switch (level) {
-	case RAMCACHE_LEVEL_OK:
-		return "ok";
-	case RAMCACHE_LEVEL_WARN:
-		return "warn";
-	case RAMCACHE_LEVEL_HIGH:
-		return "high";
-	case RAMCACHE_LEVEL_CRITICAL:
-		return "critical";
-	}
-	return "unknown";
+	static const char *const names[] = {
+		[RAMCACHE_LEVEL_OK] = "ok",
+		[RAMCACHE_LEVEL_WARN] = "warn",
+		[RAMCACHE_LEVEL_HIGH] = "high",
+		[RAMCACHE_LEVEL_CRITICAL] = "critical",
+	};
+
+	return (unsigned int)level < sizeof(names) / sizeof(names[0])
+		       ? names[level]
+		       : "unknown";
 }
 
 /* Events in the interval scaled to per second. */
@@ -421,25 +439,30 @@ static void rate_signal(struct rc_pressure *out, uint32_t bit, double rate,
 void rc_pressure_eval(const struct rc_pressure_in *in, struct rc_pressure *out)
 {
 	uint64_t iv = in->interval_ns;
+	struct rc_rates *r = &out->rates;
 
 	out->level = RAMCACHE_LEVEL_OK;
 	out->reasons = 0;
+	r->refault_file = per_sec(in->refault_file, iv);
+	r->refault_anon = per_sec(in->refault_anon, iv);
+	r->swap_in = per_sec(in->swap_in, iv);
+	r->swap_out = per_sec(in->swap_out, iv);
+	r->major_faults = per_sec(in->major_faults, iv);
 	if (in->kswapd_awake)
 		raise_level(out, RC_R_KSWAPD, RAMCACHE_LEVEL_WARN);
 	if (in->direct_reclaims)
 		raise_level(out, RC_R_DIRECT_RECLAIM, RAMCACHE_LEVEL_HIGH);
 	if (in->memcg_reclaims)
 		raise_level(out, RC_R_MEMCG_RECLAIM, RAMCACHE_LEVEL_HIGH);
-	rate_signal(out, RC_R_REFAULT_FILE, per_sec(in->refault_file, iv),
+	rate_signal(out, RC_R_REFAULT_FILE, r->refault_file,
 		    RC_REFAULT_FILE_WARN, RC_REFAULT_FILE_HIGH);
-	rate_signal(out, RC_R_REFAULT_ANON, per_sec(in->refault_anon, iv),
+	rate_signal(out, RC_R_REFAULT_ANON, r->refault_anon,
 		    RC_REFAULT_ANON_WARN, RC_REFAULT_ANON_HIGH);
-	rate_signal(out, RC_R_SWAP_IN, per_sec(in->swap_in, iv), RC_SWAP_WARN,
+	rate_signal(out, RC_R_SWAP_IN, r->swap_in, RC_SWAP_WARN, RC_SWAP_HIGH);
+	rate_signal(out, RC_R_SWAP_OUT, r->swap_out, RC_SWAP_WARN,
 		    RC_SWAP_HIGH);
-	rate_signal(out, RC_R_SWAP_OUT, per_sec(in->swap_out, iv), RC_SWAP_WARN,
-		    RC_SWAP_HIGH);
-	rate_signal(out, RC_R_MAJOR_FAULTS, per_sec(in->major_faults, iv),
-		    RC_MAJFLT_WARN, RC_MAJFLT_HIGH);
+	rate_signal(out, RC_R_MAJOR_FAULTS, r->major_faults, RC_MAJFLT_WARN,
+		    RC_MAJFLT_HIGH);
 	/* NaN compares false everywhere: a bogus PSI value fires nothing. */
 	if (in->psi_present) {
 		rate_signal(out, RC_R_PSI_SOME, in->psi_some_avg10,
@@ -516,6 +539,15 @@ static int finish(unsigned __int128 num, unsigned __int128 den,
 	return 0;
 }
 
+/* parse_decimal() with the arguments of the public parsers checked. */
+static int parse_number(const char *s, const uint64_t *out, const char **rest,
+			unsigned __int128 *num, unsigned __int128 *den)
+{
+	if (!s || !out)
+		return -EINVAL;
+	return parse_decimal(s, rest, num, den);
+}
+
 int rc_parse_size(const char *s, uint64_t total, uint64_t *out)
 {
 	static const char units[] = "KMGTP";
@@ -523,9 +555,7 @@ int rc_parse_size(const char *s, uint64_t total, uint64_t *out)
 	const char *p, *u;
 	int err;
 
-	if (!s || !out)
-		return -EINVAL;
-	err = parse_decimal(s, &p, &num, &den);
+	err = parse_number(s, out, &p, &num, &den);
 	if (err)
 		return err;
 	if (p[0] == '%' && !p[1]) {
@@ -569,9 +599,7 @@ int rc_parse_duration(const char *s, uint64_t *out_ns)
 	size_t i;
 	int err;
 
-	if (!s || !out_ns)
-		return -EINVAL;
-	err = parse_decimal(s, &p, &num, &den);
+	err = parse_number(s, out_ns, &p, &num, &den);
 	if (err)
 		return err;
 	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)

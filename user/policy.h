@@ -78,6 +78,26 @@ void rc_thresholds_scale(uint64_t cg_limit, struct rc_thresholds *t);
 /* Make inactive_min >= headroom_min. */
 void rc_thresholds_fix(struct rc_thresholds *t);
 
+/* What the thresholds in force are made of. */
+struct rc_threshold_in {
+	uint64_t mem_total;
+	uint64_t cg_limit; /* of the target's memory cgroup; RC_UNLIMITED: none */
+	bool headroom_set; /* --headroom */
+	uint64_t headroom;
+	bool inactive_set; /* --inactive */
+	uint64_t inactive;
+};
+
+/*
+ * The thresholds in force, for the whole system and for a target alike:
+ * the defaults for mem_total, scaled to cg_limit; --headroom replaces
+ * headroom_min and, unless --inactive is given too, sets inactive_min to
+ * RC_INACTIVE_FACTOR x headroom; --inactive replaces inactive_min. Always
+ * inactive_min >= headroom_min.
+ */
+void rc_thresholds_resolve(const struct rc_threshold_in *in,
+			   struct rc_thresholds *t);
+
 /* ------------------------------------------------------------------ */
 /* Scoring and selection                                               */
 
@@ -210,13 +230,18 @@ int rc_forecast(const struct rc_sample *s, size_t n, uint64_t window_ns,
 struct rc_plan {
 	bool evict;
 	enum rc_phase phase;
-	uint64_t deficit;	     /* bytes to free: threshold - headroom */
+	uint64_t deficit;	     /* bytes to free: threshold - predicted */
+	uint64_t predicted;	     /* the headroom compared (see below) */
 	enum ramcache_reason reason; /* valid when evict */
 };
 
+/* A forecast from fewer samples than this is no forecast. */
+#define RC_PLAN_MIN_SAMPLES 2
+
 /*
- * Decide from the headroom now and, if f is not NULL, the forecast
- * headroom at the horizon; the lower of the two is compared:
+ * Decide from the headroom now and, if f is not NULL and has at least
+ * RC_PLAN_MIN_SAMPLES samples, the forecast headroom at the horizon; the
+ * lower of the two ("predicted") is compared:
  *   < headroom_min: RC_PHASE_HEADROOM, deficit = headroom_min - it
  *   < inactive_min: RC_PHASE_INACTIVE, deficit = inactive_min - it
  *   else no eviction.
@@ -252,16 +277,20 @@ struct rc_pressure_in {
 };
 
 enum rc_reason_bit {
+	/* the kernel reclaims */
 	RC_R_KSWAPD = 1u << 0,
 	RC_R_DIRECT_RECLAIM = 1u << 1,
 	RC_R_MEMCG_RECLAIM = 1u << 2,
+	/* what reclaim took comes back */
 	RC_R_REFAULT_FILE = 1u << 3,
 	RC_R_REFAULT_ANON = 1u << 4,
 	RC_R_SWAP_IN = 1u << 5,
 	RC_R_SWAP_OUT = 1u << 6,
 	RC_R_MAJOR_FAULTS = 1u << 7,
+	/* tasks wait for memory */
 	RC_R_PSI_SOME = 1u << 8,
 	RC_R_PSI_FULL = 1u << 9,
+	/* room left, now and forecast */
 	RC_R_HEADROOM = 1u << 10,
 	RC_R_ETA = 1u << 11,
 	RC_R_NR = 12,
@@ -301,9 +330,17 @@ enum rc_reason_bit {
 #define RC_ETA_HIGH_NS	     5000000000ULL
 #define RC_ETA_CRIT_NS	     1000000000ULL
 
+/* The per-second rates the level was judged on (pages, faults). */
+struct rc_rates {
+	double refault_file, refault_anon;
+	double swap_in, swap_out;
+	double major_faults;
+};
+
 struct rc_pressure {
 	enum ramcache_level level;
 	uint32_t reasons; /* RC_R_* */
+	struct rc_rates rates;
 };
 
 void rc_pressure_eval(const struct rc_pressure_in *in, struct rc_pressure *out);

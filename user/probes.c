@@ -92,17 +92,13 @@ int probes_select(struct probes *ps, struct pressure_bpf *skel,
 
 		p->tp = pp->tp;
 		p->what = pp->what;
+		p->nargs = n;
+		p->want_nargs = pp->nargs;
 		if (n == -ENOENT) {
-			fprintf(stderr,
-				"ramcache-bpf: warning: kernel has no "
-				"tracepoint %s, %s not traced\n",
-				pp->tp, pp->what);
+			p->off_why = PROBE_MISSING;
 			p->state = PROBE_OFF;
 		} else if (n != pp->nargs) {
-			fprintf(stderr,
-				"ramcache-bpf: warning: tracepoint %s has %d "
-				"arguments, expected %d; %s not traced\n",
-				pp->tp, n, pp->nargs, pp->what);
+			p->off_why = PROBE_BAD_ARGS;
 			p->state = PROBE_OFF;
 		} else {
 			p->state = mode == PROBE_RAW_TP ? PROBE_USE_RAW
@@ -139,11 +135,9 @@ int probes_attach(struct probes *ps, struct pressure_bpf *skel)
 					     : pairs[i].raw_off);
 		link = bpf_program__attach(prog);
 		if (!link) {
-			fprintf(stderr,
-				"ramcache-bpf: warning: failed to attach %s to "
-				"%s: %s; %s not traced\n",
-				probe_state_name(p->state), p->tp,
-				strerror(errno), p->what);
+			p->off_why = PROBE_ATTACH_FAILED;
+			p->err = errno;
+			p->attach_mode = probe_state_name(p->state);
 			p->state = PROBE_OFF;
 			continue;
 		}

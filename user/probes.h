@@ -19,11 +19,23 @@ enum probe_state {
 	PROBE_USE_RAW,
 };
 
+/* Why a tracepoint is off, for the warning output.c prints. */
+enum probe_off {
+	PROBE_OK = 0,
+	PROBE_MISSING,	     /* the kernel has no such tracepoint */
+	PROBE_BAD_ARGS,	     /* nargs arguments, want_nargs expected */
+	PROBE_ATTACH_FAILED, /* attaching attach_mode failed with err */
+};
+
 struct probe {
 	const char *tp;	  /* tracepoint name */
 	const char *what; /* what it tells, for the warning */
 	enum probe_state state;
 	struct bpf_link *link; /* NULL when not attached */
+	enum probe_off off_why;
+	int nargs, want_nargs;
+	int err; /* errno of a failed attach */
+	const char *attach_mode;
 };
 
 #define NR_PROBES 9
@@ -34,14 +46,15 @@ struct probes {
 
 /*
  * Before load: pick tp_btf or raw_tp for each tracepoint and disable the
- * other program. A tracepoint missing from the kernel is left off with a
- * warning. Returns 0, or -errno when the kernel's BTF cannot be read.
+ * other program. A tracepoint missing from the kernel is left off, its
+ * off_why set (out_probe_warnings() tells the user). Returns 0, or -errno
+ * when the kernel's BTF cannot be read.
  */
 int probes_select(struct probes *ps, struct pressure_bpf *skel,
 		  enum probe_mode mode);
 
 /*
- * After load: attach every chosen program. A failure is a warning and the
+ * After load: attach every chosen program. A failure sets off_why and the
  * rest keeps working. Returns the number attached (0 is for main to judge).
  */
 int probes_attach(struct probes *ps, struct pressure_bpf *skel);

@@ -24,8 +24,13 @@ def main():
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--step-s", type=float, default=0.05)
     ap.add_argument("--active", type=float, default=1.0, help="--cache-ram active GB")
+    ap.add_argument("--control", choices=("memfd", "file"), default="file",
+                    help="the page: a memfd, or the file the agent looks for by pid")
     a = ap.parse_args()
-    env.require_library()
+    if a.control == "file":
+        os.environ["RAMCACHE_CONTROL"] = f"/dev/shm/ramcache-{os.getpid()}"
+    else:
+        os.environ.pop("RAMCACHE_CONTROL", None)
     pkg = env.load_package()
     bridge = pkg.bridge.BRIDGE
     w = env.worker("RAM_PRESSURE", ram=a.active, ram_inactive=0)

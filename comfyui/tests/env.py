@@ -137,6 +137,19 @@ class Expand:
             "result": (["x2", 0], ["x1", 0])}
 
 
+RAN = []  # node ids of Record nodes, in the order they ran
+
+
+class Record:
+    """A pass-through that notes each time it really runs (not from cache)."""
+    FUNCTION = "run"
+    RETURN_TYPES = ("ANY",)
+
+    def run(self, value, name=""):
+        RAN.append(name)
+        return (value,)
+
+
 class Sink:
     FUNCTION = "run"
     OUTPUT_NODE = True
@@ -149,7 +162,7 @@ class Sink:
 nodes.NODE_CLASS_MAPPINGS.update({
     "MakeTensor": MakeTensor, "MakeViewPair": MakeViewPair,
     "LoadModel": LoadModel, "Sampler": Sampler, "Sink": Sink, "Call": Call,
-    "Expand": Expand,
+    "Expand": Expand, "Record": Record,
 })
 
 

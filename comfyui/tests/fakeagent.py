@@ -31,8 +31,11 @@ def now_ns():
 
 class FakeAgent:
     def __init__(self, path):
+        """path: the page's file, or /proc/<pid>/fd/<n> for a memfd (a
+        magic link: opened without O_NOFOLLOW, as the agent does)."""
         self.path = path
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+        nofollow = 0 if path.startswith("/proc/") else os.O_NOFOLLOW
+        fd = os.open(path, os.O_RDWR | nofollow)
         try:
             self.size = os.fstat(fd).st_size
             self.m = mmap.mmap(fd, self.size)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """End to end: the real agent (build/ramcache-bpf) watching a stand-in
 ComfyUI process in a scratch memory cgroup. Skips only when the agent is not
-built or does not take --headroom; needs root and libramcache."""
+built or does not take --headroom; needs root."""
 import json
 import os
 import signal
@@ -16,6 +16,18 @@ from rctest import AGENT, Agent, Memcg, Skip, main, require_root, test
 CHILD = os.path.join(env.HERE, "e2e_comfy.py")
 
 
+def agent_finds_memfd():
+    """True when the built agent finds memfd pages by pid (memfd discovery);
+    older agents look only for /dev/shm/ramcache-<pid>."""
+    r = subprocess.run([AGENT, "--help"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=10)
+    return "memfd" in r.stdout
+
+
+def control_mode():
+    return "memfd" if agent_finds_memfd() else "file"
+
+
 def require_agent():
     if not os.access(AGENT, os.X_OK):
         raise Skip(f"{AGENT} is not built")
@@ -24,7 +36,6 @@ def require_agent():
     if "--headroom" not in r.stdout:
         raise Skip(f"{AGENT} does not support --headroom yet")
     require_root()
-    env.require_library()
 
 
 class Child:
@@ -83,7 +94,6 @@ def fake_agent_policy_keeps_a_memcg_alive():
     """The same workload with a Python stand-in for the agent's policy: the
     cross-process path (page, futex wake, acks with RSS freed) without BPF."""
     require_root()
-    env.require_library()
     from fakeagent import FakeAgent
     with Memcg(512 * MiB, swap_limit=0) as cg:
         child = Child(cg, "--prompts", 12, "--mib", 64, "--steps", 4, "--step-s", 0.02)
@@ -123,7 +133,8 @@ def agent_evicts_inactive_entries_before_the_oom_killer():
     # 12 prompts x 64 MiB of cached tensors would need ~800 MiB: the limit is
     # 512 MiB without swap, so only the agent's evictions keep it alive.
     with Memcg(512 * MiB, swap_limit=0) as cg:
-        child = Child(cg, "--prompts", 12, "--mib", 64, "--steps", 8, "--step-s", 0.05)
+        child = Child(cg, "--prompts", 12, "--mib", 64, "--steps", 8, "--step-s", 0.05,
+                      "--control", control_mode())
         try:
             with Agent("--pid", child.pid, "--headroom", "96M", "--inactive", "192M") as ag:
                 child.go()
@@ -145,7 +156,8 @@ def agent_evicts_inactive_entries_before_the_oom_killer():
 def comfyui_keeps_running_when_the_agent_is_killed():
     require_agent()
     with Memcg(1024 * MiB, swap_limit=0) as cg:
-        child = Child(cg, "--prompts", 4, "--mib", 16, "--steps", 20, "--step-s", 0.1)
+        child = Child(cg, "--prompts", 4, "--mib", 16, "--steps", 20, "--step-s", 0.1,
+                      "--control", "file")
         try:
             ag = Agent("--pid", child.pid, "--headroom", "64M", "--inactive", "128M")
             try:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The package inside the stand-in ComfyUI, with a fake agent on the page:
 executor capture, publishing, eviction at safe points, what must never be
-evicted, interrupts, agent absent or killed. Needs libramcache."""
+evicted, interrupts, agent absent or killed."""
 import os
 import stat
 import threading
@@ -15,10 +15,9 @@ from rctest import main, test
 import comfy.model_management
 import execution
 
-env.require_library() if env.library() else None
-pkg = env.load_package() if env.library() else None
-BRIDGE = pkg.bridge.BRIDGE if pkg else None
-lib = pkg.lib if pkg else None
+pkg = env.load_package()
+BRIDGE = pkg.bridge.BRIDGE
+lib = pkg.page
 
 _agent = None
 
@@ -26,7 +25,6 @@ _agent = None
 def agent():
     """The fake agent on this process's page (opened once)."""
     global _agent
-    env.require_library()
     assert BRIDGE.page is not None, "no control page: " + str(BRIDGE.disabled)
     if _agent is None:
         _agent = FakeAgent(BRIDGE.page.path)
@@ -48,7 +46,6 @@ def entry_for(w, node_id):
 
 
 def fresh(cache_type="RAM_PRESSURE", **kw):
-    env.require_library()
     w = env.worker(cache_type, **kw)
     env.STEP_HOOK.clear()
     return w
@@ -69,10 +66,15 @@ def captures_the_executor():
     try:
         assert BRIDGE.executor() is w.executor
         assert BRIDGE.exec_thread == w.thread.ident
-        path = f"/dev/shm/ramcache-{os.getpid()}"
-        assert BRIDGE.page.path == path, BRIDGE.page.path
-        st = os.stat(path)
+        # a memfd named "ramcache", found through /proc/<pid>/fd
+        assert BRIDGE.page.memfd, BRIDGE.page.path
+        link = os.readlink(f"/proc/self/fd/{BRIDGE.page.fd}")
+        assert link.startswith("/memfd:ramcache"), link
+        st = os.stat(BRIDGE.page.path)
         assert st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) == 0o600
+        assert st.st_size == pkg.page.ctl_size(pkg.page.DEFAULT_ENTRIES,
+                                               pkg.page.DEFAULT_RING)
+        assert env.LOG.grep("start the agent with 'sudo ramcache-bpf --pid")
         # reset() replaces caches: the package must follow
         old = outputs(w)
         w.reset()
@@ -115,6 +117,8 @@ def publishes_every_entry_with_its_bytes():
         assert ok
         ents2 = a.entries()
         assert ents2[pair]["used_generation"] == gen
+        # its prompt is gone, its label stays: the agent evicts exactly these
+        assert ents2[pair]["label"] == "pair:MakeViewPair", ents2[pair]["label"]
         assert not ents2[pair]["flags"] & lib.F_ACTIVE
         assert entry_for(w, "t3")[0] not in ents
         assert a.generation() == gen + 1
@@ -300,6 +304,99 @@ def serves_commands_between_nodes():
 
 
 @test
+def serves_commands_while_a_model_loads():
+    """A loader node has no progress bar: the command is served where it
+    reads weights (load_torch_file), moves them (load_models_gpu) or asks
+    for RAM (extra_ram_release), not when the node ends."""
+    import comfy.memory_management as cmm
+    import comfy.utils
+    w = fresh()
+    a = agent()
+    a.start_heartbeat()
+    try:
+        eid, key = two_prompts(w)
+        calls = {"file": lambda: comfy.utils.load_torch_file(4),
+                 "gpu": lambda: comfy.model_management.load_models_gpu([]),
+                 "pin": lambda: cmm.extra_ram_release(1 << 30)}
+        for name, load in calls.items():
+            if key not in outputs(w).cache:
+                eid, key = two_prompts(w)  # a fresh inactive entry
+            log = {}
+
+            def loader(load=load, eid=eid):
+                log["seq"] = a.post(eid)
+                assert a.wait_taken(log["seq"])
+                time.sleep(0.05)
+                log["before"] = a.ack(log["seq"])
+                load()
+                log["during"] = a.wait_ack(log["seq"], 2)
+                return 1
+            env.CALLS["loader"] = loader
+            p = {"l": node("Call", tag="loader", value=name), "s": node("Sink", value=["l", 0])}
+            ok, msgs = w.run(p, ["s"], "load-" + name)
+            assert ok, msgs
+            assert log["before"] is None, (name, log)
+            assert log["during"] and log["during"]["status"] == lib.ACK_EVICTED, (name, log)
+            assert key not in outputs(w).cache, name
+    finally:
+        a.stop_heartbeat()
+        w.stop()
+
+
+@test
+def a_prompt_starting_under_pressure_waits_for_the_agent():
+    """The outputs of earlier prompts become inactive when a prompt starts;
+    under pressure the agent gets a moment to ask for them before the first
+    node allocates (an agent reacts in a few hundred ms, a node can allocate
+    sooner). Without pressure, no wait."""
+    w = fresh()
+    a = agent()
+    a.start_heartbeat()
+    stop = threading.Event()
+    try:
+        eid, key = two_prompts(w)
+        log = {}
+
+        def agent_policy():  # asks for inactive entries 200 ms after seeing them
+            while not stop.is_set():
+                old = [e for e in a.entries().values() if e["id"] == eid
+                       and not e["flags"] & lib.F_ACTIVE]
+                if old:
+                    time.sleep(0.2)
+                    log["seq"] = a.post(eid, reason=2)
+                    return
+                time.sleep(0.01)
+
+        def first():
+            log["evicted_before_first_node"] = key not in outputs(w).cache
+            return 1
+        env.CALLS["first"] = first
+        p = {"c": node("Call", tag="first", value="settle"), "s": node("Sink", value=["c", 0])}
+        settled = BRIDGE.settled
+        a.set_level(1, headroom=100 * MiB, target=16 * MiB)
+        th = threading.Thread(target=agent_policy)
+        th.start()
+        ok, msgs = w.run(p, ["s"], "settle")
+        th.join(5)
+        assert ok, msgs
+        assert BRIDGE.settled == settled + 1
+        assert log["evicted_before_first_node"], log
+        ack = a.wait_ack(log["seq"])
+        assert ack and ack["status"] == lib.ACK_EVICTED, ack
+        # no pressure: the next prompt does not wait
+        a.set_level(0)
+        eid, key = two_prompts(w)
+        ok, _ = w.run({"c": node("Call", tag="first", value="calm"),
+                       "s": node("Sink", value=["c", 0])}, ["s"], "calm")
+        assert ok and BRIDGE.settled == settled + 1
+    finally:
+        stop.set()
+        a.set_level(0)
+        a.stop_heartbeat()
+        w.stop()
+
+
+@test
 def never_evicts_what_the_running_node_uses():
     w = fresh()
     a = agent()
@@ -440,7 +537,7 @@ def agent_absent_leaves_comfyui_alone():
         assert cb is not None and cb.__self__ is outputs(w)
         assert key in outputs(w).cache
         st = BRIDGE.status()
-        assert st["library"] and not st["attached"]
+        assert st["page"] and not st["attached"]
     finally:
         w.stop()
 
@@ -477,22 +574,31 @@ def agent_killed_mid_prompt():
 
 @test
 def null_cache_does_nothing_and_says_so_once():
-    w = fresh("NONE")
     a = agent()
     a.start_heartbeat()
     try:
-        for i in range(2):
-            ok, _ = w.run({"t": node("MakeTensor", mib=1, tag=str(i)),
-                           "s": node("Sink", value=["t", 0])}, ["s"], f"n{i}")
-            assert ok
-        assert a.entries() == {}
-        seq = a.post(12345)
-        ack = a.wait_ack(seq)
-        assert ack["status"] == lib.ACK_NOT_FOUND
-        assert len(env.LOG.grep("intermediate cache is disabled")) == 1
+        # two values (newer) and one (v0.3.7x: cache_args {"lru", "ram": 0})
+        for inactive in (0.0, None):
+            BRIDGE._said.discard("null")
+            BRIDGE._said.discard("args")
+            n = len(env.LOG.lines)
+            w = fresh("NONE", ram=0.0, ram_inactive=inactive)
+            try:
+                for i in range(2):
+                    ok, _ = w.run({"t": node("MakeTensor", mib=1, tag=str(i)),
+                                   "s": node("Sink", value=["t", 0])}, ["s"], f"n{i}")
+                    assert ok
+                assert a.entries() == {}
+                seq = a.post(12345)
+                ack = a.wait_ack(seq)
+                assert ack["status"] == lib.ACK_NOT_FOUND
+                said = [line for line in env.LOG.lines[n:] if "ramcache:" in line]
+                assert len([x for x in said if "intermediate cache is disabled" in x]) == 1, said
+                assert not [x for x in said if "GB" in x], said
+            finally:
+                w.stop()
     finally:
         a.stop_heartbeat()
-        w.stop()
 
 
 class Nested:
@@ -605,8 +711,6 @@ def status_node_shows_the_agent():
     a.start_heartbeat()
     a.set_level(2, headroom=300 * MiB, target=64 * MiB)
     try:
-        text = pkg.nodes.status_text(BRIDGE.status())
-        assert "agent: attached" in text and "pressure: high" in text, text
         env.nodes.NODE_CLASS_MAPPINGS.update(pkg.NODE_CLASS_MAPPINGS)
         p = {"t": node("MakeTensor", mib=1, tag="st"),
              "st": node("RAMCacheBPFStatus", value=["t", 0]),
@@ -618,10 +722,44 @@ def status_node_shows_the_agent():
         st_entry = out.cache[out.cache_key_set.get_data_key("st")]
         t_entry = out.cache[out.cache_key_set.get_data_key("t")]
         assert st_entry.outputs[0][0] is t_entry.outputs[0][0]
-        assert "pressure: high" in st_entry.ui["text"][0]
+        text = st_entry.ui["text"][0]
+        assert "agent attached, pressure high" in text, text
+        assert "headroom 300.0 MiB, wants 64.0 MiB freed" in text, text
+        st = BRIDGE.status()
+        assert st["attached"] and st["level"] == "high" and st["agent_pid"] == os.getpid()
+        assert st["headroom"] == 300 * MiB and st["target"] == 64 * MiB
+        assert st["comfyui"]["cache_type"] == "RAM_PRESSURE"
+        assert st["comfyui"]["recommended"] == "python main.py --cache-ram 4 0"
     finally:
         a.set_level(0)
         a.stop_heartbeat()
+        w.stop()
+
+
+@test
+def status_node_keeps_the_cache_keys_after_it():
+    """Wired inline, the status node must not re-run the nodes after it:
+    two runs of the same prompt, the second runs nothing again."""
+    w = fresh()
+    env.nodes.NODE_CLASS_MAPPINGS.update(pkg.NODE_CLASS_MAPPINGS)
+    try:
+        p = {"t": node("MakeTensor", mib=1, tag="keys"),
+             "st": node("RAMCacheBPFStatus", value=["t", 0]),
+             "inv": node("Record", value=["st", 0], name="inv"),
+             "scale": node("Record", value=["inv", 0], name="scale"),
+             "s": node("Sink", value=["scale", 0])}
+        env.RAN.clear()
+        assert w.run(p, ["s"], "k1")[0]
+        assert env.RAN == ["inv", "scale"], env.RAN
+        out = outputs(w)
+        keys1 = {n: out.cache_key_set.get_data_key(n) for n in ("inv", "scale", "s")}
+        env.RAN.clear()
+        assert w.run(p, ["s"], "k2")[0]
+        out = outputs(w)
+        keys2 = {n: out.cache_key_set.get_data_key(n) for n in ("inv", "scale", "s")}
+        assert keys1 == keys2, "cache keys after the status node changed"
+        assert env.RAN == [], f"re-ran after the status node: {env.RAN}"
+    finally:
         w.stop()
 
 

@@ -43,6 +43,20 @@
 /* How often each side should beat. */
 #define RAMCACHE_HEARTBEAT_PERIOD_NS 250000000ULL
 
+/*
+ * Is a peer whose last heartbeat says @hb_ns alive at @now_ns? 0 means no
+ * peer. The clock is shared, but the sign of a difference of two untrusted
+ * stamps is never trusted: a stamp in the future counts by its distance too.
+ */
+static inline int ramcache_heartbeat_fresh(uint64_t hb_ns, uint64_t now_ns)
+{
+	if (!hb_ns)
+		return 0;
+	if (hb_ns > now_ns)
+		return hb_ns - now_ns < RAMCACHE_HEARTBEAT_TIMEOUT_NS;
+	return now_ns - hb_ns < RAMCACHE_HEARTBEAT_TIMEOUT_NS;
+}
+
 /* entry flags */
 #define RAMCACHE_F_ACTIVE (1u << 0) /* used by the prompt running now */
 #define RAMCACHE_F_PINNED (1u << 1) /* never evict */

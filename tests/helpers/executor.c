@@ -120,8 +120,7 @@ int main(int argc, char **argv)
 		now_alive = ramcache_agent_alive(rc);
 		if (now_alive != alive) {
 			alive = now_alive;
-			printf("{\"type\":\"agent\",\"alive\":%s,\"t_ns\":%llu}"
-			       "\n",
+			printf("{\"type\":\"agent\",\"alive\":%s,\"t_ns\":%llu}\n",
 			       alive ? "true" : "false",
 			       (unsigned long long)ramcache_now_ns());
 			fflush(stdout);
@@ -142,8 +141,7 @@ int main(int argc, char **argv)
 		if (cmds - 1 < MAX_SEEN)
 			seen[cmds - 1] = cmd.seq;
 		last_seq = cmd.seq;
-		printf("{\"type\":\"cmd\",\"seq\":%llu,\"id\":%llu,\"t_ns\":%"
-		       "llu}\n",
+		printf("{\"type\":\"cmd\",\"seq\":%llu,\"id\":%llu,\"t_ns\":%llu}\n",
 		       (unsigned long long)cmd.seq,
 		       (unsigned long long)cmd.entry_id,
 		       (unsigned long long)cmd.recv_ns);

@@ -16,9 +16,11 @@ import contextlib
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -211,6 +213,27 @@ class ZramSwap:
 
 # ---------------------------------------------------------------- the agent
 
+def wait_event(seen, q, pred, timeout=10.0):
+    """First event of @seen, or then of queue @q (None: the stream ended),
+    for which pred(ev) is true; None after @timeout seconds."""
+    for ev in list(seen):
+        if pred(ev):
+            return ev
+    end = time.monotonic() + timeout
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            return None
+        try:
+            ev = q.get(timeout=left)
+        except queue.Empty:
+            return None
+        if ev is None:
+            return None
+        if pred(ev):
+            return ev
+
+
 class Agent:
     """ramcache-bpf with --json, its events collected by a reader thread."""
 
@@ -247,22 +270,7 @@ class Agent:
 
     def wait_for(self, pred, timeout=10.0):
         """First event (seen before or after) for which pred(ev) is true."""
-        for ev in list(self.events):
-            if pred(ev):
-                return ev
-        end = time.monotonic() + timeout
-        while True:
-            left = end - time.monotonic()
-            if left <= 0:
-                return None
-            try:
-                ev = self.q.get(timeout=left)
-            except queue.Empty:
-                return None
-            if ev is None:
-                return None
-            if pred(ev):
-                return ev
+        return wait_event(self.events, self.q, pred, timeout)
 
     def wait_type(self, typ, timeout=10.0):
         return self.wait_for(lambda e: e.get("type") == typ, timeout)
@@ -293,6 +301,63 @@ class Agent:
 
     def __exit__(self, *a):
         self.stop()
+
+
+MEMHOG = os.path.join(HELPERS, "memhog")
+
+
+def hog(*args, preexec=None):
+    """tests/helpers/memhog, waiting for "go" on stdin (see ready, go)."""
+    return subprocess.Popen([MEMHOG, "--wait", *map(str, args)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, preexec_fn=preexec)
+
+
+def ready(p):
+    """The pid memhog reports once it is set up."""
+    ev = json.loads(p.stdout.readline())
+    assert ev["type"] == "ready", ev
+    return ev["pid"]
+
+
+def go(p):
+    p.stdin.write("go\n")
+    p.stdin.flush()
+
+
+def reap(p):
+    p.kill()
+    p.wait()
+
+
+@contextlib.contextmanager
+def memhog(*args, preexec=None):
+    """hog() that is killed and reaped however the test ends."""
+    p = hog(*args, preexec=preexec)
+    try:
+        yield p
+    finally:
+        reap(p)
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix, parent="/var/tmp"):
+    """A directory named ramcache-test-<prefix>..., removed at the end."""
+    d = tempfile.mkdtemp(prefix=f"ramcache-test-{prefix}", dir=parent)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def wait_path(path, timeout=4.0):
+    """True once @path exists, False after @timeout seconds."""
+    end = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def spawn(argv, **kw):

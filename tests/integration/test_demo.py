@@ -5,21 +5,18 @@ The workload caches ~670 MiB (2 models of 96 MiB, 16 MiB node outputs,
 8 prompts) in a 384 MiB cgroup without swap: the classic cache must be
 OOM-killed, the local policy and the agent must get it through.
 """
-import contextlib
 import json
 import mmap
 import os
-import shutil
 import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import (AGENT, DEMO, MiB, Agent, Memcg, Skip, main,  # noqa: E402
-                    require_root, test)
+                    require_root, scratch_dir, test, wait_path)
 
 LIMIT = 384 * MiB
 WORKLOAD = ["--prompts", 8, "--nodes", 6, "--models", 2, "--model-size",
@@ -32,13 +29,8 @@ def require_demo():
         raise RuntimeError(f"{DEMO} is not built")
 
 
-@contextlib.contextmanager
 def model_dir():
-    d = tempfile.mkdtemp(prefix="ramcache-test-demo-", dir="/var/tmp")
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+    return scratch_dir("demo-")
 
 
 class Demo:
@@ -261,10 +253,7 @@ def executor_answers_commands():
                     "--steps", 5, "--step-ms", 20, mdir=d)
         page = None
         try:
-            for _ in range(200):
-                if os.path.exists(demo.control_path()):
-                    break
-                time.sleep(0.02)
+            wait_path(demo.control_path())
             page = ControlPage(demo.control_path())
             page.beat()
             # prompts 3 and 4 run on the other model: nothing of prompt 1
@@ -312,10 +301,7 @@ def agent_loss_falls_back_to_local():
                     memcg=cg, mdir=d)
         page = None
         try:
-            for _ in range(200):
-                if os.path.exists(demo.control_path()):
-                    break
-                time.sleep(0.02)
+            wait_path(demo.control_path())
             page = ControlPage(demo.control_path())
             # alive long enough to be seen, then silent; no commands
             for _ in range(10):
@@ -346,10 +332,7 @@ def demo_with_agent_finishes():
                     memcg=cg, mdir=d)
         agent = None
         try:
-            for _ in range(200):
-                if os.path.exists(demo.control_path()):
-                    break
-                time.sleep(0.02)
+            wait_path(demo.control_path())
             assert os.path.exists(demo.control_path()), "no control page"
             agent = Agent("--pid", demo.proc.pid, "--headroom", "64M",
                           "--inactive", "128M")

@@ -19,7 +19,8 @@ import tempfile
 import threading
 import time
 
-from rctest import AGENT, DEMO, HELPERS, Agent, main, require_root, test
+from rctest import (AGENT, DEMO, HELPERS, Agent, main, require_root,
+                    scratch_dir, test, wait_event)
 
 EXECUTOR = os.path.join(HELPERS, "executor")
 MEMHOG = os.path.join(HELPERS, "memhog")
@@ -58,13 +59,8 @@ def write_page(path, pid, uid=0, **kw):
     os.rename(tmp, path)
 
 
-@contextlib.contextmanager
-def scratch_dir():
-    d = tempfile.mkdtemp(prefix="ramcache-test-hard-", dir="/dev/shm")
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+def shm_dir():
+    return scratch_dir("hard-", "/dev/shm")
 
 
 @contextlib.contextmanager
@@ -118,7 +114,7 @@ def finish(a):
 def hostile(mutate, expect_reason, then=None):
     """Attach the agent to a page, mutate it, expect a drop, stay alive."""
     require_root()
-    with scratch_dir() as d, sleeper() as target:
+    with shm_dir() as d, sleeper() as target:
         path = os.path.join(d, "page")
         write_page(path, target.pid)
         with Agent("--pid", target.pid, "--control", path,
@@ -203,7 +199,7 @@ def unlinked_page_is_dropped():
 def page_of_another_uid_is_refused():
     """Target runs as root, page belongs to nobody: refused, says owner."""
     require_root()
-    with scratch_dir() as d, sleeper() as target:
+    with shm_dir() as d, sleeper() as target:
         path = os.path.join(d, "page")
         write_page(path, target.pid, uid=NOBODY)
         with Agent("--pid", target.pid, "--control", path) as a:
@@ -222,7 +218,7 @@ def header_scribbled_after_open_is_harmless():
     """The header is read once at open; garbage written over it later
     changes nothing the agent relies on (offsets are its own copy)."""
     require_root()
-    with scratch_dir() as d, sleeper() as target:
+    with shm_dir() as d, sleeper() as target:
         path = os.path.join(d, "page")
         write_page(path, target.pid)
         with Agent("--pid", target.pid, "--control", path) as a:
@@ -260,20 +256,7 @@ def executor(*args, user=None, **kw):
 
 
 def ex_wait(p, pred, timeout=10.0):
-    for ev in list(p.events):
-        if pred(ev):
-            return ev
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            ev = p.lines.get(timeout=max(0.01, end - time.monotonic()))
-        except queue.Empty:
-            return None
-        if ev is None:
-            return None
-        if pred(ev):
-            return ev
-    return None
+    return wait_event(p.events, p.lines, pred, timeout)
 
 
 def ex_stop(p):

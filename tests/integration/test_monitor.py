@@ -5,34 +5,16 @@ import json
 import os
 import subprocess
 
-from rctest import (AGENT, HELPERS, MiB, Agent, Memcg, Skip, main,
-                    require_root, test)
+from rctest import (AGENT, HELPERS, MiB, Agent, Memcg, Skip, go, main,
+                    memhog, ready, require_root, test)
 
 MEMHOG = os.path.join(HELPERS, "memhog")
-
-
-def hog(*args, preexec=None):
-    return subprocess.Popen([MEMHOG, "--wait", *map(str, args)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, preexec_fn=preexec)
-
-
-def ready(p):
-    ev = json.loads(p.stdout.readline())
-    assert ev["type"] == "ready", ev
-    return ev["pid"]
-
-
-def go(p):
-    p.stdin.write("go\n")
-    p.stdin.flush()
 
 
 def fault_count_matches(mode):
     require_root()
     pages = 20000
-    p = hog("--touch", pages)
-    try:
+    with memhog("--touch", pages) as p:
         pid = ready(p)
         with Agent("--pid", pid, "--interval", "0.2s", "--probe-mode",
                    mode) as a:
@@ -52,9 +34,6 @@ def fault_count_matches(mode):
             assert abs(faults - delta["delta"]) <= 0.1 * delta["delta"], (
                 faults, delta)
             assert delta["delta"] >= pages
-    finally:
-        p.kill()
-        p.wait()
 
 
 @test
@@ -71,8 +50,7 @@ def fault_count_agrees_with_proc_stat_raw_tp():
 def memcg_reclaim_and_oom_kill_attributed_to_child():
     require_root()
     with Memcg(64 * MiB) as cg:
-        p = hog("--grow", "512M", preexec=cg.preexec())
-        try:
+        with memhog("--grow", "512M", preexec=cg.preexec()) as p:
             pid = ready(p)
             with Agent("--pid", pid, "--interval", "0.5s") as a:
                 assert a.wait_type("start"), a.stderr
@@ -92,9 +70,6 @@ def memcg_reclaim_and_oom_kill_attributed_to_child():
                 assert a.of_type("exit")[-1]["reason"] == "target exited"
             assert p.wait(timeout=10) == -9
             assert cg.oom_kills() >= 1
-        finally:
-            p.kill()
-            p.wait()
 
 
 @test
@@ -111,8 +86,7 @@ def whole_system_mode_runs_for_duration():
 @test
 def rss_events_follow_the_target():
     require_root()
-    p = hog("--grow", "64M", "--hold", "0.5")
-    try:
+    with memhog("--grow", "64M", "--hold", "0.5") as p:
         pid = ready(p)
         with Agent("--pid", pid, "--rss-step", "8M") as a:
             assert a.wait_type("start"), a.stderr
@@ -121,9 +95,6 @@ def rss_events_follow_the_target():
             rss = [e["rss"] for e in a.of_type("rss") if e["pid"] == pid]
             assert rss and max(rss) >= 56 * MiB, rss
             assert a.of_type("summary")[-1]["rss"] >= 56 * MiB
-    finally:
-        p.kill()
-        p.wait()
 
 
 @test
@@ -178,6 +149,39 @@ def bad_flags_are_exit_2():
     one_line_error(run_agent("--bogus"), 2, "unknown option")
     one_line_error(run_agent("--interval"), 2, "needs an argument")
     one_line_error(run_agent("--headroom", "lots"), 2, "--headroom")
+
+
+@test
+def whole_system_start_shows_thresholds_in_force():
+    require_root()
+    # --headroom alone sets inactive to 2 x headroom, as --help says
+    with Agent("--headroom", "1G", "--duration", "1s", "--no-mlock") as a:
+        start = a.wait_type("start")
+        assert start, f"no start event; stderr: {a.stderr}"
+        assert start["pid"] == 0, start
+        assert start["headroom"] == 1 << 30, start
+        assert start["inactive"] == 2 << 30, start
+        assert a.wait(timeout=10) == 0, a.stderr
+    with Agent("--duration", "1s", "--no-mlock") as a:
+        start = a.wait_type("start")
+        assert start and start["headroom"] >= 2 << 30, start
+        assert start["inactive"] >= start["headroom"], start
+        assert a.wait(timeout=10) == 0, a.stderr
+
+
+@test
+def fatal_error_is_a_json_event_too():
+    r = run_agent("--json", "--pid", "2147483647")
+    one_line_error(r, 4, "no such process")
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert events and events[-1]["type"] == "error", r.stdout
+    assert events[-1]["code"] == 4, events
+    assert "no such process" in events[-1]["message"], events
+
+
+@test
+def burst_faults_is_a_count_not_a_size():
+    one_line_error(run_agent("--burst-faults", "10%"), 2, "--burst-faults")
 
 
 @test

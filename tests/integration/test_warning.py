@@ -15,7 +15,8 @@ import urllib.request
 
 import promtext
 from rctest import (AGENT, HELPERS, OUTPUT, ROOT, MiB, Agent, Memcg, Skip,
-                    ZramSwap, main, require_root, test)
+                    ZramSwap, go, hog, main, memhog, ready, reap,
+                    require_root, test)
 
 MEMHOG = os.path.join(HELPERS, "memhog")
 LIBSO = os.path.join(OUTPUT, "libramcache.so")
@@ -25,28 +26,6 @@ SWAP_REASONS = {"swap_in", "swap_out", "refault_anon", "refault_file"}
 STORM_REASONS = SWAP_REASONS | {"headroom", "eta", "memcg_reclaim",
                                 "major_faults"}
 SWAP_WARN = 256  # pages/s, RC_SWAP_WARN in user/policy.h
-
-
-def hog(*args, preexec=None):
-    return subprocess.Popen([MEMHOG, "--wait", *map(str, args)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, preexec_fn=preexec)
-
-
-def ready(p):
-    line = p.stdout.readline()
-    assert '"ready"' in line, line
-    return int(re.search(r'"pid":(\d+)', line).group(1))
-
-
-def go(p):
-    p.stdin.write("go\n")
-    p.stdin.flush()
-
-
-def reap(p):
-    p.kill()
-    p.wait()
 
 
 def at_least(level, least="warn"):
@@ -76,9 +55,8 @@ def swap_storm_warns_before_swap_in_peaks():
     require_root()
     with zram_swap(1 << 30), Memcg(160 * MiB, swap_limit=1 << 30) as cg:
         # twice the limit, then every page again and again: a swap storm
-        p = hog("--grow", "320M", "--rate", "200", "--thrash", "8",
-                preexec=cg.preexec())
-        try:
+        with memhog("--grow", "320M", "--rate", "200", "--thrash", "8",
+                    preexec=cg.preexec()) as p:
             pid = ready(p)
             with Agent("--pid", pid, "--interval", "0.5s") as a:
                 assert a.wait_type("start"), a.stderr
@@ -115,8 +93,6 @@ def swap_storm_warns_before_swap_in_peaks():
                   f"({ev[peak]['swap_in_per_s']:.0f} pages/s); "
                   f"oom kills of the child at {ooms}")
             assert ev[peak]["major_faults_per_s"] > 0, ev[peak]
-        finally:
-            reap(p)
 
 
 @test
@@ -136,15 +112,12 @@ def mapped_weights_thrash_is_shown():
             # out of the page cache, so the child's reads are charged to it
             os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
         with Memcg(64 * MiB, swap_limit=0) as cg:
-            p = hog("--map", path, "--thrash", "4", preexec=cg.preexec())
-            try:
+            with memhog("--map", path, "--thrash", "4", preexec=cg.preexec()) as p:
                 pid = ready(p)
                 with Agent("--pid", pid, "--interval", "0.5s") as a:
                     assert a.wait_type("summary"), a.stderr
                     go(p)
                     assert a.wait(timeout=60) == 0, a.stderr
-            finally:
-                reap(p)
         sums = a.of_type("summary")
         assert max(e.get("rss_file", 0) for e in sums) >= 16 * MiB, sums[-1]
         assert max(e["refault_file_per_s"] for e in sums) >= 2560, sums
@@ -168,14 +141,11 @@ def whole_system_on_level_runs_the_command():
                 start = a.wait_type("start")
                 assert start and start["pid"] == 0, (start, a.stderr)
                 # memcg reclaim, then an OOM kill, seen system-wide
-                p = hog("--grow", "256M", "--rate", "64",
-                        preexec=cg.preexec())
-                try:
+                with memhog("--grow", "256M", "--rate", "64",
+                            preexec=cg.preexec()) as p:
                     ready(p)
                     go(p)
                     p.wait(timeout=60)
-                finally:
-                    reap(p)
                 warn = a.wait_for(lambda e: e["type"] == "pressure"
                                   and at_least(e["level"]), timeout=10)
                 assert warn, "no pressure event at warn or above"
@@ -204,9 +174,8 @@ def metrics_move_with_events_and_parse():
     addr = f"127.0.0.1:{port}"
     token = f"ramcache-metrics-{os.getpid()}"
     with Memcg(48 * MiB, swap_limit=0) as cg:
-        p = hog("--tag", token, "--grow", "256M", "--rate", "64",
-                preexec=cg.preexec())
-        try:
+        with memhog("--tag", token, "--grow", "256M", "--rate", "64",
+                    preexec=cg.preexec()) as p:
             pid = ready(p)
             # --match keeps the agent (and its endpoint) up after the OOM
             with Agent("--match", token, "--interval", "0.5s", "--metrics",
@@ -233,8 +202,6 @@ def metrics_move_with_events_and_parse():
                 assert after["ramcache_level"] >= 1, after
                 promtool(raw_metrics(addr))
                 assert a.stop() == 0, a.stderr
-        finally:
-            reap(p)
 
 
 def raw_metrics(addr):

@@ -99,6 +99,26 @@ extern const char *test_skip_reason;
 		ok_;                                                           \
 	})
 
+/* The repository root: tests/run.py sets RAMCACHE_ROOT and runs us there. */
+static inline const char *test_root(void)
+{
+	const char *root = getenv("RAMCACHE_ROOT");
+
+	return root ? root : ".";
+}
+
+/* Path of @rel under tests/fixtures; the last four results stay valid. */
+static inline const char *fixture(const char *rel)
+{
+	static char buf[4][4096];
+	static int slot;
+
+	slot = (slot + 1) % 4;
+	snprintf(buf[slot], sizeof(buf[slot]), "%s/tests/fixtures/%s",
+		 test_root(), rel);
+	return buf[slot];
+}
+
 /* Mark the running case skipped (e.g. needs root); return after it. */
 #define TEST_SKIP(reason) (test_skip_reason = (reason))
 

@@ -6,8 +6,10 @@
 #define ARGV(...) ((char *[]){ "ramcache-bpf", __VA_ARGS__, NULL })
 #define ARGC(...) \
 	((int)(sizeof((char *[]){ "x", __VA_ARGS__ }) / sizeof(char *)))
-#define PARSE(o, err, ...) \
-	parse_args(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), o, err, sizeof(err))
+#define MEM (16ULL << 30)
+#define PARSE(o, err, ...)                                            \
+	parse_args(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), MEM, o, err, \
+		   sizeof(err))
 
 TEST(defaults)
 {
@@ -15,7 +17,8 @@ TEST(defaults)
 	char err[128];
 	struct opts o;
 
-	ASSERT_EQ(parse_args(1, argv, &o, err, sizeof(err)), ARGS_RUN, "run");
+	ASSERT_EQ(parse_args(1, argv, MEM, &o, err, sizeof(err)), ARGS_RUN,
+		  "run");
 	ASSERT_EQ(o.pid, 0, "whole system");
 	ASSERT_EQ(o.interval_ns, 2000000000ULL, "interval 2s");
 	ASSERT_EQ(o.ack_timeout_ns, 5000000000ULL, "ack timeout");
@@ -66,6 +69,149 @@ TEST(errors_name_the_flag)
 	ASSERT_TRUE(strstr(err, "stray"), err);
 	ASSERT_EQ(PARSE(&o, err, "--help"), ARGS_HELP, "help");
 	ASSERT_EQ(PARSE(&o, err, "--version"), ARGS_VERSION, "version");
+}
+
+/* README.md's flag table, first column, as one string ("" if not found). */
+static void readme_flags(char *buf, size_t len)
+{
+	char path[512], line[1024];
+	bool in_table = false;
+	size_t off = 0;
+	FILE *f;
+
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), "%s/README.md", test_root());
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *end;
+
+		if (!strncmp(line, "| flag | meaning |", 18)) {
+			in_table = true;
+			continue;
+		}
+		if (!in_table || !strncmp(line, "| ---", 5))
+			continue;
+		if (line[0] != '|')
+			break;
+		end = strchr(line + 1, '|');
+		/* "\|" inside a cell is an escaped bar, not the column end */
+		while (end && end[-1] == '\\')
+			end = strchr(end + 1, '|');
+		if (end && off < len)
+			off += snprintf(buf + off, len - off, "%.*s ",
+					(int)(end - line), line);
+	}
+	fclose(f);
+}
+
+/* Does @flag ("--pid") stand in @text as a whole flag? */
+static bool has_flag(const char *text, const char *flag)
+{
+	size_t n = strlen(flag);
+
+	for (const char *p = strstr(text, flag); p; p = strstr(p + 1, flag)) {
+		char next = p[n];
+
+		if ((p == text || (p[-1] != '-' && p[-1] != '[' &&
+				   !(p[-1] >= 'a' && p[-1] <= 'z'))) &&
+		    !(next == '-' || (next >= 'a' && next <= 'z')))
+			return true;
+	}
+	return false;
+}
+
+TEST(readme_documents_every_flag)
+{
+	const struct arg_opt *t;
+	char flags[8192], name[64];
+	size_t n;
+
+	readme_flags(flags, sizeof(flags));
+	if (!ASSERT_TRUE(flags[0],
+			 "README.md has a '| flag | meaning |' table"))
+		return;
+	t = args_table(&n);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "--%s", t[i].name);
+		ASSERT_TRUE(has_flag(flags, name), name);
+		if (t[i].key < 256) {
+			snprintf(name, sizeof(name), "-%c", t[i].key);
+			ASSERT_TRUE(has_flag(flags, name), name);
+		}
+	}
+}
+
+TEST(readme_flags_all_exist)
+{
+	const struct arg_opt *t;
+	char flags[8192];
+	size_t n;
+
+	readme_flags(flags, sizeof(flags));
+	t = args_table(&n);
+	for (char *p = strstr(flags, "--"); p; p = strstr(p + 2, "--")) {
+		size_t len = strspn(p + 2, "abcdefghijklmnopqrstuvwxyz-");
+		bool found = false;
+
+		for (size_t i = 0; i < n; i++)
+			found |= strlen(t[i].name) == len &&
+				 !strncmp(t[i].name, p + 2, len);
+		if (!found)
+			FAIL_AT("README flag --%.*s is not an option", (int)len,
+				p + 2);
+	}
+}
+
+TEST(help_is_generated_from_the_table)
+{
+	const struct arg_opt *t;
+	char *text = NULL;
+	size_t len = 0, n;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!ASSERT_OK_PTR(f, "memstream"))
+		return;
+	print_usage(f);
+	fclose(f);
+	t = args_table(&n);
+	for (size_t i = 0; i < n; i++) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "--%s", t[i].name);
+		ASSERT_TRUE(has_flag(text, name), name);
+		ASSERT_TRUE(strstr(text, t[i].help) || strchr(t[i].help, '\n'),
+			    t[i].help);
+	}
+	ASSERT_TRUE(strstr(text, "Exit status"), "exit codes");
+	free(text);
+}
+
+TEST(burst_faults_is_a_count)
+{
+	char err[128];
+	struct opts o;
+
+	ASSERT_EQ(PARSE(&o, err, "--burst-faults", "10%"), ARGS_ERROR, "10%");
+	ASSERT_TRUE(strstr(err, "--burst-faults"), err);
+	ASSERT_EQ(PARSE(&o, err, "--burst-faults", "2K"), ARGS_ERROR, "2K");
+	ASSERT_EQ(PARSE(&o, err, "--burst-faults", "0"), ARGS_ERROR, "0");
+	ASSERT_EQ(PARSE(&o, err, "--burst-faults", "512"), ARGS_RUN, err);
+	ASSERT_EQ(o.burst_faults, 512, "512");
+}
+
+TEST(percent_sizes_use_the_ram_passed_in)
+{
+	char err[128];
+	struct opts o;
+
+	ASSERT_EQ(PARSE(&o, err, "--headroom", "10%"), ARGS_RUN, err);
+	ASSERT_EQ(o.headroom, MEM / 10, "10% of MEM");
+	ASSERT_EQ(parse_args(ARGC("--headroom", "10%"),
+			     ARGV("--headroom", "10%"), 0, &o, err,
+			     sizeof(err)),
+		  ARGS_ERROR, "no RAM size: percent refused");
 }
 
 TEST_MAIN()

@@ -180,8 +180,8 @@ TEST(kswapd_wake_and_sleep)
 	ASSERT_EQ(e->awake, 1, "awake");
 	ASSERT_EQ(e->order, 5, "order");
 	ASSERT_EQ(e->zid, 2, "zone");
-	ASSERT_OK(run(f.b.skel->progs.kswapd_sleep_raw, sleep_args, 1), "slee"
-									"p");
+	ASSERT_OK(run(f.b.skel->progs.kswapd_sleep_raw, sleep_args, 1),
+		  "sleep");
 	ring_buffer__consume(f.rb);
 	ASSERT_EQ(f.seen.n, 2, "second event");
 	ASSERT_EQ(e->awake, 0, "asleep");

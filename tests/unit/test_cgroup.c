@@ -6,18 +6,6 @@
 #include "test.h"
 #include "cgroup.h"
 
-static const char *fx(const char *rel)
-{
-	static char buf[4][4096];
-	static int slot;
-	const char *root = getenv("RAMCACHE_ROOT");
-
-	slot = (slot + 1) % 4;
-	snprintf(buf[slot], sizeof(buf[slot]), "%s/tests/fixtures/%s",
-		 root ? root : ".", rel);
-	return buf[slot];
-}
-
 static uint64_t ino_of(const char *path)
 {
 	struct stat st;
@@ -30,12 +18,13 @@ TEST(v1_find_and_read)
 	struct rc_cgroup cg;
 	struct rc_cgroup_state st;
 
-	if (!ASSERT_OK(rc_cgroup_find(fx("proc"), fx("cgroup-v1"), 1234, &cg),
+	if (!ASSERT_OK(rc_cgroup_find(fixture("proc"), fixture("cgroup-v1"),
+				      1234, &cg),
 		       "find"))
 		return;
 	ASSERT_EQ(cg.version, 1, "memory controller on v1 wins");
 	ASSERT_STREQ(cg.rel, "/app/worker", "rel");
-	ASSERT_STREQ(cg.path, fx("cgroup-v1/memory/app/worker"), "path");
+	ASSERT_STREQ(cg.path, fixture("cgroup-v1/memory/app/worker"), "path");
 	ASSERT_EQ(cg.ino, ino_of(cg.path), "inode");
 	ASSERT_NEQ(cg.ino, 0, "inode set");
 	if (!ASSERT_OK(rc_cgroup_read(&cg, &st), "read"))
@@ -59,7 +48,7 @@ TEST(v1_find_and_read)
 	ASSERT_EQ(st.usage, 900 * RC_MIB, "parent usage");
 	ASSERT_EQ(st.inactive_file, 100 * RC_MIB, "parent inactive");
 	ASSERT_EQ(st.limit_depth, 1, "depth");
-	ASSERT_EQ(st.limit_ino, ino_of(fx("cgroup-v1/memory/app")), "ino");
+	ASSERT_EQ(st.limit_ino, ino_of(fixture("cgroup-v1/memory/app")), "ino");
 	ASSERT_EQ(rc_headroom(UINT64_MAX, st.limit, st.usage, st.inactive_file),
 		  224 * RC_MIB, "headroom");
 }
@@ -68,7 +57,8 @@ TEST(v1_dir_memsw)
 {
 	struct rc_cgroup_mem m;
 
-	if (!ASSERT_OK(rc_cgroup_read_dir(1, fx("cgroup-v1/memory/app"), &m),
+	if (!ASSERT_OK(rc_cgroup_read_dir(1, fixture("cgroup-v1/memory/app"),
+					  &m),
 		       "read"))
 		return;
 	ASSERT_EQ(m.limit, RC_GIB, "limit");
@@ -83,11 +73,12 @@ TEST(v1_root_cgroup)
 	struct rc_cgroup cg;
 	struct rc_cgroup_state st;
 
-	if (!ASSERT_OK(rc_cgroup_find(fx("proc"), fx("cgroup-v1"), 2002, &cg),
+	if (!ASSERT_OK(rc_cgroup_find(fixture("proc"), fixture("cgroup-v1"),
+				      2002, &cg),
 		       "find"))
 		return;
 	ASSERT_EQ(cg.version, 1, "v1");
-	ASSERT_STREQ(cg.path, fx("cgroup-v1/memory"), "root path");
+	ASSERT_STREQ(cg.path, fixture("cgroup-v1/memory"), "root path");
 	if (!ASSERT_OK(rc_cgroup_read(&cg, &st), "read"))
 		return;
 	ASSERT_TRUE(st.limit == RC_UNLIMITED, "root unlimited");
@@ -102,12 +93,14 @@ TEST(v2_parent_limit_binds)
 	struct rc_cgroup cg;
 	struct rc_cgroup_state st;
 
-	if (!ASSERT_OK(rc_cgroup_find(fx("proc"), fx("cgroup-v2"), 2001, &cg),
+	if (!ASSERT_OK(rc_cgroup_find(fixture("proc"), fixture("cgroup-v2"),
+				      2001, &cg),
 		       "find"))
 		return;
 	ASSERT_EQ(cg.version, 2, "v2");
-	ASSERT_STREQ(cg.mount, fx("cgroup-v2"), "unified at the root");
-	ASSERT_STREQ(cg.path, fx("cgroup-v2/parent.slice/job.scope"), "path");
+	ASSERT_STREQ(cg.mount, fixture("cgroup-v2"), "unified at the root");
+	ASSERT_STREQ(cg.path, fixture("cgroup-v2/parent.slice/job.scope"),
+		     "path");
 	ASSERT_EQ(cg.ino, ino_of(cg.path), "inode");
 	if (!ASSERT_OK(rc_cgroup_read(&cg, &st), "read"))
 		return;
@@ -127,7 +120,8 @@ TEST(v2_parent_limit_binds)
 	/* Own room 1024-350+10 = 684 MiB; parent's 512-400+20 = 132 MiB. */
 	ASSERT_EQ(st.limit, 512 * RC_MIB, "parent limit");
 	ASSERT_EQ(st.limit_depth, 1, "depth");
-	ASSERT_EQ(st.limit_ino, ino_of(fx("cgroup-v2/parent.slice")), "ino");
+	ASSERT_EQ(st.limit_ino, ino_of(fixture("cgroup-v2/parent.slice")),
+		  "ino");
 	ASSERT_EQ(rc_headroom(UINT64_MAX, st.limit, st.usage, st.inactive_file),
 		  132 * RC_MIB, "headroom");
 	/* The system is the tighter one here. */
@@ -141,7 +135,8 @@ TEST(v2_own_limit_binds)
 	struct rc_cgroup cg;
 	struct rc_cgroup_state st;
 
-	if (!ASSERT_OK(rc_cgroup_find(fx("proc"), fx("cgroup-v2"), 2006, &cg),
+	if (!ASSERT_OK(rc_cgroup_find(fixture("proc"), fixture("cgroup-v2"),
+				      2006, &cg),
 		       "find"))
 		return;
 	if (!ASSERT_OK(rc_cgroup_read(&cg, &st), "read"))
@@ -158,13 +153,15 @@ TEST(v2_hybrid_unified)
 	struct rc_cgroup cg;
 	struct rc_cgroup_state st;
 
-	if (!ASSERT_OK(rc_cgroup_find(fx("proc"), fx("cgroup-hybrid"), 2004,
-				      &cg),
+	if (!ASSERT_OK(rc_cgroup_find(fixture("proc"), fixture("cgroup-hybrid"),
+				      2004, &cg),
 		       "find"))
 		return;
 	ASSERT_EQ(cg.version, 2, "v2");
-	ASSERT_STREQ(cg.mount, fx("cgroup-hybrid/unified"), "unified mount");
-	ASSERT_STREQ(cg.path, fx("cgroup-hybrid/unified/hybrid/svc"), "path");
+	ASSERT_STREQ(cg.mount, fixture("cgroup-hybrid/unified"),
+		     "unified mount");
+	ASSERT_STREQ(cg.path, fixture("cgroup-hybrid/unified/hybrid/svc"),
+		     "path");
 	if (!ASSERT_OK(rc_cgroup_read(&cg, &st), "read"))
 		return;
 	ASSERT_EQ(st.limit, 256 * RC_MIB, "limit");
@@ -176,18 +173,23 @@ TEST(find_errors)
 	struct rc_cgroup cg;
 
 	/* v2 line but no hierarchy with the memory controller. */
-	ASSERT_EQ(rc_cgroup_find(fx("proc"), fx("cgroup-v1"), 2004, &cg),
+	ASSERT_EQ(rc_cgroup_find(fixture("proc"), fixture("cgroup-v1"), 2004,
+				 &cg),
 		  -ENOENT, "no memory in cgroup.controllers");
-	ASSERT_EQ(rc_cgroup_find(fx("proc"), fx("cgroup-v2"), 2005, &cg),
+	ASSERT_EQ(rc_cgroup_find(fixture("proc"), fixture("cgroup-v2"), 2005,
+				 &cg),
 		  -ENOENT, "no memory line, no v2 line");
-	ASSERT_EQ(rc_cgroup_find(fx("proc"), fx("cgroup-v2"), 2003, &cg),
+	ASSERT_EQ(rc_cgroup_find(fixture("proc"), fixture("cgroup-v2"), 2003,
+				 &cg),
 		  -EINVAL, "'..' refused");
-	ASSERT_EQ(rc_cgroup_find(fx("proc"), fx("cgroup-v2"), 99999, &cg),
+	ASSERT_EQ(rc_cgroup_find(fixture("proc"), fixture("cgroup-v2"), 99999,
+				 &cg),
 		  -ENOENT, "no such pid");
-	ASSERT_EQ(rc_cgroup_find(fx("proc"), fx("cgroup-v2"), 0, &cg), -EINVAL,
-		  "pid 0");
+	ASSERT_EQ(rc_cgroup_find(fixture("proc"), fixture("cgroup-v2"), 0, &cg),
+		  -EINVAL, "pid 0");
 	/* v1 memory line, but this tree has no memory/ mount. */
-	ASSERT_EQ(rc_cgroup_find(fx("proc"), fx("cgroup-v2"), 1234, &cg),
+	ASSERT_EQ(rc_cgroup_find(fixture("proc"), fixture("cgroup-v2"), 1234,
+				 &cg),
 		  -ENOENT, "v1 dir missing");
 }
 
@@ -197,15 +199,16 @@ TEST(garbled_limit_is_error)
 	struct rc_cgroup_state st;
 	struct rc_cgroup_mem m;
 
-	ASSERT_EQ(rc_cgroup_read_dir(2, fx("cgroup-v2/bad.scope"), &m), -EINVAL,
-		  "12abc");
-	if (!ASSERT_OK(rc_cgroup_find(fx("proc"), fx("cgroup-v2"), 2007, &cg),
+	ASSERT_EQ(rc_cgroup_read_dir(2, fixture("cgroup-v2/bad.scope"), &m),
+		  -EINVAL, "12abc");
+	if (!ASSERT_OK(rc_cgroup_find(fixture("proc"), fixture("cgroup-v2"),
+				      2007, &cg),
 		       "find"))
 		return;
 	ASSERT_EQ(rc_cgroup_read(&cg, &st), -EINVAL, "read");
-	ASSERT_EQ(rc_cgroup_read_dir(2, fx("cgroup-v2/nope"), &m), -ENOENT,
+	ASSERT_EQ(rc_cgroup_read_dir(2, fixture("cgroup-v2/nope"), &m), -ENOENT,
 		  "missing dir");
-	ASSERT_EQ(rc_cgroup_read_dir(3, fx("cgroup-v2"), &m), -EINVAL,
+	ASSERT_EQ(rc_cgroup_read_dir(3, fixture("cgroup-v2"), &m), -EINVAL,
 		  "version 3");
 }
 

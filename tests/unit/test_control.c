@@ -594,8 +594,8 @@ TEST(torn_acks)
 	}
 	st.stop = 1;
 	pthread_join(th, NULL);
-	printf("# %ld acks written, %ld calls, %ld errs, %ld read whole, "
-	       "%" PRIu64 " torn skipped\n",
+	printf("# %ld acks written, %ld calls, %ld errs, %ld read whole, %" PRIu64
+	       " torn skipped\n",
 	       st.n, calls, errs, good, c.acks_bad);
 	ASSERT_EQ(mixed, 0, "no mixed acks");
 	ASSERT_GE(good, 1, "some acks read");

@@ -10,18 +10,11 @@
 
 #define SEC 1000000000ULL
 
-/* The fixture /proc; tests/run.py runs us from the repo root. */
-static const char *proc_root(void)
+/* A watch on the fixture /proc and a target in cgroup @cg (inode 42). */
+static void ctx(struct level_watch *lw, struct level_ctx *c,
+		struct rc_cgroup_mem *cg)
 {
-	const char *root = getenv("RAMCACHE_ROOT");
-	static char buf[4096];
-
-	snprintf(buf, sizeof(buf), "%s/tests/fixtures/proc", root ? root : ".");
-	return buf;
-}
-
-static void ctx(struct level_ctx *c, struct rc_cgroup_mem *cg)
-{
+	level_init(lw, fixture("proc"));
 	memset(c, 0, sizeof(*c));
 	c->headroom = 8ULL << 30;
 	c->thr.headroom_min = 1ULL << 30;
@@ -38,8 +31,7 @@ TEST(cgroup_swap_and_refaults_are_the_rates)
 	struct level_watch lw;
 	struct level_ctx c;
 
-	level_init(&lw, proc_root());
-	ctx(&c, &cg);
+	ctx(&lw, &c, &cg);
 	ASSERT_EQ(level_update(&lw, 1 * SEC, &c), 0, "baseline, ok");
 	cg.ev.pswpin = 1000;
 	cg.ev.pswpout = 500;
@@ -50,7 +42,8 @@ TEST(cgroup_swap_and_refaults_are_the_rates)
 	ASSERT_TRUE(lw.cur.reasons & RC_R_SWAP_OUT, "swap_out");
 	ASSERT_TRUE(lw.cur.reasons & RC_R_REFAULT_ANON, "refault_anon");
 	ASSERT_TRUE(lw.swap_memcg && lw.refault_memcg, "from the memcg");
-	ASSERT_TRUE(lw.swap_in_s > 999 && lw.swap_in_s < 1001, "rate");
+	ASSERT_TRUE(lw.cur.rates.swap_in > 999 && lw.cur.rates.swap_in < 1001,
+		    "rate");
 }
 
 TEST(without_swap_counters_the_system_is_used)
@@ -59,13 +52,12 @@ TEST(without_swap_counters_the_system_is_used)
 	struct level_watch lw;
 	struct level_ctx c;
 
-	level_init(&lw, proc_root());
-	ctx(&c, &cg);
+	ctx(&lw, &c, &cg);
 	level_update(&lw, 1 * SEC, &c);
 	cg.ev.pswpin = 100000; /* not a counter this kernel has */
 	ASSERT_EQ(level_update(&lw, 2 * SEC, &c), 0, "fixture vmstat still");
 	ASSERT_FALSE(lw.swap_memcg, "system swap");
-	ASSERT_EQ(lw.swap_in_s, 0, "no swap-in");
+	ASSERT_EQ(lw.cur.rates.swap_in, 0, "no swap-in");
 }
 
 TEST(another_cgroup_starts_afresh)
@@ -74,14 +66,13 @@ TEST(another_cgroup_starts_afresh)
 	struct level_watch lw;
 	struct level_ctx c;
 
-	level_init(&lw, proc_root());
-	ctx(&c, &cg);
+	ctx(&lw, &c, &cg);
 	level_update(&lw, 1 * SEC, &c);
 	/* --match found a new process in a busy cgroup: no jump */
 	cg.ev.refault_anon = 1 << 20;
 	c.cg_ino = 43;
 	ASSERT_EQ(level_update(&lw, 2 * SEC, &c), 0, "no spike");
-	ASSERT_EQ(lw.refault_anon_s, 0, "baseline of the new cgroup");
+	ASSERT_EQ(lw.cur.rates.refault_anon, 0, "baseline of the new cgroup");
 }
 
 TEST(new_reason_at_the_same_level_is_reported_once)
@@ -91,8 +82,7 @@ TEST(new_reason_at_the_same_level_is_reported_once)
 	struct level_watch lw;
 	struct level_ctx c;
 
-	level_init(&lw, proc_root());
-	ctx(&c, &cg);
+	ctx(&lw, &c, &cg);
 	level_update(&lw, 1 * SEC, &c);
 	c.headroom = 512ULL << 20; /* below headroom_min: high */
 	ASSERT_EQ(level_update(&lw, 2 * SEC, &c), LEVEL_CHANGED, "high");

@@ -6,24 +6,11 @@
 #include "test.h"
 #include "meminfo.h"
 
-/* Fixture path; tests/run.py runs us from the repo root (RAMCACHE_ROOT). */
-static const char *fx(const char *rel)
-{
-	static char buf[4][4096];
-	static int slot;
-	const char *root = getenv("RAMCACHE_ROOT");
-
-	slot = (slot + 1) % 4;
-	snprintf(buf[slot], sizeof(buf[slot]), "%s/tests/fixtures/%s",
-		 root ? root : ".", rel);
-	return buf[slot];
-}
-
 TEST(meminfo_fields)
 {
 	struct rc_meminfo mi;
 
-	if (!ASSERT_OK(rc_meminfo_read(fx("proc"), &mi), "read"))
+	if (!ASSERT_OK(rc_meminfo_read(fixture("proc"), &mi), "read"))
 		return;
 	ASSERT_EQ(mi.mem_total, 16318412ULL * 1024, "MemTotal");
 	ASSERT_EQ(mi.mem_free, 812344ULL * 1024, "MemFree");
@@ -43,7 +30,7 @@ TEST(meminfo_old_kernel)
 {
 	struct rc_meminfo mi;
 
-	if (!ASSERT_OK(rc_meminfo_read(fx("proc-old"), &mi), "read"))
+	if (!ASSERT_OK(rc_meminfo_read(fixture("proc-old"), &mi), "read"))
 		return;
 	ASSERT_EQ(mi.mem_total, 2048000ULL * 1024, "MemTotal");
 	ASSERT_FALSE(mi.has_mem_available, "no MemAvailable");
@@ -56,15 +43,18 @@ TEST(meminfo_missing)
 	struct rc_meminfo mi;
 	struct rc_vmstat vs;
 
-	ASSERT_EQ(rc_meminfo_read(fx("nonexistent"), &mi), -ENOENT, "enoent");
-	ASSERT_EQ(rc_meminfo_read(fx("proc/1234"), &mi), -ENOENT, "no file");
+	ASSERT_EQ(rc_meminfo_read(fixture("nonexistent"), &mi), -ENOENT,
+		  "enoent");
+	ASSERT_EQ(rc_meminfo_read(fixture("proc/1234"), &mi), -ENOENT,
+		  "no file");
 	/* A file without MemTotal is not a meminfo. */
-	ASSERT_EQ(rc_meminfo_read(fx("proc/pressure"), &mi), -ENOENT,
+	ASSERT_EQ(rc_meminfo_read(fixture("proc/pressure"), &mi), -ENOENT,
 		  "no meminfo in dir");
-	ASSERT_EQ(rc_vmstat_read(fx("proc-old/.."), &vs), -ENOENT, "no vmstat");
-	ASSERT_EQ(rc_meminfo_read(fx("bad-proc"), &mi), -ENODATA,
+	ASSERT_EQ(rc_vmstat_read(fixture("proc-old/.."), &vs), -ENOENT,
+		  "no vmstat");
+	ASSERT_EQ(rc_meminfo_read(fixture("bad-proc"), &mi), -ENODATA,
 		  "no MemTotal");
-	ASSERT_EQ(rc_vmstat_read(fx("bad-proc"), &vs), -ENODATA,
+	ASSERT_EQ(rc_vmstat_read(fixture("bad-proc"), &vs), -ENODATA,
 		  "no known counter");
 }
 
@@ -72,7 +62,7 @@ TEST(vmstat_modern)
 {
 	struct rc_vmstat vs;
 
-	if (!ASSERT_OK(rc_vmstat_read(fx("proc"), &vs), "read"))
+	if (!ASSERT_OK(rc_vmstat_read(fixture("proc"), &vs), "read"))
 		return;
 	ASSERT_EQ(vs.workingset_refault_anon, 1500, "refault anon");
 	ASSERT_EQ(vs.workingset_refault_file, 132930, "refault file");
@@ -92,7 +82,7 @@ TEST(vmstat_old_kernel)
 {
 	struct rc_vmstat vs;
 
-	if (!ASSERT_OK(rc_vmstat_read(fx("proc-old"), &vs), "read"))
+	if (!ASSERT_OK(rc_vmstat_read(fixture("proc-old"), &vs), "read"))
 		return;
 	ASSERT_EQ(vs.workingset_refault_file, 555, "workingset_refault");
 	ASSERT_EQ(vs.workingset_refault_anon, 0, "no anon split");
@@ -107,7 +97,7 @@ TEST(psi_system)
 {
 	struct rc_psi psi;
 
-	if (!ASSERT_OK(rc_psi_read(fx("proc"), &psi), "read"))
+	if (!ASSERT_OK(rc_psi_read(fixture("proc"), &psi), "read"))
 		return;
 	ASSERT_TRUE(psi.available, "available");
 	ASSERT_TRUE(psi.has_full, "full line");
@@ -123,7 +113,7 @@ TEST(psi_absent_is_not_error)
 	struct rc_psi psi;
 
 	psi.available = true;
-	ASSERT_OK(rc_psi_read(fx("proc-old"), &psi), "absent file");
+	ASSERT_OK(rc_psi_read(fixture("proc-old"), &psi), "absent file");
 	ASSERT_FALSE(psi.available, "not available");
 }
 
@@ -151,15 +141,17 @@ TEST(pidstat_fixture)
 	struct rc_pidstat ps;
 	long page = sysconf(_SC_PAGESIZE);
 
-	if (!ASSERT_OK(rc_pidstat_read(fx("proc"), 1234, &ps), "read"))
+	if (!ASSERT_OK(rc_pidstat_read(fixture("proc"), 1234, &ps), "read"))
 		return;
 	ASSERT_EQ(ps.state, 'S', "state after a comm with ')'");
 	ASSERT_EQ(ps.minflt, 5000, "minflt");
 	ASSERT_EQ(ps.majflt, 42, "majflt");
 	ASSERT_EQ(ps.rss_pages, 25600, "rss pages");
 	ASSERT_EQ(ps.rss_bytes, 25600ULL * page, "rss bytes");
-	ASSERT_EQ(rc_pidstat_read(fx("proc"), 99999, &ps), -ENOENT, "gone");
-	ASSERT_EQ(rc_pidstat_read(fx("proc"), -1, &ps), -EINVAL, "bad pid");
+	ASSERT_EQ(rc_pidstat_read(fixture("proc"), 99999, &ps), -ENOENT,
+		  "gone");
+	ASSERT_EQ(rc_pidstat_read(fixture("proc"), -1, &ps), -EINVAL,
+		  "bad pid");
 }
 
 TEST(pidstat_parse_hostile)
@@ -170,16 +162,18 @@ TEST(pidstat_parse_hostile)
 		  "truncated");
 	ASSERT_EQ(rc_pidstat_parse("no paren at all", 4096, &ps), -EINVAL,
 		  "no comm");
-	ASSERT_OK(rc_pidstat_parse("7 (a b) R 1 1 1 0 -1 0 1 0 2 0 0 0 0 0 "
-				   "20 0 1 0 5 100 -3",
-				   4096, &ps),
-		  "negative rss");
+	ASSERT_OK(
+		rc_pidstat_parse(
+			"7 (a b) R 1 1 1 0 -1 0 1 0 2 0 0 0 0 0 20 0 1 0 5 100 -3",
+			4096, &ps),
+		"negative rss");
 	ASSERT_EQ(ps.rss_pages, 0, "negative rss reads 0");
 	ASSERT_EQ(ps.majflt, 2, "majflt");
-	ASSERT_OK(rc_pidstat_parse("7 (a) R 1 1 1 0 -1 0 1 0 2 0 0 0 0 0 "
-				   "20 0 1 0 5 100 9223372036854775807",
-				   4096, &ps),
-		  "huge rss");
+	ASSERT_OK(
+		rc_pidstat_parse(
+			"7 (a) R 1 1 1 0 -1 0 1 0 2 0 0 0 0 0 20 0 1 0 5 100 9223372036854775807",
+			4096, &ps),
+		"huge rss");
 	ASSERT_TRUE(ps.rss_bytes == UINT64_MAX, "rss bytes saturate");
 }
 

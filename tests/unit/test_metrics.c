@@ -226,43 +226,40 @@ TEST(render_lines)
 	metrics_set_rss(&m, 8589934592ULL);
 	out = render(&m);
 
-	ASSERT_TRUE(has_line(out, "# HELP ramcache_commands_total Eviction "
-				  "commands by outcome."),
-		    "help");
+	ASSERT_TRUE(
+		has_line(
+			out,
+			"# HELP ramcache_commands_total Eviction commands by outcome."),
+		"help");
 	ASSERT_TRUE(has_line(out, "# TYPE ramcache_commands_total counter"),
 		    "type");
 	ASSERT_TRUE(has_line(out, "ramcache_commands_total{status=\"busy\"} 2"),
 		    "busy");
-	ASSERT_TRUE(has_line(out, "ramcache_commands_total{status=\"evicted\"} "
-				  "1"),
+	ASSERT_TRUE(has_line(out,
+			     "ramcache_commands_total{status=\"evicted\"} 1"),
 		    "evicted");
-	ASSERT_TRUE(has_line(out, "ramcache_commands_total{status=\"not_"
-				  "found\"} 0"),
+	ASSERT_TRUE(has_line(out,
+			     "ramcache_commands_total{status=\"not_found\"} 0"),
 		    "not_found");
-	ASSERT_TRUE(has_line(out, "ramcache_commands_total{status=\"pinned\"} "
-				  "0"),
+	ASSERT_TRUE(has_line(out,
+			     "ramcache_commands_total{status=\"pinned\"} 0"),
 		    "pinned");
-	ASSERT_TRUE(has_line(out, "ramcache_commands_total{status=\"timeout\"} "
-				  "1"),
+	ASSERT_TRUE(has_line(out,
+			     "ramcache_commands_total{status=\"timeout\"} 1"),
 		    "timeout");
-	ASSERT_TRUE(has_line(out, "ramcache_commands_total{status=\"invalid\"} "
-				  "1"),
+	ASSERT_TRUE(has_line(out,
+			     "ramcache_commands_total{status=\"invalid\"} 1"),
 		    "unknown ack status");
-	ASSERT_TRUE(has_line(out, "ramcache_evicted_bytes_total 1052672"), "byt"
-									   "e"
-									   "s");
+	ASSERT_TRUE(has_line(out, "ramcache_evicted_bytes_total 1052672"),
+		    "bytes");
 	ASSERT_TRUE(has_line(out, "ramcache_oom_kills_total 1"), "oom");
 	ASSERT_TRUE(has_line(out, "ramcache_ringbuf_drops_total 12"), "drops");
 	ASSERT_TRUE(has_line(out, "# TYPE ramcache_level gauge"), "level type");
 	ASSERT_TRUE(has_line(out, "ramcache_level 2"), "level");
 	ASSERT_TRUE(has_line(out, "ramcache_level_state{level=\"high\"} 1"),
 		    "level state");
-	ASSERT_TRUE(has_line(out, "ramcache_level_state{level=\"ok\"} 0"), "lev"
-									   "el "
-									   "sta"
-									   "te "
-									   "o"
-									   "k");
+	ASSERT_TRUE(has_line(out, "ramcache_level_state{level=\"ok\"} 0"),
+		    "level state ok");
 	ASSERT_TRUE(has_line(out, "ramcache_headroom_bytes -4096"), "headroom");
 	ASSERT_TRUE(has_line(out, "ramcache_target_bytes 268435456"), "target");
 	ASSERT_TRUE(has_line(out, "ramcache_rss_bytes 8589934592"), "rss");
@@ -287,8 +284,8 @@ TEST(histogram_cumulative)
 	metrics_reclaim_stall(&m, METRICS_RECLAIM_DIRECT, 0);
 	out = render(&m);
 
-	ASSERT_TRUE(has_line(out, "# TYPE ramcache_reclaim_stall_seconds "
-				  "histogram"),
+	ASSERT_TRUE(has_line(out,
+			     "# TYPE ramcache_reclaim_stall_seconds histogram"),
 		    "type");
 #define BUCKET(le, n)                                                          \
 	snprintf(line, sizeof(line), "%s_bucket{kind=\"memcg\",le=\"%s\"} %d", \
@@ -301,33 +298,38 @@ TEST(histogram_cumulative)
 	BUCKET("10", 3);
 	BUCKET("+Inf", 4);
 #undef BUCKET
-	ASSERT_TRUE(has_line(out, "ramcache_reclaim_stall_seconds_sum{kind="
-				  "\"memcg\"} 23.000002001"),
-		    "sum");
-	ASSERT_TRUE(has_line(out, "ramcache_reclaim_stall_seconds_count{kind="
-				  "\"memcg\"} 4"),
-		    "count");
-	ASSERT_TRUE(has_line(out, "ramcache_reclaim_stall_seconds_bucket{kind="
-				  "\"direct\",le=\"1e-06\"} 1"),
-		    "zero lands in the first bucket");
-	ASSERT_TRUE(has_line(out, "ramcache_reclaim_stall_seconds_count{kind="
-				  "\"direct\"} 1"),
-		    "direct count");
-	ASSERT_TRUE(has_line(out, "ramcache_eviction_ack_seconds_bucket{le="
-				  "\"+Inf\"} 0"),
-		    "unlabelled histogram");
-	ASSERT_TRUE(has_line(out, "ramcache_eviction_freed_seconds_sum "
-				  "0.000000000"),
+	ASSERT_TRUE(
+		has_line(
+			out,
+			"ramcache_reclaim_stall_seconds_sum{kind=\"memcg\"} 23.000002001"),
+		"sum");
+	ASSERT_TRUE(
+		has_line(
+			out,
+			"ramcache_reclaim_stall_seconds_count{kind=\"memcg\"} 4"),
+		"count");
+	ASSERT_TRUE(
+		has_line(
+			out,
+			"ramcache_reclaim_stall_seconds_bucket{kind=\"direct\",le=\"1e-06\"} 1"),
+		"zero lands in the first bucket");
+	ASSERT_TRUE(
+		has_line(
+			out,
+			"ramcache_reclaim_stall_seconds_count{kind=\"direct\"} 1"),
+		"direct count");
+	ASSERT_TRUE(
+		has_line(out,
+			 "ramcache_eviction_ack_seconds_bucket{le=\"+Inf\"} 0"),
+		"unlabelled histogram");
+	ASSERT_TRUE(has_line(out,
+			     "ramcache_eviction_freed_seconds_sum 0.000000000"),
 		    "unlabelled sum");
 	ASSERT_GE(parse_exposition(out), 100, "parses");
 
 	for (unsigned int i = 1; i < METRICS_HIST_BOUNDS; i++)
-		ASSERT_TRUE(metrics_bound_ns(i) > metrics_bound_ns(i - 1), "bou"
-									   "nds"
-									   " in"
-									   "cre"
-									   "as"
-									   "e");
+		ASSERT_TRUE(metrics_bound_ns(i) > metrics_bound_ns(i - 1),
+			    "bounds increase");
 	ASSERT_EQ(metrics_bound_ns(0), 1000, "1us");
 	ASSERT_EQ(metrics_bound_ns(METRICS_HIST_BOUNDS - 1), 10000000000ULL,
 		  "10s");
@@ -560,10 +562,11 @@ TEST(http_scrape_moves)
 
 	if (!scrape(metrics_http_port(h), "first scrape"))
 		goto cleanup;
-	ASSERT_TRUE(strcasestr(reply.headers, "\r\nContent-Type: text/plain; "
-					      "version=0.0.4; "
-					      "charset=utf-8"),
-		    "content type");
+	ASSERT_TRUE(
+		strcasestr(
+			reply.headers,
+			"\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8"),
+		"content type");
 	ASSERT_GE(parse_exposition(reply.body), 100, "body parses");
 	ASSERT_EQ(sample(reply.body, "ramcache_oom_kills_total"), 0, "oom 0");
 	ASSERT_EQ(sample(reply.body, "ramcache_eviction_ack_seconds_count"), 0,
@@ -588,29 +591,30 @@ TEST(http_scrape_moves)
 	ASSERT_EQ(sample(reply.body, "ramcache_oom_kills_total"), 1, "oom");
 	ASSERT_EQ(sample(reply.body, "ramcache_eviction_ack_seconds_count"), 1,
 		  "ack count");
-	ASSERT_EQ(sample(reply.body, "ramcache_eviction_ack_seconds_bucket{le="
-				     "\"0.001\"}"),
+	ASSERT_EQ(sample(reply.body,
+			 "ramcache_eviction_ack_seconds_bucket{le=\"0.001\"}"),
 		  0, "ack below 1ms");
-	ASSERT_EQ(sample(reply.body, "ramcache_eviction_ack_seconds_bucket{le="
-				     "\"0.0025\"}"),
+	ASSERT_EQ(sample(reply.body,
+			 "ramcache_eviction_ack_seconds_bucket{le=\"0.0025\"}"),
 		  1, "ack below 2.5ms");
 	sum = sample(reply.body, "ramcache_eviction_ack_seconds_sum");
 	ASSERT_EQ(llround(sum * 1e6), 1500, "ack sum in us");
 	ASSERT_EQ(sample(reply.body, "ramcache_eviction_freed_seconds_count"),
 		  1, "freed count");
-	ASSERT_EQ(sample(reply.body, "ramcache_commands_total{status="
-				     "\"evicted\"}"),
+	ASSERT_EQ(sample(reply.body,
+			 "ramcache_commands_total{status=\"evicted\"}"),
 		  1, "evicted");
 	ASSERT_EQ(sample(reply.body, "ramcache_evicted_bytes_total"), 123456789,
 		  "bytes");
-	ASSERT_EQ(sample(reply.body, "ramcache_reclaim_stall_seconds_count{"
-				     "kind=\"direct\"}"),
-		  1, "stall");
+	ASSERT_EQ(
+		sample(reply.body,
+		       "ramcache_reclaim_stall_seconds_count{kind=\"direct\"}"),
+		1, "stall");
 	ASSERT_EQ(sample(reply.body, "ramcache_ringbuf_drops_total"), 3,
 		  "drops");
 	ASSERT_EQ(sample(reply.body, "ramcache_level"), 3, "level");
-	ASSERT_EQ(sample(reply.body, "ramcache_level_state{level="
-				     "\"critical\"}"),
+	ASSERT_EQ(sample(reply.body,
+			 "ramcache_level_state{level=\"critical\"}"),
 		  1, "level state");
 	ASSERT_EQ(sample(reply.body, "ramcache_headroom_bytes"), 1 << 30,
 		  "headroom");
@@ -789,9 +793,8 @@ TEST(http_paths_and_methods)
 		ASSERT_TRUE(strcasestr(reply.headers, "\r\nAllow: GET, HEAD"),
 			    "Allow header");
 	}
-	if (ASSERT_OK(http_request(AF_INET, port, "DELETE", "/x", &reply), "DEL"
-									   "ET"
-									   "E"))
+	if (ASSERT_OK(http_request(AF_INET, port, "DELETE", "/x", &reply),
+		      "DELETE"))
 		ASSERT_EQ(reply.status, 405, "DELETE is 405");
 	if (ASSERT_OK(http_request(AF_INET, port, "HEAD", "/metrics", &reply),
 		      "HEAD")) {
@@ -829,8 +832,8 @@ TEST(http_start_errors)
 	a = NULL;
 	/* the port is free again right after a clean stop */
 	if (ASSERT_OK(metrics_http_start(&b, &m, addr), "rebind"))
-		ASSERT_TRUE(scrape(metrics_http_port(b), "after rebind"), "scra"
-									  "pe");
+		ASSERT_TRUE(scrape(metrics_http_port(b), "after rebind"),
+			    "scrape");
 cleanup:
 	metrics_http_stop(a);
 	metrics_http_stop(b);
@@ -916,8 +919,8 @@ TEST(http_concurrent_updates)
 		if (!ASSERT_GE(parse_exposition(reply.body), 100, "parses"))
 			break;
 		oom = sample(reply.body, "ramcache_oom_kills_total");
-		count = sample(reply.body, "ramcache_eviction_ack_seconds_"
-					   "count");
+		count = sample(reply.body,
+			       "ramcache_eviction_ack_seconds_count");
 		/* a snapshot is consistent: one update is all or nothing */
 		ASSERT_TRUE(oom >= count && oom <= count + 1, "consistent");
 		ASSERT_TRUE(oom >= last, "counter never goes back");
@@ -1003,8 +1006,8 @@ TEST(promtool_check_metrics)
 	struct metrics m;
 
 	if (!promtool) {
-		TEST_SKIP("no promtool: set $PROMTOOL, or put it on $PATH or "
-			  "in $OUTPUT/promtool/usr/bin");
+		TEST_SKIP(
+			"no promtool: set $PROMTOOL, or put it on $PATH or in $OUTPUT/promtool/usr/bin");
 		return;
 	}
 	metrics_init(&m);
@@ -1054,10 +1057,8 @@ TEST(python_promtext_scrape)
 	if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 127)
 		TEST_SKIP("no python3");
 	else
-		ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0, "promtext."
-								   "py accepts "
-								   "the "
-								   "scrape");
+		ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+			    "promtext.py accepts the scrape");
 cleanup:
 	metrics_http_stop(h);
 	metrics_destroy(&m);

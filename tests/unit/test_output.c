@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* JSON lines, histograms and event formatting, as a user reads them. */
+#include <ramcache/control.h>
+
 #include "hist.h"
 #include "json.h"
 #include "output.h"
+#include "probes.h"
 #include "test.h"
 
 static char *capture(void (*fn)(FILE *f, void *ctx), void *ctx)
@@ -46,13 +49,10 @@ TEST(json_escapes_untrusted_bytes)
 {
 	char *s = capture(write_escapes, NULL);
 
-	ASSERT_STREQ(s,
-		     "{\"type\":\"x\\\"y\\\\z\\n\",\"comm\":"
-		     "\"ab\\u0001\\u00ff\","
-		     "\"n\":18446744073709551615,\"neg\":-5,\"a\":[\"p\",\"q\"]"
-		     ","
-		     "\"inf\":null}\n",
-		     "line");
+	ASSERT_STREQ(
+		s,
+		"{\"type\":\"x\\\"y\\\\z\\n\",\"comm\":\"ab\\u0001\\u00ff\",\"n\":18446744073709551615,\"neg\":-5,\"a\":[\"p\",\"q\"],\"inf\":null}\n",
+		"line");
 	free(s);
 }
 
@@ -121,6 +121,95 @@ TEST(reclaim_event_json)
 	ASSERT_TRUE(strstr(s, "\"latency_ns\":1234"), s);
 	ASSERT_TRUE(strstr(s, "\"comm\":\"0123456789abcdef\""), s);
 	ASSERT_EQ(count_lines(s), 1, "exactly one line");
+	free(s);
+}
+
+static void probe_warnings_json(FILE *f, void *ctx)
+{
+	struct out o = { .f = f, .json = true };
+	struct probes ps = { 0 };
+
+	ps.p[0].tp = "page_fault_user";
+	ps.p[0].what = "page faults";
+	ps.p[0].off_why = PROBE_MISSING;
+	ps.p[1].tp = "rss_stat";
+	ps.p[1].what = "RSS";
+	ps.p[1].off_why = PROBE_BAD_ARGS;
+	ps.p[1].nargs = 3;
+	ps.p[1].want_nargs = 2;
+	for (int i = 2; i < NR_PROBES; i++)
+		ps.p[i].tp = "x";
+	out_probe_warnings(&o, &ps);
+}
+
+/* Warnings printed by the probe module reach --json as events. */
+TEST(probe_warnings_are_json_events)
+{
+	char *s = capture(probe_warnings_json, NULL);
+
+	ASSERT_EQ(count_lines(s), 2, s);
+	ASSERT_TRUE(
+		strstr(s,
+		       "{\"type\":\"warning\",\"message\":\"kernel has no tracepoint page_fault_user"),
+		s);
+	ASSERT_TRUE(strstr(s,
+			   "tracepoint rss_stat has 3 arguments, expected 2"),
+		    s);
+	free(s);
+}
+
+static void evict_json(FILE *f, void *ctx)
+{
+	struct out o = { .f = f, .json = true };
+	struct evict_info e = {
+		.pid = 5,
+		.ts_ns = 6,
+		.seq = 7,
+		.id = 8,
+		.label = "vae",
+		.bytes = 9,
+		.reason = RAMCACHE_REASON_FORECAST,
+		.active = true,
+		.headroom = 10,
+		.forecast = 11,
+	};
+	struct evict_done_info d = {
+		.pid = 5,
+		.seq = 7,
+		.id = 8,
+		.label = "vae",
+		.status = "evicted",
+		.bytes = 9,
+		.acked = true,
+		.bytes_freed = 12,
+		.recv_latency_ns = 13,
+		.ack_latency_ns = 14,
+		.freed_latency_ns = 15,
+	};
+
+	out_evict(&o, &e);
+	out_evict_done(&o, &d);
+	out_control(&o, "dropped", "/dev/shm/x", 5, "truncated");
+}
+
+/* The eviction events keep their field names (README's event table). */
+TEST(evict_events_json_fields)
+{
+	char *s = capture(evict_json, NULL);
+
+	ASSERT_EQ(count_lines(s), 3, s);
+	ASSERT_TRUE(
+		strstr(s,
+		       "{\"type\":\"evict\",\"pid\":5,\"ts_ns\":6,\"seq\":7,\"id\":8,\"label\":\"vae\",\"bytes\":9,\"reason\":\"forecast\",\"active\":true,\"headroom\":10,\"forecast\":11}"),
+		s);
+	ASSERT_TRUE(
+		strstr(s,
+		       "{\"type\":\"evict_done\",\"pid\":5,\"seq\":7,\"id\":8,\"label\":\"vae\",\"status\":\"evicted\",\"bytes\":9,\"bytes_freed\":12,\"recv_latency_ns\":13,\"ack_latency_ns\":14,\"freed_latency_ns\":15}"),
+		s);
+	ASSERT_TRUE(
+		strstr(s,
+		       "{\"type\":\"control\",\"state\":\"dropped\",\"path\":\"/dev/shm/x\",\"pid\":5,\"reason\":\"truncated\"}"),
+		s);
 	free(s);
 }
 

@@ -88,6 +88,69 @@ TEST(thresholds_scale_cgroup)
 	ASSERT_EQ(t.inactive_min, 3 * GiB, "inactive_min >= headroom_min");
 }
 
+/* The thresholds in force for each mode and flag combination. */
+#define IN(mem, cg, hs, h, is, i)                                     \
+	{                                                             \
+		.mem_total = mem, .cg_limit = cg, .headroom_set = hs, \
+		.headroom = h, .inactive_set = is, .inactive = i      \
+	}
+
+TEST(thresholds_resolve_table)
+{
+	static const struct {
+		const char *what;
+		struct rc_threshold_in in;
+		uint64_t headroom_min, inactive_min;
+	} rows[] = {
+		{ "system, defaults",
+		  IN(32 * GiB, RC_UNLIMITED, false, 0, false, 0), 3435973836,
+		  6871947672 },
+		{ "system, --headroom alone: inactive 2x",
+		  IN(32 * GiB, RC_UNLIMITED, true, 1 * GiB, false, 0), 1 * GiB,
+		  2 * GiB },
+		{ "system, --inactive alone",
+		  IN(32 * GiB, RC_UNLIMITED, false, 0, true, 8 * GiB),
+		  3435973836, 8 * GiB },
+		{ "system, --inactive below default headroom: raised",
+		  IN(32 * GiB, RC_UNLIMITED, false, 0, true, 1 * GiB),
+		  3435973836, 3435973836 },
+		{ "system, both",
+		  IN(32 * GiB, RC_UNLIMITED, true, GiB, true, 3 * GiB), 1 * GiB,
+		  3 * GiB },
+		{ "--pid, no cgroup limit: as system",
+		  IN(8 * GiB, RC_UNLIMITED, false, 0, false, 0), 2 * GiB,
+		  4 * GiB },
+		{ "--pid in a 256 MiB cgroup",
+		  IN(32 * GiB, 256 * MiB, false, 0, false, 0), 64 * MiB,
+		  128 * MiB },
+		{ "--pid in a 32 MiB cgroup: floor",
+		  IN(32 * GiB, 32 * MiB, false, 0, false, 0), 16 * MiB,
+		  32 * MiB },
+		{ "cgroup-limited, --headroom: not scaled, 2x",
+		  IN(32 * GiB, 256 * MiB, true, 100 * MiB, false, 0), 100 * MiB,
+		  200 * MiB },
+		{ "cgroup-limited, --inactive only: headroom scaled",
+		  IN(32 * GiB, 256 * MiB, false, 0, true, 150 * MiB), 64 * MiB,
+		  150 * MiB },
+		{ "cgroup-limited, --inactive 0: raised to headroom",
+		  IN(32 * GiB, 256 * MiB, false, 0, true, 0), 64 * MiB,
+		  64 * MiB },
+		{ "hostile --headroom: 2x saturates",
+		  IN(32 * GiB, RC_UNLIMITED, true, UINT64_MAX, false, 0),
+		  UINT64_MAX, UINT64_MAX },
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct rc_thresholds t;
+
+		rc_thresholds_resolve(&rows[i].in, &t);
+		ASSERT_TRUE(t.headroom_min == rows[i].headroom_min,
+			    rows[i].what);
+		ASSERT_TRUE(t.inactive_min == rows[i].inactive_min,
+			    rows[i].what);
+	}
+}
+
 /* ---------------------------------------------------------------- */
 
 TEST(score_formula)
@@ -180,11 +243,11 @@ TEST(order_table_pairwise)
 		for (j = 0; j < NR(order_table); j++) {
 			r = rc_entry_cmp(&order_table[i], &order_table[j], 10,
 					 RC_POLICY_RAM);
-			if (i < j && !ASSERT_TRUE(r < 0, "row before later "
-							 "row"))
+			if (i < j &&
+			    !ASSERT_TRUE(r < 0, "row before later row"))
 				printf("# rows %zu, %zu\n", i, j);
-			if (i > j && !ASSERT_TRUE(r > 0, "row after earlier "
-							 "row"))
+			if (i > j &&
+			    !ASSERT_TRUE(r > 0, "row after earlier row"))
 				printf("# rows %zu, %zu\n", i, j);
 			if (i == j)
 				ASSERT_EQ(r, 0, "self");
@@ -580,7 +643,7 @@ TEST(plan_eviction)
 {
 	struct rc_thresholds t = { .headroom_min = 64 * MiB,
 				   .inactive_min = 128 * MiB };
-	struct rc_forecast f = { .at_horizon = 40 * MiB };
+	struct rc_forecast f = { .at_horizon = 40 * MiB, .nr_used = 4 };
 	struct rc_plan p;
 
 	rc_plan_eviction(200 * MiB, NULL, &t, false, &p);
@@ -604,6 +667,14 @@ TEST(plan_eviction)
 	ASSERT_EQ(p.phase, RC_PHASE_HEADROOM, "forecast below headroom_min");
 	ASSERT_EQ(p.deficit, 24 * MiB, "deficit of the forecast");
 	ASSERT_EQ(p.reason, RAMCACHE_REASON_FORECAST, "reason forecast");
+	ASSERT_EQ(p.predicted, 40 * MiB, "predicted is the forecast");
+
+	/* One sample is no trend: the present alone decides. */
+	f.nr_used = 1;
+	rc_plan_eviction(200 * MiB, &f, &t, false, &p);
+	ASSERT_FALSE(p.evict, "one-sample forecast ignored");
+	ASSERT_EQ(p.predicted, 200 * MiB, "predicted is the present");
+	f.nr_used = 4;
 
 	/* A forecast above the present never relaxes it. */
 	f.at_horizon = UINT64_MAX;

@@ -28,6 +28,32 @@ class CacheType(enum.Enum):
     RAM_PRESSURE = 3
 
 
+class IsChangedCache:
+    """A node's IS_CHANGED value for this prompt (False without one, NaN
+    when it fails), computed once from its constant inputs, as upstream."""
+
+    def __init__(self, prompt_id, dynprompt, outputs_cache):
+        self.dynprompt = dynprompt
+        self.is_changed = {}
+
+    async def get(self, node_id):
+        if node_id in self.is_changed:
+            return self.is_changed[node_id]
+        node = self.dynprompt.get_node(node_id)
+        class_def = nodes.NODE_CLASS_MAPPINGS[node["class_type"]]
+        if not hasattr(class_def, "IS_CHANGED"):
+            self.is_changed[node_id] = False
+            return False
+        consts = {k: v for k, v in node["inputs"].items() if not is_link(v)}
+        try:
+            value = (class_def.IS_CHANGED(**consts),)
+        except Exception as e:
+            logging.warning("WARNING: %s", e)
+            value = float("NaN")
+        self.is_changed[node_id] = value
+        return value
+
+
 class CacheEntry(NamedTuple):
     ui: dict
     outputs: list
@@ -156,8 +182,9 @@ class PromptExecutor:
         comfy.memory_management.set_ram_cache_release_state(release, ram_headroom)
         try:
             dynamic_prompt = DynamicPrompt(prompt)
+            is_changed_cache = IsChangedCache(prompt_id, dynamic_prompt, self.caches.outputs)
             for cache in self.caches.all:
-                await cache.set_prompt(dynamic_prompt, prompt.keys(), None)
+                await cache.set_prompt(dynamic_prompt, prompt.keys(), is_changed_cache)
                 cache.clean_unused()
             executed = set()
             pending_subgraph_results = {}

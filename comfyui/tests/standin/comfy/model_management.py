@@ -26,3 +26,9 @@ def throw_exception_if_processing_interrupted():
         if _interrupted:
             _interrupted = False
             raise InterruptProcessingException()
+
+
+def load_models_gpu(models, memory_required=0, force_patch_weights=False,
+                    minimum_memory_required=None, force_full_load=False):
+    """Moves models to the compute device; on CPU there is nothing to move."""
+    return None

@@ -16,6 +16,7 @@ class CacheKeySet:
     def __init__(self, dynprompt, node_ids, is_changed_cache):
         self.keys = {}
         self.subcache_keys = {}
+        self.is_changed_cache = is_changed_cache
 
     def all_node_ids(self):
         return set(self.keys.keys())
@@ -57,16 +58,22 @@ class CacheKeySetInputSignature(CacheKeySet):
             if node_id in self.keys or not self.dynprompt.has_node(node_id):
                 continue
             node = self.dynprompt.get_node(node_id)
-            self.keys[node_id] = self.signature(node_id)
+            self.keys[node_id] = await self.signature(node_id)
             self.subcache_keys[node_id] = (node_id, node["class_type"])
 
-    def signature(self, node_id):
+    async def signature(self, node_id):
+        """Class, IS_CHANGED value and inputs, ancestors' signatures in
+        place of links: a node whose IS_CHANGED changes changes the key of
+        every node after it, as upstream's get_node_signature does."""
         node = self.dynprompt.get_node(node_id)
-        parts = [node["class_type"]]
+        changed = False
+        if self.is_changed_cache is not None:
+            changed = await self.is_changed_cache.get(node_id)
+        parts = [node["class_type"], changed]
         for name in sorted(node["inputs"]):
             v = node["inputs"][name]
             if _is_link(v):
-                parts.append((name, ("LINK", self.signature(v[0]), v[1])))
+                parts.append((name, ("LINK", await self.signature(v[0]), v[1])))
             else:
                 parts.append((name, v))
         return tuple(parts)

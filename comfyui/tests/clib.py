@@ -1,10 +1,11 @@
-"""ctypes binding to libramcache (include/ramcache/ramcache.h).
+"""ctypes binding to libramcache (include/ramcache/ramcache.h), for the
+conformance suite (test_page.py) that runs the same cases against the C
+library and the package's pure-Python page (comfyui/page.py), with the
+same method names. The package itself does not use the library.
 
-find() looks for the library in $RAMCACHE_LIB, then in the project's build
-folder (this package lives in <project>/comfyui, possibly symlinked into
-ComfyUI/custom_nodes), then on the system library path. Every wrapper
-raises OSError with the library's -errno turned into a message, so callers
-decide what is fatal.
+find() looks in $RAMCACHE_LIB, then the project's build folder, then the
+system library path. Every wrapper raises OSError with the library's -errno
+turned into a message.
 """
 import ctypes
 import ctypes.util
@@ -12,20 +13,6 @@ import errno
 import os
 
 LABEL_LEN = 48
-
-# enum ramcache_status
-ACK_EVICTED = 1
-ACK_NOT_FOUND = 2
-ACK_BUSY = 3
-ACK_PINNED = 4
-
-# entry flags
-F_ACTIVE = 1 << 0
-F_PINNED = 1 << 1
-F_MODEL = 1 << 2
-
-LEVELS = ("ok", "warn", "high", "critical")
-REASONS = {1: "headroom", 2: "inactive", 3: "forecast", 4: "reclaim"}
 
 
 class EntryInfo(ctypes.Structure):
@@ -58,8 +45,9 @@ def candidates():
         return [env]  # an explicit choice: never fall back behind its back
     out = []
     here = os.path.dirname(os.path.realpath(__file__))
-    project = os.path.dirname(here)
-    out.append(os.path.join(project, "build", "libramcache.so"))
+    project = os.path.dirname(os.path.dirname(here))
+    out.append(os.path.join(os.environ.get("OUTPUT") or os.path.join(project, "build"),
+                            "libramcache.so"))
     out.append(ctypes.util.find_library("ramcache") or "libramcache.so.1")
     return out
 
@@ -122,6 +110,12 @@ class Page:
         _check("create the control page",
                so.ramcache_create(ctypes.byref(self.h), p, max_entries, ring))
         self.path = so.ramcache_path(self.h).decode()
+        self.memfd = False
+        self.fd = -1
+
+    @property
+    def closed(self):
+        return not self.h
 
     def close(self, unlink=True):
         if self.h:

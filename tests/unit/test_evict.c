@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The evictor on a real control page (made by libramcache): what it posts
+ * is what the planner, rc_plan_eviction(), decides for the same inputs.
+ */
+#include <unistd.h>
+
+#include <ramcache/ramcache.h>
+
+#include "evict.h"
+#include "test.h"
+
+#define MiB (1ULL << 20)
+
+struct rig {
+	char path[128];
+	struct ramcache *rc;
+	struct rc_thresholds thr;
+	char *log;
+	size_t log_len;
+	struct out out;
+	struct metrics m;
+	struct evictor ev;
+};
+
+static bool rig_up(struct rig *r)
+{
+	struct evict_cfg cfg = {
+		.policy = RC_POLICY_RAM,
+		.ack_timeout_ns = 5000000000ULL,
+	};
+	struct ramcache_entry_info big = { .id = 1,
+					   .bytes = 100 * MiB,
+					   .label = "big" };
+	struct ramcache_entry_info small = { .id = 2,
+					     .bytes = 30 * MiB,
+					     .label = "small" };
+
+	memset(r, 0, sizeof(*r));
+	snprintf(r->path, sizeof(r->path), "/dev/shm/ramcache-test-evict-%d",
+		 getpid());
+	unlink(r->path);
+	if (!ASSERT_OK(ramcache_create(&r->rc, r->path, 8, 8), "create") ||
+	    !ASSERT_OK(ramcache_publish(r->rc, &big), "publish") ||
+	    !ASSERT_OK(ramcache_publish(r->rc, &small), "publish"))
+		return false;
+	r->thr.headroom_min = 64 * MiB;
+	r->thr.inactive_min = 128 * MiB;
+	r->out.f = open_memstream(&r->log, &r->log_len);
+	r->out.json = true;
+	metrics_init(&r->m);
+	cfg.control = r->path;
+	if (!ASSERT_OK(evictor_init(&r->ev, &cfg, &r->out, &r->m, getpid(),
+				    getuid(), &r->thr),
+		       "evictor_init"))
+		return false;
+	evictor_tick(&r->ev, ramcache_now_ns());
+	return ASSERT_TRUE(r->ev.open, "page attached");
+}
+
+static void rig_down(struct rig *r)
+{
+	evictor_finish(&r->ev, ramcache_now_ns());
+	metrics_destroy(&r->m);
+	if (r->out.f)
+		fclose(r->out.f);
+	free(r->log);
+	ramcache_destroy(r->rc, true);
+}
+
+/* Evaluate, then compare with the planner: target, and the command's reason. */
+static void same_as_planner(struct rig *r, uint64_t headroom,
+			    const struct rc_forecast *f, uint32_t why,
+			    const char *what)
+{
+	struct ramcache_command cmd;
+	struct rc_plan plan;
+	int posted;
+
+	rc_plan_eviction(headroom, f, &r->thr, why != 0, &plan);
+	evictor_evaluate(&r->ev, ramcache_now_ns(), headroom, f, why);
+	ASSERT_EQ(r->ev.target, plan.evict ? plan.deficit : 0, what);
+	posted = ramcache_poll(r->rc, &cmd);
+	ASSERT_EQ(posted, plan.evict, what);
+	if (posted == 1) {
+		ASSERT_EQ(cmd.reason, plan.reason, what);
+		ramcache_ack(r->rc, &cmd, RAMCACHE_ACK_NOT_FOUND, 0);
+		evictor_tick(&r->ev, ramcache_now_ns());
+	}
+}
+
+TEST(evaluate_posts_what_the_planner_decides)
+{
+	struct rc_forecast one = { .at_horizon = 40 * MiB, .nr_used = 1 };
+	struct rc_forecast trend = { .at_horizon = 40 * MiB, .nr_used = 4 };
+	struct rig r;
+
+	if (rig_up(&r)) {
+		same_as_planner(&r, 200 * MiB, NULL, 0, "plenty of room");
+		same_as_planner(&r, 200 * MiB, &one, 0, "one-sample forecast");
+		same_as_planner(&r, 200 * MiB, &trend, 0, "forecast");
+		same_as_planner(&r, 100 * MiB, NULL, 0, "below inactive_min");
+		same_as_planner(&r, 50 * MiB, NULL, RAMCACHE_REASON_RECLAIM,
+				"kernel reclaiming");
+		fflush(r.out.f);
+		ASSERT_TRUE(strstr(r.log, "\"type\":\"evict\""), r.log);
+		ASSERT_TRUE(strstr(r.log, "\"forecast\":41943040"), r.log);
+	}
+	rig_down(&r);
+}
+
+TEST_MAIN()
