@@ -26,6 +26,7 @@
 
 #include "agent.h"
 #include "bpfstate.h"
+#include "cadence.h"
 #include "clock.h"
 #include "evict.h"
 #include "hist.h"
@@ -39,15 +40,11 @@
 #include "readfile.h"
 #include "sampler.h"
 
-#define TICK_NS		   (50 * 1000000ULL)
-#define LEVEL_PERIOD_NS	   (500 * 1000000ULL)
 #define MATCH_PERIOD_NS	   NSEC_PER_SEC
 #define FORECAST_WINDOW_NS NSEC_PER_SEC
 #define EVAL_MIN_GAP_NS	   (2 * 1000000ULL)
 #define BTF_PATH	   "/sys/kernel/btf/vmlinux"
 #define DROP_WARN_NS	   (10 * NSEC_PER_SEC)
-/* /proc and cgroup files are read every tick only when memory is short */
-#define READ_IDLE_NS (250 * 1000000ULL)
 
 struct target {
 	pid_t pid; /* 0: none */
@@ -80,6 +77,8 @@ struct agent {
 	uint64_t end_ns;
 	uint64_t drops_told, out_told, next_drop_warn_ns;
 	uint64_t next_read_ns;
+	uint64_t last_event_ns;	 /* last reclaim, kswapd or OOM event */
+	struct cadence cad;	 /* as planned at the last tick */
 	int read_err, level_err; /* last errors told, to tell each once */
 	bool stop;
 	int exit_code;
@@ -247,6 +246,47 @@ static void evaluate(struct agent *a, uint64_t now, uint32_t why)
 	metrics_set_target(&a->m, t->ev.target);
 }
 
+/* Close to a threshold, or commands out: follow headroom every tick. */
+static bool pressing(const struct agent *a)
+{
+	const struct target *t = &a->t;
+
+	if (!t->pid)
+		return false;
+	if (t->evicting && t->ev.nr_inflight)
+		return true;
+	return t->sm.headroom / 2 < t->thr.inactive_min;
+}
+
+/* Wake the loop at @when (CLOCK_MONOTONIC): the timer is one-shot. */
+static void arm(struct agent *a, uint64_t when)
+{
+	struct itimerspec its = { 0 };
+
+	its.it_value.tv_sec = (time_t)(when / NSEC_PER_SEC);
+	its.it_value.tv_nsec = (long)(when % NSEC_PER_SEC);
+	if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
+		its.it_value.tv_nsec = 1; /* zero would disarm it */
+	timerfd_settime(a->timerfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+/* Calm no more: read and judge at once, then tick as when busy. */
+static void wake_now(struct agent *a, uint64_t now)
+{
+	a->cad.calm = false;
+	a->next_read_ns = now;
+	a->next_level_ns = now;
+	arm(a, now);
+}
+
+/* A reclaim stall, kswapd awake or an OOM kill: memory is being fought for. */
+static void kernel_told(struct agent *a, uint64_t now)
+{
+	a->last_event_ns = now;
+	if (a->cad.calm)
+		wake_now(a, now);
+}
+
 static int handle_event(void *ctx, void *data, size_t len)
 {
 	struct agent *a = ctx;
@@ -278,22 +318,29 @@ static int handle_event(void *ctx, void *data, size_t len)
 			&a->m, ((const struct rc_reclaim *)data)->kind,
 			((const struct rc_reclaim *)data)->latency_ns);
 		evaluate(a, now, RAMCACHE_REASON_RECLAIM);
+		kernel_told(a, now);
 		break;
 	case RC_EV_KSWAPD:
 		if (len < sizeof(struct rc_kswapd))
 			break;
 		level_kswapd(&a->lw, ((const struct rc_kswapd *)data)->nid,
 			     ((const struct rc_kswapd *)data)->awake);
-		if (((const struct rc_kswapd *)data)->awake)
+		if (((const struct rc_kswapd *)data)->awake) {
 			evaluate(a, now, RAMCACHE_REASON_RECLAIM);
+			kernel_told(a, now);
+		}
 		break;
 	case RC_EV_OOM_KILL:
 		metrics_oom_kill(&a->m);
+		kernel_told(a, now);
 		break;
 	case RC_EV_FAULT_BURST:
 		evaluate(a, now, 0);
 		break;
 	}
+	/* the target's growth or a command posted: not calm any more */
+	if (a->cad.calm && pressing(a))
+		wake_now(a, now);
 	out_event(&a->out, data, len);
 	return 0;
 }
@@ -449,40 +496,62 @@ static void check_drops(struct agent *a, uint64_t now)
 	a->next_drop_warn_ns = now + DROP_WARN_NS;
 }
 
-/* Close to a threshold, or commands out: follow headroom every tick. */
-static bool pressing(const struct agent *a)
+/* The next time the loop must wake when nothing else wakes it. */
+static uint64_t next_tick(struct agent *a, uint64_t now)
 {
-	const struct target *t = &a->t;
+	uint64_t next = a->next_read_ns;
 
-	if (!t->pid)
-		return false;
-	if (t->evicting && t->ev.nr_inflight)
-		return true;
-	return t->sm.headroom / 2 < t->thr.inactive_min;
+	if (!a->cad.calm)
+		return now + CADENCE_TICK_NS;
+	if (a->next_level_ns < next)
+		next = a->next_level_ns;
+	if (a->last_summary_ns + a->o->interval_ns < next)
+		next = a->last_summary_ns + a->o->interval_ns;
+	if (a->t.evicting && evictor_next_ns(&a->t.ev) < next)
+		next = evictor_next_ns(&a->t.ev);
+	if (a->o->match && !a->t.pid && a->next_match_ns < next)
+		next = a->next_match_ns;
+	if (a->end_ns && a->end_ns < next)
+		next = a->end_ns;
+	return next > now + CADENCE_TICK_NS ? next : now + CADENCE_TICK_NS;
 }
 
 static void on_tick(struct agent *a)
 {
 	uint64_t now = now_ns();
+	struct cadence_in ci = { 0 };
 	struct sampler *sm;
+	bool fresh = false;
 
 	if (a->o->match && !a->t.pid && now >= a->next_match_ns)
 		find_match(a, now);
 	sm = sampler_of(a);
-	if (now >= a->next_read_ns || pressing(a)) {
+	ci.near = pressing(a);
+	ci.above_ok = a->lw.cur.level > RAMCACHE_LEVEL_OK;
+	ci.since_event_ns = now - a->last_event_ns;
+	ci.headroom = sm->headroom;
+	ci.near_at = 2 * (a->t.pid ? a->t.thr.inactive_min
+				   : a->sys_thr.inactive_min);
+	cadence_plan(&ci, &a->cad);
+	if (now >= a->next_read_ns || !a->cad.read_ns) {
 		report_err(a, &a->read_err, sampler_read(sm, now),
 			   "memory and cgroup counters");
-		a->next_read_ns = now + READ_IDLE_NS;
+		a->next_read_ns = now + a->cad.read_ns;
+		fresh = true;
 	}
 	if (a->t.evicting) {
 		evictor_tick(&a->t.ev, now);
-		evaluate(a, now, 0);
+		/* calm: nothing new to judge but what was just read */
+		if (fresh || !a->cad.calm)
+			evaluate(a, now, 0);
 	}
 	if (now >= a->next_level_ns) {
 		update_level(a, now);
-		a->next_level_ns = now + LEVEL_PERIOD_NS;
+		a->next_level_ns = now + a->cad.level_ns;
+		check_drops(a, now);
+	} else if (!a->cad.calm) {
+		check_drops(a, now);
 	}
-	check_drops(a, now);
 	if (now - a->last_summary_ns >= a->o->interval_ns)
 		summary(a, now);
 	onlevel_reap();
@@ -490,6 +559,7 @@ static void on_tick(struct agent *a)
 		a->stop = true;
 		a->exit_reason = "duration reached";
 	}
+	arm(a, next_tick(a, now));
 }
 
 static void on_target_exit(struct agent *a)
@@ -507,6 +577,7 @@ static void on_target_exit(struct agent *a)
 	}
 	out_target(&a->out, "exited", pid, a->t.comm);
 	a->next_match_ns = 0;
+	arm(a, now_ns()); /* look for the next one now */
 }
 
 static void on_signal(struct agent *a)
@@ -575,10 +646,7 @@ static int setup_bpf(struct agent *a)
 
 static int setup_fds(struct agent *a)
 {
-	struct itimerspec its = {
-		.it_interval = { 0, TICK_NS },
-		.it_value = { 0, TICK_NS },
-	};
+	struct itimerspec its = { .it_value = { 0, CADENCE_TICK_NS } };
 	sigset_t mask;
 	int err;
 
