@@ -32,7 +32,7 @@ AGENT_LIBS = -lbpf -lelf -lz $(shell pkg-config --libs libmicrohttpd) -lm
 DEPS_PKGS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
 	     make gcc python3 libmicrohttpd-dev systemtap-sdt-dev \
 	     libclang-rt-14-dev clang-format cppcheck procps util-linux mount \
-	     binutils coreutils
+	     binutils coreutils systemd linux-libc-dev
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))

@@ -43,8 +43,19 @@
 #define MATCH_PERIOD_NS	   NSEC_PER_SEC
 #define FORECAST_WINDOW_NS NSEC_PER_SEC
 #define EVAL_MIN_GAP_NS	   (2 * 1000000ULL)
-#define BTF_PATH	   "/sys/kernel/btf/vmlinux"
-#define DROP_WARN_NS	   (10 * NSEC_PER_SEC)
+/*
+ * An evaluation reads and scores the executor's whole entry table, which
+ * whoever writes the page makes as big as it likes (65536 entries). So
+ * evaluations are coalesced (at most one per drain of the ring buffer or
+ * tick, however many events asked for one) and the next waits EVAL_DUTY
+ * times as long as the last one took: evaluating takes at most
+ * 1/(1 + EVAL_DUTY) of the loop, the rest is left for the ring buffer.
+ */
+#define EVAL_DUTY 4
+/* How often the target's cgroup is looked up again (it may be moved). */
+#define CGROUP_PERIOD_NS NSEC_PER_SEC
+#define BTF_PATH	 "/sys/kernel/btf/vmlinux"
+#define DROP_WARN_NS	 (10 * NSEC_PER_SEC)
 
 struct target {
 	pid_t pid; /* 0: none */
@@ -58,6 +69,8 @@ struct target {
 	bool evicting;
 	struct rc_thresholds thr;
 	struct track_totals prev;
+	uint64_t oom_base;  /* the cgroup's oom_kill count at attach */
+	uint64_t oom_carry; /* OOM kills in cgroups it has left */
 };
 
 struct agent {
@@ -73,12 +86,23 @@ struct agent {
 	struct level_watch lw;
 	uint64_t mem_total;
 	struct rc_thresholds sys_thr; /* in force without a target */
-	uint64_t last_summary_ns, next_level_ns, next_match_ns, last_eval_ns;
+	uint64_t last_summary_ns, next_level_ns, next_match_ns, next_eval_ns;
+	bool eval_due;	    /* an event or tick asked for an evaluation */
+	uint32_t eval_why;  /* the latest trigger that named a reason */
+	uint64_t eval_reqs; /* requests, for evaluations per event */
+	uint64_t evals;
 	uint64_t end_ns;
 	uint64_t drops_told, out_told, next_drop_warn_ns;
 	uint64_t next_read_ns;
-	uint64_t last_event_ns;	 /* last reclaim, kswapd or OOM event */
-	struct cadence cad;	 /* as planned at the last tick */
+	uint64_t last_event_ns; /* last reclaim, kswapd or OOM event */
+	struct cadence cad;	/* as planned at the last tick */
+	uint64_t armed_ns;	/* when the timer fires next */
+	uint64_t next_cg_ns;	/* when to look for a cgroup move again */
+	pid_t refused_told;	/* --match: last refused pid warned about */
+	/* eviction latency of every target followed, for --hist */
+	struct hist ack_hist, freed_hist;
+	bool had_evictor;
+	int inflight_at_exit;	 /* commands out when the loop stopped */
 	int read_err, level_err; /* last errors told, to tell each once */
 	bool stop;
 	int exit_code;
@@ -146,8 +170,12 @@ static int epoll_add(int epfd, int fd, uint32_t tag)
 	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
 
-/* Follow @pid: BPF filter, cgroup, sampler, control page. */
-static int target_attach(struct agent *a, pid_t pid)
+/*
+ * Follow @pid: BPF filter, cgroup, sampler, control page. With @spec
+ * (--match), the process is judged again once the pidfd pins it.
+ */
+static int target_attach(struct agent *a, pid_t pid,
+			 const struct match_spec *spec)
 {
 	struct target *t = &a->t;
 	struct rc_pidstat ps;
@@ -165,18 +193,32 @@ static int target_attach(struct agent *a, pid_t pid)
 		close(t->pidfd);
 		return err;
 	}
-	t->pid = pid;
-	t->uid = st.st_uid;
 	if (read_comm(pid, t->comm, sizeof(t->comm)))
 		snprintf(t->comm, sizeof(t->comm), "?");
+	/* what was read by pid belongs to the process the pidfd pins */
+	err = spec ? match_verify(RC_PROC_ROOT, spec, pid, t->pidfd)
+		   : pidfd_alive(t->pidfd);
+	if (err) {
+		close(t->pidfd);
+		t->pidfd = -1;
+		return err;
+	}
+	t->pid = pid;
+	t->uid = st.st_uid;
 	err = bpfstate_track(&a->bpf, pid);
 	if (err)
 		goto fail;
 	sampler_init(&t->sm, pid, NULL, NULL);
 	if (!rc_pidstat_read(RC_PROC_ROOT, pid, &ps))
 		t->sm.rss = ps.rss_bytes;
+	/* the cgroup and RSS were read by pid: still the pidfd's process? */
+	err = pidfd_alive(t->pidfd);
+	if (err)
+		goto fail;
 	report_err(a, &a->read_err, sampler_read(&t->sm, now_ns()),
 		   "memory and cgroup counters");
+	t->oom_base = t->sm.cs.self.oom_kill;
+	a->next_cg_ns = now_ns() + CGROUP_PERIOD_NS;
 	if (t->sm.has_cg && t->sm.cg.ino)
 		bpfstate_watch_memcg(&a->bpf, t->sm.cg.ino);
 	thresholds(a, t->sm.has_cg ? t->sm.cs.limit : RC_UNLIMITED, &t->thr);
@@ -217,8 +259,12 @@ static void target_detach(struct agent *a)
 
 	if (!t->pid)
 		return;
-	if (t->evicting)
+	if (t->evicting) {
 		evictor_finish(&t->ev, now_ns());
+		hist_merge(&a->ack_hist, &t->ev.ack_hist);
+		hist_merge(&a->freed_hist, &t->ev.freed_hist);
+		a->had_evictor = true;
+	}
 	t->evicting = false;
 	if (t->sm.has_cg && t->sm.cg.ino)
 		bpfstate_unwatch_memcg(&a->bpf, t->sm.cg.ino);
@@ -229,21 +275,43 @@ static void target_detach(struct agent *a)
 	t->pid = 0;
 }
 
+/* Ask for an evaluation; run_eval() decides when. */
 static void evaluate(struct agent *a, uint64_t now, uint32_t why)
 {
-	struct target *t = &a->t;
-	struct rc_forecast f;
+	if (!a->t.pid || !a->t.evicting)
+		return;
+	a->eval_due = true;
+	a->eval_reqs++;
+	if (why)
+		a->eval_why = why;
+}
 
-	if (!t->pid || !t->evicting)
+static void run_eval(struct agent *a)
+{
+	struct target *t = &a->t;
+	uint64_t now, cost, gap;
+	struct rc_forecast f;
+	uint32_t why;
+
+	if (!a->eval_due || !t->pid || !t->evicting)
 		return;
-	if (!why && now - a->last_eval_ns < EVAL_MIN_GAP_NS)
+	now = now_ns();
+	if (now < a->next_eval_ns)
 		return;
-	a->last_eval_ns = now;
+	why = a->eval_why;
+	a->eval_due = false;
+	a->eval_why = 0;
 	if (sampler_forecast(&t->sm, FORECAST_WINDOW_NS, a->o->horizon_ns, &f))
 		evictor_evaluate(&t->ev, now, t->sm.headroom, NULL, why);
 	else
 		evictor_evaluate(&t->ev, now, t->sm.headroom, &f, why);
 	metrics_set_target(&a->m, t->ev.target);
+	metrics_evaluation(&a->m);
+	a->evals++;
+	cost = now_ns() - now;
+	gap = EVAL_DUTY * cost > EVAL_MIN_GAP_NS ? EVAL_DUTY * cost
+						 : EVAL_MIN_GAP_NS;
+	a->next_eval_ns = now + cost + gap;
 }
 
 /* Close to a threshold, or commands out: follow headroom every tick. */
@@ -262,6 +330,8 @@ static bool pressing(const struct agent *a)
 static void arm(struct agent *a, uint64_t when)
 {
 	struct itimerspec its = { 0 };
+
+	a->armed_ns = when;
 
 	its.it_value.tv_sec = (time_t)(when / NSEC_PER_SEC);
 	its.it_value.tv_nsec = (long)(when % NSEC_PER_SEC);
@@ -332,6 +402,7 @@ static int handle_event(void *ctx, void *data, size_t len)
 		break;
 	case RC_EV_OOM_KILL:
 		metrics_oom_kill(&a->m);
+		a->next_read_ns = 0; /* the cgroup's count, at the next tick */
 		kernel_told(a, now);
 		break;
 	case RC_EV_FAULT_BURST:
@@ -378,6 +449,15 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s)
 	s->drops = bpfstate_stat(&a->bpf, RC_STAT_DROPS);
 	s->kswapd_wakes = bpfstate_stat(&a->bpf, RC_STAT_KSWAPD_WAKES);
 	s->oom_kills = bpfstate_stat(&a->bpf, RC_STAT_OOM_KILLS);
+	s->evaluations = a->evals;
+	s->eval_requests = a->eval_reqs;
+	if (t->pid && sm->has_cg) {
+		s->has_cgroup_oom = true;
+		s->oom_kills_cgroup =
+			sm->cs.self.oom_kill >= t->oom_base
+				? sm->cs.self.oom_kill - t->oom_base
+				: 0;
+	}
 	s->level = rc_level_name(a->lw.cur.level);
 	s->reasons = a->lw.cur.reasons;
 	s->has_eta = a->lw.in.has_eta;
@@ -450,23 +530,47 @@ static void update_level(struct agent *a, uint64_t now)
 			    a->lw.cur.level, a->lw.cur.reasons, a->t.pid);
 }
 
+static void match_spec_of(const struct opts *o, struct match_spec *s)
+{
+	s->pattern = o->match;
+	s->has_uid = o->has_user;
+	s->uid = o->user;
+	s->cgroup = o->cgroup;
+}
+
 static void find_match(struct agent *a, uint64_t now)
 {
+	struct match_spec s;
+	struct match_result r;
 	pid_t pid;
 	int err;
 
 	a->next_match_ns = now + MATCH_PERIOD_NS;
-	pid = match_find(RC_PROC_ROOT, a->o->match, getpid());
+	match_spec_of(a->o, &s);
+	pid = match_find(RC_PROC_ROOT, &s, getpid(), &r);
+	if (pid >= 0 && r.refused_pid && r.refused_pid != a->refused_told) {
+		out_warn(
+			&a->out,
+			"not following pid %d (uid %u): its command line holds '%s' but it is not %s",
+			r.refused_pid, r.refused_uid, s.pattern,
+			r.wrong_user ? "of --user" : "in --cgroup");
+		a->refused_told = r.refused_pid;
+	}
 	if (pid <= 0)
 		return;
-	err = target_attach(a, pid);
+	err = target_attach(a, pid, &s);
 	if (err) {
-		if (err != -ESRCH)
+		if (err == -EACCES)
+			out_warn(
+				&a->out,
+				"not following pid %d: it changed its command line, user or cgroup while being attached",
+				pid);
+		else if (err != -ESRCH)
 			out_warn(&a->out, "failed to follow pid %d: %s", pid,
 				 strerror(-err));
 		return;
 	}
-	out_target(&a->out, "attached", pid, a->t.comm);
+	out_target_pick(&a->out, pid, a->t.comm, s.pattern, &r);
 }
 
 /* Lost events are never silent: a warning at most every DROP_WARN_NS. */
@@ -496,6 +600,49 @@ static void check_drops(struct agent *a, uint64_t now)
 	a->next_drop_warn_ns = now + DROP_WARN_NS;
 }
 
+/*
+ * The target was moved to another cgroup (a restarted scope, a container
+ * runtime): follow it, or headroom and thresholds stay the old cgroup's.
+ * The lookup goes by pid, so it counts only if the pidfd's process is
+ * still alive after it.
+ */
+static void recheck_cgroup(struct agent *a, uint64_t now)
+{
+	struct target *t = &a->t;
+	struct rc_cgroup cg;
+	bool has;
+
+	if (!t->pid || now < a->next_cg_ns)
+		return;
+	a->next_cg_ns = now + CGROUP_PERIOD_NS;
+	has = !rc_cgroup_find(RC_PROC_ROOT, RC_CGROUP_ROOT, t->pid, &cg);
+	if (pidfd_alive(t->pidfd))
+		return; /* gone: the pidfd tells the loop */
+	if (has == t->sm.has_cg && (!has || (cg.ino == t->sm.cg.ino &&
+					     !strcmp(cg.path, t->sm.cg.path))))
+		return;
+	if (t->sm.has_cg) {
+		if (t->sm.cs.self.oom_kill > t->oom_base)
+			t->oom_carry += t->sm.cs.self.oom_kill - t->oom_base;
+		if (t->sm.cg.ino)
+			bpfstate_unwatch_memcg(&a->bpf, t->sm.cg.ino);
+	}
+	t->sm.has_cg = has;
+	if (has)
+		t->sm.cg = cg;
+	memset(&t->sm.cs, 0, sizeof(t->sm.cs));
+	report_err(a, &a->read_err, sampler_read(&t->sm, now),
+		   "memory and cgroup counters");
+	t->oom_base = t->sm.cs.self.oom_kill;
+	if (has && cg.ino)
+		bpfstate_watch_memcg(&a->bpf, cg.ino);
+	thresholds(a, has ? t->sm.cs.limit : RC_UNLIMITED, &t->thr);
+	if (t->evicting)
+		t->ev.thr = t->thr;
+	out_target_cgroup(&a->out, t->pid, t->comm, has ? cg.path : NULL,
+			  has ? cg.version : 0);
+}
+
 /* The next time the loop must wake when nothing else wakes it. */
 static uint64_t next_tick(struct agent *a, uint64_t now)
 {
@@ -513,6 +660,10 @@ static uint64_t next_tick(struct agent *a, uint64_t now)
 		next = a->next_match_ns;
 	if (a->end_ns && a->end_ns < next)
 		next = a->end_ns;
+	if (a->t.pid && a->next_cg_ns < next)
+		next = a->next_cg_ns;
+	if (a->eval_due && a->next_eval_ns < next)
+		next = a->next_eval_ns;
 	return next > now + CADENCE_TICK_NS ? next : now + CADENCE_TICK_NS;
 }
 
@@ -525,6 +676,7 @@ static void on_tick(struct agent *a)
 
 	if (a->o->match && !a->t.pid && now >= a->next_match_ns)
 		find_match(a, now);
+	recheck_cgroup(a, now);
 	sm = sampler_of(a);
 	ci.near = pressing(a);
 	ci.above_ok = a->lw.cur.level > RAMCACHE_LEVEL_OK;
@@ -544,6 +696,7 @@ static void on_tick(struct agent *a)
 		/* calm: nothing new to judge but what was just read */
 		if (fresh || !a->cad.calm)
 			evaluate(a, now, 0);
+		run_eval(a);
 	}
 	if (now >= a->next_level_ns) {
 		update_level(a, now);
@@ -568,6 +721,7 @@ static void on_target_exit(struct agent *a)
 
 	/* drain what the target left behind first */
 	ring_buffer__consume(a->rb);
+	sampler_read(&a->t.sm, now_ns()); /* its cgroup's OOM kills too */
 	summary(a, now_ns());
 	target_detach(a);
 	if (!a->o->match) {
@@ -710,6 +864,11 @@ static void loop(struct agent *a)
 			switch (evs[i].data.u32) {
 			case TAG_RB:
 				ring_buffer__consume(a->rb);
+				run_eval(a);
+				/* a paced evaluation is run by the timer */
+				if (a->eval_due &&
+				    a->next_eval_ns < a->armed_ns)
+					arm(a, a->next_eval_ns);
 				break;
 			case TAG_TIMER:
 				if (read(a->timerfd, &ticks, sizeof(ticks)) > 0)
@@ -722,6 +881,11 @@ static void loop(struct agent *a)
 				on_target_exit(a);
 				break;
 			}
+		}
+		if (!a->stop && outstream_closed()) {
+			a->stop = true;
+			a->exit_reason = "stdout closed";
+			a->exit_code = EXIT_OUTPUT_CLOSED;
 		}
 	}
 }
@@ -753,7 +917,7 @@ static int setup_target(struct agent *a)
 
 	if (!pid)
 		return 0;
-	err = target_attach(a, pid);
+	err = target_attach(a, pid, NULL);
 	if (err == -ESRCH)
 		return out_fail(&a->out, EXIT_NO_PROCESS, "no such process: %d",
 				pid);
@@ -835,21 +999,24 @@ static int setup(struct agent *a)
 /* After the loop: last summary, histograms, the exit event. */
 static void finish(struct agent *a, int code)
 {
-	struct hist ack = { 0 }, freed = { 0 };
-	bool had_evictor = false;
+	pid_t pid = a->t.pid;
+	bool evict = a->had_evictor || a->t.evicting || a->o->evict;
 
-	if (a->t.pid)
+	if (a->t.pid) {
+		sampler_read(&a->t.sm, now_ns()); /* counts as of the end */
 		summary(a, now_ns());
-	if (a->t.evicting) {
-		ack = a->t.ev.ack_hist;
-		freed = a->t.ev.freed_hist;
-		had_evictor = true;
 	}
+	a->inflight_at_exit = a->t.evicting ? a->t.ev.nr_inflight : 0;
 	target_detach(a);
 	if (a->o->hist)
-		print_hists(a, had_evictor || a->o->evict ? &ack : NULL,
-			    had_evictor || a->o->evict ? &freed : NULL);
+		print_hists(a, evict ? &a->ack_hist : NULL,
+			    evict ? &a->freed_hist : NULL);
 	out_exit(&a->out, a->exit_reason, code);
+	if (code == EXIT_OUTPUT_CLOSED)
+		out_note(
+			&a->out,
+			"stdout closed: stopped (exit %d); pid %d detached with its heartbeat cleared, %d commands in flight reported unacked",
+			code, (int)pid, a->inflight_at_exit);
 }
 
 static void teardown(struct agent *a)
@@ -880,12 +1047,19 @@ int agent_run(const struct opts *o)
 		.t = { .pidfd = -1 },
 		.exit_reason = "done",
 	};
+	sigset_t pipe;
 	int code;
 
+	/* a reader gone is an EPIPE to handle, not a SIGPIPE that kills */
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	sigprocmask(SIG_BLOCK, &pipe, NULL);
 	out_set_verbose_libbpf(o->verbose);
 	/* one malloc arena: a thread's own would reserve 64 MiB, locked */
 	mallopt(M_ARENA_MAX, 1);
-	a.out.f = outstream_open(STDOUT_FILENO, stdout);
+	a.out.f = o->quiet ? outstream_null() : NULL;
+	if (!a.out.f)
+		a.out.f = outstream_open(STDOUT_FILENO, stdout);
 	libbpf_set_print(libbpf_print);
 	metrics_init(&a.m);
 	level_init(&a.lw, NULL);
@@ -899,6 +1073,11 @@ int agent_run(const struct opts *o)
 		if (o->duration_ns)
 			a.end_ns = a.last_summary_ns + o->duration_ns;
 		start_event(&a);
+		if (o->match && !o->has_user && !o->cgroup)
+			out_warn(
+				&a.out,
+				"--match without --user or --cgroup follows any user's process whose command line holds '%s'",
+				o->match);
 		loop(&a);
 		code = a.exit_code;
 		finish(&a, code);

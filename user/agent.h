@@ -13,6 +13,7 @@ enum exit_code {
 	EXIT_PRIVILEGE = 3,
 	EXIT_NO_PROCESS = 4,
 	EXIT_UNSUPPORTED = 5,
+	EXIT_OUTPUT_CLOSED = 6, /* stdout's reader went away (not --quiet) */
 };
 
 /* Run until the target exits, --duration passes or a signal; an exit code. */

@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,9 @@ enum {
 	OPT_ON_LEVEL,
 	OPT_NO_EVICT,
 	OPT_NO_MLOCK,
+	OPT_USER,
+	OPT_CGROUP,
+	OPT_QUIET,
 };
 
 /*
@@ -56,10 +60,18 @@ static const struct arg_opt opts_table[] = {
 	OPT(NULL, "match", OPT_MATCH, "PATTERN",
 	    "follow the process whose command line contains\n"
 	    "PATTERN, and its successor after a restart"),
+	OPT(NULL, "user", OPT_USER, "NAME|UID",
+	    "with --match: only processes running as this user"),
+	OPT(NULL, "cgroup", OPT_CGROUP, "PATH",
+	    "with --match: only processes in this cgroup or below\n"
+	    "it (/system.slice/comfyui.service or /sys/fs/cgroup/...)"),
 	OPT(NULL, "control", OPT_CONTROL, "PATH",
 	    "control page path (default /dev/shm/ramcache-PID)"),
 	OPT("Output", "json", 'j', NULL,
 	    "JSON Lines on stdout, one object per event"),
+	OPT(NULL, "quiet", OPT_QUIET, NULL,
+	    "nothing on stdout (for --metrics or eviction alone);\n"
+	    "without it the agent stops when stdout is closed"),
 	OPT(NULL, "interval", OPT_INTERVAL, "DUR",
 	    "summary every DUR (default 2s)"),
 	OPT(NULL, "duration", OPT_DURATION, "DUR",
@@ -235,6 +247,7 @@ static const struct switch_flag switch_flags[] = {
 	{ OPT_DRY_RUN, offsetof(struct opts, dry_run), true },
 	{ OPT_NO_EVICT, offsetof(struct opts, evict), false },
 	{ OPT_NO_MLOCK, offsetof(struct opts, mlock), false },
+	{ OPT_QUIET, offsetof(struct opts, quiet), true },
 };
 
 /* False if @c is not a flag without an argument. */
@@ -377,6 +390,23 @@ static enum args_result parse_choice(int c, const char *arg, struct opts *o,
 }
 
 /* One option with an argument. */
+/* A user name, or a uid; names are looked up once, here. */
+static enum args_result parse_user(const char *arg, struct opts *o, char *err,
+				   size_t errlen)
+{
+	struct passwd *pw;
+	uint64_t v;
+
+	if (!parse_count(arg, UINT32_MAX - 1, &v))
+		o->user = (uid_t)v;
+	else if ((pw = getpwnam(arg)))
+		o->user = pw->pw_uid;
+	else
+		BAD("unknown user '%s' for --user", arg);
+	o->has_user = true;
+	return ARGS_RUN;
+}
+
 static enum args_result parse_value(int c, const char *arg, uint64_t mem_total,
 				    struct opts *o, char *err, size_t errlen)
 {
@@ -411,6 +441,15 @@ static enum args_result parse_value(int c, const char *arg, uint64_t mem_total,
 		if (!*arg)
 			BAD("empty --match pattern");
 		o->match = arg;
+		return ARGS_RUN;
+	case OPT_USER:
+		return parse_user(arg, o, err, errlen);
+	case OPT_CGROUP:
+		if (arg[0] != '/')
+			BAD("invalid --cgroup '%s' (an absolute path, as in "
+			    "/proc/PID/cgroup)",
+			    arg);
+		o->cgroup = arg;
 		return ARGS_RUN;
 	case OPT_METRICS:
 		o->metrics = arg;
@@ -452,6 +491,10 @@ enum args_result parse_args(int argc, char **argv, uint64_t mem_total,
 		BAD("unexpected argument '%s'", argv[optind]);
 	if (o->pid && o->match)
 		BAD("--pid and --match exclude each other");
+	if ((o->has_user || o->cgroup) && !o->match)
+		BAD("--user and --cgroup go with --match");
+	if (o->quiet && o->json)
+		BAD("--quiet and --json exclude each other");
 	if (o->headroom_set && o->inactive_set && o->inactive &&
 	    o->inactive < o->headroom)
 		BAD("--inactive must be 0 or at least --headroom");

@@ -27,10 +27,14 @@ struct on_level {
 };
 
 struct opts {
-	pid_t pid;	     /* 0: whole system */
-	const char *match;   /* follow the process whose cmdline matches */
+	pid_t pid;	   /* 0: whole system */
+	const char *match; /* follow the process whose cmdline matches */
+	bool has_user;	   /* --user: only processes of this uid */
+	uid_t user;
+	const char *cgroup;  /* --cgroup: only processes in or below it */
 	const char *control; /* control page path, NULL = default */
 	bool json;
+	bool quiet; /* nothing on stdout */
 	bool hist;
 	bool verbose;
 	bool dry_run;

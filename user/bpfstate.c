@@ -11,13 +11,22 @@
 
 int bpfstate_load(struct bpfstate *b, const struct opts *o)
 {
+	/*
+	 * vmlinux BTF named explicitly: libbpf then takes CO-RE types from it
+	 * alone and never walks module BTFs (BPF_BTF_GET_NEXT_ID needs
+	 * CAP_SYS_ADMIN), so CAP_BPF and CAP_PERFMON are enough to load.
+	 */
+	struct bpf_object_open_opts oo = {
+		.sz = sizeof(oo),
+		.btf_custom_path = "/sys/kernel/btf/vmlinux",
+	};
 	int err;
 
 	memset(b, 0, sizeof(*b));
 	b->ncpus = libbpf_num_possible_cpus();
 	if (b->ncpus <= 0)
 		return b->ncpus ? b->ncpus : -EINVAL;
-	b->skel = pressure_bpf__open();
+	b->skel = pressure_bpf__open_opts(&oo);
 	if (!b->skel)
 		return errno ? -errno : -EINVAL;
 	b->skel->rodata->filter_tgid = o->pid != 0 || o->match != NULL;

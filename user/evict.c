@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,25 @@ static void control_event(struct evictor *ev, const char *state,
 	out_control(ev->out, state, ev->path, ev->pid, why);
 }
 
+__attribute__((format(printf, 4, 5))) static void anomaly(struct evictor *ev,
+							  unsigned int kind,
+							  uint64_t seq,
+							  const char *fmt, ...)
+{
+	char detail[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	if (kind < METRICS_ANOM_NR)
+		metrics_anomaly(ev->m, kind, 1);
+	out_anomaly(ev->out, ev->pid,
+		    kind < METRICS_ANOM_NR ? metrics_anomaly_name(kind)
+					   : "executor_resumed",
+		    seq, detail);
+}
+
 static int grow_arrays(struct evictor *ev, uint32_t n)
 {
 	free(ev->entries);
@@ -114,13 +134,6 @@ static void try_open(struct evictor *ev, uint64_t now)
 	control_event(ev, "attached", NULL);
 }
 
-static void drop_page(struct evictor *ev, const char *why)
-{
-	control_event(ev, "dropped", why);
-	ctl_close(&ev->ctl);
-	ev->open = false;
-}
-
 static void done_event(struct evictor *ev, const struct inflight *f,
 		       const char *status)
 {
@@ -146,7 +159,46 @@ static void done_event(struct evictor *ev, const struct inflight *f,
 
 static void retire(struct evictor *ev, int i)
 {
+	unsigned int r = ev->recent_head++ % EVICT_RECENT;
+
+	ev->recent[r].seq = ev->inflight[i].seq;
+	ev->recent[r].acked = ev->inflight[i].acked;
 	ev->inflight[i] = ev->inflight[--ev->nr_inflight];
+}
+
+/* A completed command of this page: 1 acked, 0 timed out, -1 unknown. */
+static int recent_outcome(const struct evictor *ev, uint64_t seq)
+{
+	for (unsigned int i = 0; i < EVICT_RECENT; i++)
+		if (ev->recent[i].seq == seq)
+			return ev->recent[i].acked;
+	return -1;
+}
+
+/* Close every command of a page that went away, as @status. */
+static void close_inflight(struct evictor *ev, const char *status)
+{
+	for (int i = 0; i < ev->nr_inflight; i++)
+		done_event(ev, &ev->inflight[i], status);
+	ev->nr_inflight = 0;
+	memset(ev->recent, 0, sizeof(ev->recent));
+}
+
+static void drop_page(struct evictor *ev, const char *why)
+{
+	bool replaced = ev->ctl.why == CTL_ERR_REPLACED;
+	int n = ev->nr_inflight;
+
+	control_event(ev, "dropped", why);
+	/* its commands can never be answered: the next page numbers anew */
+	if (replaced)
+		anomaly(ev, METRICS_ANOM_PAGE_RECREATED, 0,
+			"page %s replaced under the agent; %d commands in flight closed",
+			ev->path, n);
+	close_inflight(ev, replaced ? "page_recreated" : "page_dropped");
+	ctl_close(&ev->ctl);
+	ev->open = false;
+	ev->stalled = false;
 }
 
 /* Emit evict_done for commands that are complete; drop them. */
@@ -186,43 +238,132 @@ static void complete(struct evictor *ev, uint64_t now)
 	}
 }
 
+static void accept_ack(struct evictor *ev, struct inflight *f,
+		       const struct ctl_ack *ack, uint64_t now)
+{
+	f->acked = true;
+	f->ack = *ack;
+	f->acked_at_ns = now;
+	ev->st.acked++;
+	if (f->ack.status < 5)
+		ev->st.by_status[f->ack.status]++;
+	metrics_command_acked(ev->m, f->ack.status);
+	if (f->ack.status == RAMCACHE_ACK_EVICTED) {
+		ev->st.bytes_freed += f->ack.bytes_freed;
+		metrics_bytes_evicted(ev->m, f->ack.bytes_freed);
+	}
+	if (f->ack.ack_ns >= f->issue_ns) {
+		hist_add(&ev->ack_hist, (f->ack.ack_ns - f->issue_ns) / 1000);
+		metrics_evict_ack(ev->m, f->ack.ack_ns - f->issue_ns);
+	}
+	if (f->ack.status == RAMCACHE_ACK_BUSY)
+		cool(ev, f->id, now + COOL_BUSY_NS);
+	else if (f->ack.status == RAMCACHE_ACK_PINNED)
+		cool(ev, f->id, now + COOL_PINNED_NS);
+}
+
+/* Match one well-formed ack to its command; anything else is an anomaly. */
+static void match_ack(struct evictor *ev, const struct ctl_ack *ack,
+		      uint64_t now)
+{
+	int outcome;
+
+	for (int i = 0; i < ev->nr_inflight; i++) {
+		struct inflight *f = &ev->inflight[i];
+
+		if (f->seq != ack->cmd_seq)
+			continue;
+		if (f->acked)
+			anomaly(ev, METRICS_ANOM_DUPLICATE_ACK, ack->cmd_seq,
+				"command acked a second time");
+		else if (ack->entry_id != f->id)
+			anomaly(ev, METRICS_ANOM_INVALID_ACK, ack->cmd_seq,
+				"ack names entry %llu, the command was for %llu",
+				(unsigned long long)ack->entry_id,
+				(unsigned long long)f->id);
+		else
+			accept_ack(ev, f, ack, now);
+		return;
+	}
+	outcome = recent_outcome(ev, ack->cmd_seq);
+	if (outcome == 1)
+		anomaly(ev, METRICS_ANOM_DUPLICATE_ACK, ack->cmd_seq,
+			"command acked a second time, after it completed");
+	else if (outcome == 0)
+		anomaly(ev, METRICS_ANOM_LATE_ACK, ack->cmd_seq,
+			"ack after the command timed out");
+	else
+		anomaly(ev, METRICS_ANOM_INVALID_ACK, ack->cmd_seq,
+			"ack for a command this agent did not post");
+}
+
 static void read_acks(struct evictor *ev, uint64_t now)
 {
 	struct ctl_ack acks[64];
 	int n = ctl_read_acks(&ev->ctl, acks, 64);
 
-	for (int k = 0; k < n; k++) {
-		for (int i = 0; i < ev->nr_inflight; i++) {
-			struct inflight *f = &ev->inflight[i];
+	for (int k = 0; k < n; k++)
+		match_ack(ev, &acks[k], now);
+	/* acks the parser threw away: torn, malformed, seq never posted */
+	if (ev->ctl.acks_bad > ev->acks_bad_told) {
+		uint64_t d = ev->ctl.acks_bad - ev->acks_bad_told;
 
-			if (f->seq != acks[k].cmd_seq || f->acked)
-				continue;
-			if (acks[k].entry_id != f->id)
-				break; /* not our command: ignore */
-			f->acked = true;
-			f->ack = acks[k];
-			f->acked_at_ns = now;
-			ev->st.acked++;
-			if (f->ack.status < 5)
-				ev->st.by_status[f->ack.status]++;
-			metrics_command_acked(ev->m, f->ack.status);
-			if (f->ack.status == RAMCACHE_ACK_EVICTED) {
-				ev->st.bytes_freed += f->ack.bytes_freed;
-				metrics_bytes_evicted(ev->m,
-						      f->ack.bytes_freed);
-			}
-			if (f->ack.ack_ns >= f->issue_ns) {
-				hist_add(&ev->ack_hist,
-					 (f->ack.ack_ns - f->issue_ns) / 1000);
-				metrics_evict_ack(ev->m,
-						  f->ack.ack_ns - f->issue_ns);
-			}
-			if (f->ack.status == RAMCACHE_ACK_BUSY)
-				cool(ev, f->id, now + COOL_BUSY_NS);
-			else if (f->ack.status == RAMCACHE_ACK_PINNED)
-				cool(ev, f->id, now + COOL_PINNED_NS);
-			break;
-		}
+		anomaly(ev, METRICS_ANOM_INVALID_ACK, 0,
+			"%llu acks malformed or for a seq never posted (cmd_head %llu)",
+			(unsigned long long)d,
+			(unsigned long long)ev->ctl.cmd_head);
+		if (d > 1)
+			metrics_anomaly(ev->m, METRICS_ANOM_INVALID_ACK, d - 1);
+		ev->acks_bad_told = ev->ctl.acks_bad;
+	}
+	if (ev->ctl.acks_lost > ev->acks_lost_told) {
+		uint64_t d = ev->ctl.acks_lost - ev->acks_lost_told;
+
+		anomaly(ev, METRICS_ANOM_ACK_OVERRUN, 0,
+			"%llu acks overwritten before they were read",
+			(unsigned long long)d);
+		if (d > 1)
+			metrics_anomaly(ev->m, METRICS_ANOM_ACK_OVERRUN, d - 1);
+		ev->acks_lost_told = ev->ctl.acks_lost;
+	}
+}
+
+/*
+ * The executor's side as it is now: a hung executor (stale heartbeat) gets
+ * no commands until it beats again; cmd_done ahead of cmd_head (it claims
+ * commands nobody posted) is reported and the numbering continues above it,
+ * so no seq the executor has seen is ever posted again.
+ */
+static void check_exec(struct evictor *ev, uint64_t now)
+{
+	struct ctl_exec ex;
+	bool alive;
+
+	if (ctl_read_exec(&ev->ctl, &ex))
+		return;
+	alive = ctl_exec_alive(&ex, now);
+	if (!alive && !ev->stalled) {
+		ev->stalled = true;
+		anomaly(ev, METRICS_ANOM_EXECUTOR_STALLED, 0,
+			ex.heartbeat_ns && ex.heartbeat_ns < now
+				? "no executor heartbeat for %llu ms: not posting until it beats again"
+				: "executor heartbeat unset or in the future (%llu): not posting until it beats",
+			ex.heartbeat_ns && ex.heartbeat_ns < now
+				? (unsigned long long)(now - ex.heartbeat_ns) /
+					  1000000
+				: (unsigned long long)ex.heartbeat_ns);
+	} else if (alive && ev->stalled) {
+		ev->stalled = false;
+		anomaly(ev, METRICS_ANOM_NR, 0,
+			"executor heartbeat back: posting again");
+	}
+	if (ex.cmd_done > ev->ctl.cmd_head) {
+		anomaly(ev, METRICS_ANOM_CMD_DONE_AHEAD, ex.cmd_done,
+			"cmd_done %llu is ahead of cmd_head %llu: commands resume at %llu",
+			(unsigned long long)ex.cmd_done,
+			(unsigned long long)ev->ctl.cmd_head,
+			(unsigned long long)ex.cmd_done + 1);
+		ev->ctl.cmd_head = ex.cmd_done;
 	}
 }
 
@@ -261,6 +402,7 @@ void evictor_tick(struct evictor *ev, uint64_t now)
 		return;
 	}
 	heartbeat(ev, now);
+	check_exec(ev, now);
 	read_acks(ev, now);
 	complete(ev, now);
 }
@@ -343,13 +485,20 @@ static int pick(struct evictor *ev, uint64_t now, const struct rc_plan *plan,
 	n = ctl_read_entries(&ev->ctl, ev->entries, ev->ctl.lay.max_entries);
 	if (n <= 0)
 		return 0;
+	ev->nr_read = n;
+	ev->win_start = n > EVICT_MAX_SCORED ? ev->win_start % n : 0;
+	if (n > EVICT_MAX_SCORED)
+		n = EVICT_MAX_SCORED;
 	for (int i = 0; i < n; i++) {
-		ev->rce[i].id = ev->entries[i].id;
-		ev->rce[i].bytes = ev->entries[i].bytes;
-		ev->rce[i].last_use_ns = ev->entries[i].last_use_ns;
-		ev->rce[i].used_generation = ev->entries[i].used_generation;
-		ev->rce[i].cost_ns = ev->entries[i].cost_ns;
-		ev->rce[i].flags = ev->entries[i].flags;
+		const struct ctl_entry *e =
+			&ev->entries[(ev->win_start + i) % ev->nr_read];
+
+		ev->rce[i].id = e->id;
+		ev->rce[i].bytes = e->bytes;
+		ev->rce[i].last_use_ns = e->last_use_ns;
+		ev->rce[i].used_generation = e->used_generation;
+		ev->rce[i].cost_ns = e->cost_ns;
+		ev->rce[i].flags = e->flags;
 	}
 	req.entries = ev->rce;
 	req.nr_entries = n;
@@ -403,15 +552,21 @@ void evictor_evaluate(struct evictor *ev, uint64_t now, uint64_t headroom,
 	ev->headroom = headroom;
 	rc_plan_eviction(headroom, f, &ev->thr, why != 0, &plan);
 	ev->target = plan.evict ? plan.deficit : 0;
-	if (!plan.evict || !ev->open)
+	if (!plan.evict || !ev->open || ev->stalled)
 		return;
 	pending = pending_bytes(ev);
 	if (pending >= plan.deficit)
 		return;
 	n = pick(ev, now, &plan, plan.deficit - pending);
-	for (int k = 0; k < n; k++)
-		if (!post(ev, &ev->entries[ev->picks[k]], &plan, headroom, now))
+	for (int k = 0; k < n; k++) {
+		uint32_t i = (ev->win_start + ev->picks[k]) % ev->nr_read;
+
+		if (!post(ev, &ev->entries[i], &plan, headroom, now))
 			break;
+	}
+	/* the next evaluation scores the next window of a big table */
+	if (ev->nr_read > EVICT_MAX_SCORED)
+		ev->win_start += EVICT_MAX_SCORED;
 }
 
 void evictor_rss(struct evictor *ev, uint64_t ts, uint64_t rss)

@@ -21,6 +21,13 @@
 
 #define EVICT_MAX_INFLIGHT 64
 #define EVICT_MAX_COOLDOWN 64
+#define EVICT_RECENT	   256 /* completed commands kept to judge late acks */
+/*
+ * Entries scored per evaluation: a bigger table is scored a window at a
+ * time, the window moving on each evaluation, so one evaluation costs
+ * about the same whatever size the executor gave its page.
+ */
+#define EVICT_MAX_SCORED 8192
 
 struct inflight {
 	uint64_t seq;
@@ -81,6 +88,15 @@ struct evictor {
 	struct cooldown cool[EVICT_MAX_COOLDOWN];
 	struct evict_stats st;
 	struct hist ack_hist, freed_hist; /* usecs */
+	/* commands of this page completed lately: a second ack is a dup */
+	struct {
+		uint64_t seq;
+		bool acked;
+	} recent[EVICT_RECENT];
+	unsigned int recent_head;
+	uint64_t acks_bad_told, acks_lost_told; /* of ctl.acks_bad/lost */
+	bool stalled; /* executor heartbeat stale: nothing is posted */
+	uint32_t win_start, nr_read; /* window of ev->entries scored last */
 };
 
 /*

@@ -88,3 +88,9 @@ void hist_json(struct jw *w, const char *key, const struct hist *h)
 	}
 	jw_array_end(w);
 }
+
+void hist_merge(struct hist *dst, const struct hist *src)
+{
+	for (int i = 0; i < HIST_SLOTS; i++)
+		dst->slots[i] += src->slots[i];
+}

@@ -16,6 +16,8 @@ struct hist {
 unsigned int hist_slot(uint64_t v);
 void hist_add(struct hist *h, uint64_t v);
 uint64_t hist_total(const struct hist *h);
+/* Add every count of @src to @dst. */
+void hist_merge(struct hist *dst, const struct hist *src);
 
 /* Print as an ASCII table with bars, @unit names the values ("usecs"). */
 void hist_print(FILE *f, const struct hist *h, const char *unit);

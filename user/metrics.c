@@ -61,6 +61,21 @@ _Static_assert(METRICS_CMD_EVICTED == 0 && METRICS_CMD_INVALID == 5 &&
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
+static const char *const anomaly_names[METRICS_ANOM_NR] = {
+	[METRICS_ANOM_INVALID_ACK] = "invalid_ack",
+	[METRICS_ANOM_DUPLICATE_ACK] = "duplicate_ack",
+	[METRICS_ANOM_LATE_ACK] = "late_ack",
+	[METRICS_ANOM_ACK_OVERRUN] = "ack_overrun",
+	[METRICS_ANOM_CMD_DONE_AHEAD] = "cmd_done_ahead",
+	[METRICS_ANOM_EXECUTOR_STALLED] = "executor_stalled",
+	[METRICS_ANOM_PAGE_RECREATED] = "page_recreated",
+};
+
+const char *metrics_anomaly_name(unsigned int kind)
+{
+	return kind < METRICS_ANOM_NR ? anomaly_names[kind] : "unknown";
+}
+
 uint64_t metrics_bound_ns(unsigned int i)
 {
 	return i < METRICS_HIST_BOUNDS ? bounds[i].ns : UINT64_MAX;
@@ -164,6 +179,17 @@ void metrics_command_acked(struct metrics *m, uint32_t status)
 void metrics_command_timeout(struct metrics *m)
 {
 	count_command(m, METRICS_CMD_TIMEOUT);
+}
+
+void metrics_anomaly(struct metrics *m, unsigned int kind, uint64_t n)
+{
+	if (kind < METRICS_ANOM_NR)
+		add(m, &m->v.anomalies[kind], n);
+}
+
+void metrics_evaluation(struct metrics *m)
+{
+	add(m, &m->v.evaluations, 1);
 }
 
 void metrics_bytes_evicted(struct metrics *m, uint64_t bytes)
@@ -352,6 +378,9 @@ static const struct u64_metric counters[] = {
 	U64_METRIC("ramcache_ringbuf_drops_total",
 		   "Events lost because the BPF ring buffer was full.",
 		   ringbuf_drops),
+	U64_METRIC("ramcache_evaluations_total",
+		   "Eviction decisions made (rate-limited, not one per event).",
+		   evaluations),
 };
 
 static const struct u64_metric byte_gauges[] = {
@@ -378,6 +407,14 @@ static void render_counters(struct textbuf *o, const struct metrics_values *v)
 	for (unsigned int s = 0; s < METRICS_CMD_NR; s++)
 		put(o, "ramcache_commands_total{status=\"%s\"} %" PRIu64 "\n",
 		    cmd_status_names[s], v->commands[s]);
+	put_header(
+		o, "ramcache_protocol_anomalies_total", "counter",
+		"Control-page protocol violations seen from the executor, by kind.");
+	for (unsigned int k = 0; k < METRICS_ANOM_NR; k++)
+		put(o,
+		    "ramcache_protocol_anomalies_total{kind=\"%s\"} %" PRIu64
+		    "\n",
+		    anomaly_names[k], v->anomalies[k]);
 	put_u64s(o, "counter", counters, ARRAY_SIZE(counters), v);
 }
 

@@ -34,6 +34,21 @@ enum metrics_cmd_status {
 	METRICS_CMD_NR,
 };
 
+/* Protocol anomalies, the kind label of protocol_anomalies_total. */
+enum metrics_anomaly {
+	METRICS_ANOM_INVALID_ACK = 0, /* malformed, never posted, wrong entry */
+	METRICS_ANOM_DUPLICATE_ACK,   /* a command acked a second time */
+	METRICS_ANOM_LATE_ACK,	      /* ack after the command timed out */
+	METRICS_ANOM_ACK_OVERRUN,     /* acks overwritten before being read */
+	METRICS_ANOM_CMD_DONE_AHEAD,  /* cmd_done > cmd_head */
+	METRICS_ANOM_EXECUTOR_STALLED, /* executor heartbeat went stale */
+	METRICS_ANOM_PAGE_RECREATED,   /* page replaced while attached */
+	METRICS_ANOM_NR,
+};
+
+/* The kind's name, as events and the metric label spell it. */
+const char *metrics_anomaly_name(unsigned int kind);
+
 struct metrics_hist {
 	uint64_t slots[METRICS_HIST_BOUNDS + 1]; /* per bucket, last is +Inf */
 	uint64_t count;
@@ -46,6 +61,8 @@ struct metrics_values {
 	struct metrics_hist evict_ack;	 /* command posted -> executor acked */
 	struct metrics_hist evict_freed; /* command posted -> memory seen freed */
 	uint64_t commands[METRICS_CMD_NR];
+	uint64_t anomalies[METRICS_ANOM_NR];
+	uint64_t evaluations; /* eviction decisions made */
 	uint64_t evicted_bytes;
 	uint64_t oom_kills;
 	uint64_t ringbuf_drops;
@@ -76,6 +93,9 @@ void metrics_evict_freed(struct metrics *m, uint64_t ns);
 void metrics_command_acked(struct metrics *m, uint32_t status);
 /* Count one command that got no ack in time. */
 void metrics_command_timeout(struct metrics *m);
+/* Count @n anomalies of @kind (enum metrics_anomaly). */
+void metrics_anomaly(struct metrics *m, unsigned int kind, uint64_t n);
+void metrics_evaluation(struct metrics *m);
 
 void metrics_bytes_evicted(struct metrics *m, uint64_t bytes);
 void metrics_oom_kill(struct metrics *m);

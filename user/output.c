@@ -7,9 +7,11 @@
 
 #include "hist.h"
 #include "json.h"
+#include "match.h"
 #include "output.h"
 #include "policy.h"
 #include "probes.h"
+#include "sanitize.h"
 
 #define MiB (1024.0 * 1024.0)
 
@@ -36,6 +38,20 @@ static bool json_event(struct out *o, struct jw *w, const char *type)
 	jw_str(w, "type", type);
 	return true;
 }
+
+/*
+ * @s (at most @n bytes) made safe for a terminal in @buf: every string of
+ * outside origin printed in text mode goes through here.
+ */
+static const char *safe_text(char *buf, size_t len, const char *s, size_t n)
+{
+	text_sanitize(buf, len, s, n);
+	return buf;
+}
+
+#define SAFE(buf, s, n)	 safe_text(buf, sizeof(buf), s, n)
+#define SAFE_STR(buf, s) SAFE(buf, s, strlen(s))
+#define COMM_TEXT	 65 /* TEXT_SANITIZED_LEN(16) */
 
 /* Text lines start with the wall clock. */
 static void text_begin(struct out *o)
@@ -82,6 +98,7 @@ static void hdr_json(struct jw *w, FILE *f, const char *type,
 
 void out_start(struct out *o, const struct start_info *s)
 {
+	char safe[1024];
 	struct jw w;
 	char clk[16];
 
@@ -108,12 +125,12 @@ void out_start(struct out *o, const struct start_info *s)
 	out_clock(clk, sizeof(clk));
 	if (s->pid)
 		fprintf(o->f, "%s  tracking pid %d (%s)", clk, s->pid,
-			s->comm ? s->comm : "?");
+			s->comm ? SAFE_STR(safe, s->comm) : "?");
 	else
 		fprintf(o->f, "%s  watching the whole system", clk);
 	if (s->memcg)
-		fprintf(o->f, ", memory cgroup %s (v%d)", s->memcg,
-			s->memcg_version);
+		fprintf(o->f, ", memory cgroup %s (v%d)",
+			SAFE_STR(safe, s->memcg), s->memcg_version);
 	fprintf(o->f, "\n%s  probes:", clk);
 	for (int i = 0; i < NR_PROBES; i++)
 		fprintf(o->f, " %s=%s", s->probes->p[i].tp,
@@ -193,7 +210,7 @@ static void event_json(struct out *o, const struct rc_event_hdr *h)
 void out_event(struct out *o, const void *data, size_t len)
 {
 	const struct rc_event_hdr *h = data;
-	char clk[16];
+	char clk[16], comm[COMM_TEXT];
 
 	if (len < sizeof(*h))
 		return;
@@ -217,9 +234,10 @@ void out_event(struct out *o, const void *data, size_t len)
 		const struct rc_reclaim *e = data;
 
 		fprintf(o->f,
-			"%s  reclaim %-6s pid %u (%.16s): %.3f ms, %" PRIu64
+			"%s  reclaim %-6s pid %u (%s): %.3f ms, %" PRIu64
 			" pages reclaimed\n",
-			clk, reclaim_kind_name(e->kind), h->tgid, e->comm,
+			clk, reclaim_kind_name(e->kind), h->tgid,
+			SAFE(comm, e->comm, sizeof(e->comm)),
 			e->latency_ns / 1e6, (uint64_t)e->nr_reclaimed);
 		break;
 	}
@@ -234,8 +252,9 @@ void out_event(struct out *o, const void *data, size_t len)
 		const struct rc_oom_kill *e = data;
 
 		fprintf(o->f,
-			"%s  OOM kill of pid %u (%.16s): anon %.1f MiB, file %.1f MiB, shmem %.1f MiB\n",
-			clk, e->victim_pid, e->comm, e->anon_rss / MiB,
+			"%s  OOM kill of pid %u (%s): anon %.1f MiB, file %.1f MiB, shmem %.1f MiB\n",
+			clk, e->victim_pid,
+			SAFE(comm, e->comm, sizeof(e->comm)), e->anon_rss / MiB,
 			e->file_rss / MiB, e->shmem_rss / MiB);
 		break;
 	}
@@ -282,7 +301,12 @@ static void summary_json(struct out *o, const struct summary *s)
 	jw_u64(&w, "headroom", s->headroom);
 	jw_u64(&w, "kswapd_wakes", s->kswapd_wakes);
 	jw_u64(&w, "oom_kills", s->oom_kills);
+	jw_u64(&w, "oom_kills_system", s->oom_kills);
+	if (s->has_cgroup_oom)
+		jw_u64(&w, "oom_kills_cgroup", s->oom_kills_cgroup);
 	jw_u64(&w, "drops", s->drops);
+	jw_u64(&w, "evaluations", s->evaluations);
+	jw_u64(&w, "eval_requests", s->eval_requests);
 	if (s->level)
 		jw_str(&w, "level", s->level);
 	if (s->level)
@@ -347,6 +371,14 @@ static void summary_text(struct out *o, const struct summary *s)
 	if (s->evict_sent)
 		fprintf(o->f, ", evictions %" PRIu64 "/%" PRIu64 " acked",
 			s->evict_acked, s->evict_sent);
+	if (s->has_cgroup_oom && (s->oom_kills || s->oom_kills_cgroup))
+		fprintf(o->f,
+			", OOM kills %" PRIu64 " in the cgroup, %" PRIu64
+			" in the system",
+			s->oom_kills_cgroup, s->oom_kills);
+	else if (s->oom_kills)
+		fprintf(o->f, ", OOM kills %" PRIu64 " in the system",
+			s->oom_kills);
 	if (s->drops)
 		fprintf(o->f, ", %" PRIu64 " events dropped", s->drops);
 	fprintf(o->f, "\n");
@@ -388,6 +420,7 @@ void out_pressure(struct out *o, const struct pressure_info *p)
 
 void out_target(struct out *o, const char *state, pid_t pid, const char *comm)
 {
+	char safe[256];
 	struct jw w;
 
 	if (json_event(o, &w, "target")) {
@@ -398,7 +431,72 @@ void out_target(struct out *o, const char *state, pid_t pid, const char *comm)
 		jw_end(&w);
 		return;
 	}
-	text_line(o, "target pid %d (%s) %s\n", pid, comm ? comm : "?", state);
+	text_line(o, "target pid %d (%s) %s\n", pid,
+		  comm ? SAFE_STR(safe, comm) : "?", state);
+}
+
+void out_target_cgroup(struct out *o, pid_t pid, const char *comm,
+		       const char *memcg, int v)
+{
+	char sc[256], sg[4096];
+	struct jw w;
+
+	if (json_event(o, &w, "target")) {
+		jw_str(&w, "state", "cgroup_changed");
+		jw_u64(&w, "pid", pid);
+		if (comm)
+			jw_str(&w, "comm", comm);
+		if (memcg) {
+			jw_str(&w, "memcg", memcg);
+			jw_u64(&w, "cgroup_version", v);
+		}
+		jw_end(&w);
+		return;
+	}
+	text_line(o, "target pid %d (%s) moved to memory cgroup %s\n", pid,
+		  comm ? SAFE_STR(sc, comm) : "?",
+		  memcg ? SAFE_STR(sg, memcg) : "(none)");
+}
+
+void out_target_pick(struct out *o, pid_t pid, const char *comm,
+		     const char *pattern, const struct match_result *r)
+{
+	char clk[16], why[256], sc[256], sg[1024];
+
+	snprintf(why, sizeof(why),
+		 "oldest of %u processes whose command line holds the "
+		 "pattern%s%s",
+		 r->matched - r->wrong_user - r->wrong_cgroup,
+		 r->wrong_user || r->wrong_cgroup ? "; others refused by " : "",
+		 r->wrong_user && r->wrong_cgroup ? "--user and --cgroup"
+		 : r->wrong_user		  ? "--user"
+		 : r->wrong_cgroup		  ? "--cgroup"
+						  : "");
+	if (o->json) {
+		struct jw w;
+
+		jw_begin(&w, o->f);
+		jw_str(&w, "type", "target");
+		jw_str(&w, "state", "attached");
+		jw_u64(&w, "pid", pid);
+		if (comm)
+			jw_str(&w, "comm", comm);
+		jw_u64(&w, "uid", r->uid);
+		jw_str(&w, "cgroup", r->cgroup);
+		jw_str(&w, "match", pattern);
+		jw_u64(&w, "candidates", r->matched);
+		jw_u64(&w, "refused_user", r->wrong_user);
+		jw_u64(&w, "refused_cgroup", r->wrong_cgroup);
+		jw_str(&w, "why", why);
+		jw_end(&w);
+		return;
+	}
+	out_clock(clk, sizeof(clk));
+	fprintf(o->f,
+		"%s  target pid %d (%s) attached: uid %u, cgroup %s; %s\n", clk,
+		pid, comm ? SAFE_STR(sc, comm) : "?", r->uid,
+		SAFE_STR(sg, r->cgroup), why);
+	fflush(o->f);
 }
 
 void out_exit(struct out *o, const char *reason, int code)
@@ -424,9 +522,13 @@ static void message(struct out *o, const char *type, int code, const char *fmt,
 	struct jw w;
 	char msg[512];
 
+	char safe[TEXT_SANITIZED_LEN(sizeof(msg))];
+
 	vsnprintf(msg, sizeof(msg), fmt, ap);
+	/* paths, names and labels may be in it: stderr is a terminal too */
 	fprintf(stderr, "ramcache-bpf: %s%s\n",
-		strcmp(type, "warning") ? "" : "warning: ", msg);
+		strcmp(type, "warning") ? "" : "warning: ",
+		SAFE_STR(safe, msg));
 	if (o && json_event(o, &w, type)) {
 		jw_str(&w, "message", msg);
 		if (code >= 0)
@@ -441,6 +543,15 @@ void out_warn(struct out *o, const char *fmt, ...)
 
 	va_start(ap, fmt);
 	message(o, "warning", -1, fmt, ap);
+	va_end(ap);
+}
+
+void out_note(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	message(NULL, "note", -1, fmt, ap);
 	va_end(ap);
 }
 
@@ -486,6 +597,7 @@ void out_probe_warnings(struct out *o, const struct probes *ps)
 void out_control(struct out *o, const char *state, const char *path, pid_t pid,
 		 const char *why)
 {
+	char safe[4096], sw[1024];
 	struct jw w;
 
 	if (json_event(o, &w, "control")) {
@@ -497,12 +609,13 @@ void out_control(struct out *o, const char *state, const char *path, pid_t pid,
 		jw_end(&w);
 		return;
 	}
-	text_line(o, "control page %s %s%s%s\n", path, state, why ? ": " : "",
-		  why ? why : "");
+	text_line(o, "control page %s %s%s%s\n", SAFE_STR(safe, path), state,
+		  why ? ": " : "", why ? SAFE_STR(sw, why) : "");
 }
 
 void out_evict(struct out *o, const struct evict_info *e)
 {
+	char safe[TEXT_SANITIZED_LEN(RAMCACHE_LABEL_LEN)];
 	struct jw w;
 
 	if (json_event(o, &w, "evict")) {
@@ -526,7 +639,7 @@ void out_evict(struct out *o, const struct evict_info *e)
 		o,
 		"%s #%llu %s (%.1f MiB, %s): headroom %.0f MiB, forecast %.0f MiB\n",
 		e->seq ? "evict" : "would evict", (unsigned long long)e->seq,
-		e->label[0] ? e->label : "-", e->bytes / MiB,
+		e->label[0] ? SAFE_STR(safe, e->label) : "-", e->bytes / MiB,
 		ramcache_reason_name(e->reason), e->headroom / MiB,
 		e->forecast / MiB);
 }
@@ -555,9 +668,11 @@ static void evict_done_json(struct out *o, const struct evict_done_info *d)
 
 static void evict_done_text(struct out *o, const struct evict_done_info *d)
 {
+	char safe[TEXT_SANITIZED_LEN(RAMCACHE_LABEL_LEN)];
+
 	text_begin(o);
 	fprintf(o->f, "evict #%llu %s (%s): %s", (unsigned long long)d->seq,
-		d->label[0] ? d->label : "-", d->status,
+		d->label[0] ? SAFE_STR(safe, d->label) : "-", d->status,
 		d->acked ? "" : "no ack");
 	if (d->acked)
 		fprintf(o->f, "%.1f MiB freed, ack after %.2f ms",
@@ -567,6 +682,26 @@ static void evict_done_text(struct out *o, const struct evict_done_info *d)
 			d->freed_latency_ns / 1e6);
 	fputc('\n', o->f);
 	fflush(o->f);
+}
+
+void out_anomaly(struct out *o, pid_t pid, const char *kind, uint64_t seq,
+		 const char *detail)
+{
+	char safe[1024];
+	struct jw w;
+
+	if (json_event(o, &w, "anomaly")) {
+		jw_str(&w, "kind", kind);
+		jw_u64(&w, "pid", pid);
+		if (seq)
+			jw_u64(&w, "seq", seq);
+		jw_str(&w, "detail", detail);
+		jw_end(&w);
+		return;
+	}
+	text_line(o, "protocol anomaly from pid %d: %s%s%.0llu: %s\n", (int)pid,
+		  kind, seq ? " #" : "", (unsigned long long)seq,
+		  SAFE_STR(safe, detail));
 }
 
 void out_evict_done(struct out *o, const struct evict_done_info *d)

@@ -49,12 +49,16 @@ struct summary {
 	uint64_t mem_available;
 	bool has_memcg;
 	uint64_t memcg_limit, memcg_usage;
-	uint64_t headroom;     /* the tighter of system and cgroup */
-	uint64_t drops;	       /* ring buffer, since start */
-	uint64_t kswapd_wakes; /* since start */
-	uint64_t oom_kills;    /* since start */
-	const char *level;     /* pressure level name, or NULL */
-	uint32_t reasons;      /* RC_R_* bits */
+	uint64_t headroom;	   /* the tighter of system and cgroup */
+	uint64_t drops;		   /* ring buffer, since start */
+	uint64_t kswapd_wakes;	   /* since start */
+	uint64_t oom_kills;	   /* since start, whole system */
+	bool has_cgroup_oom;	   /* the target has a memory cgroup */
+	uint64_t oom_kills_cgroup; /* in it, since the agent attached */
+	uint64_t evaluations;	   /* eviction decisions made, since start */
+	uint64_t eval_requests;	   /* events and ticks that asked for one */
+	const char *level;	   /* pressure level name, or NULL */
+	uint32_t reasons;	   /* RC_R_* bits */
 	bool has_eta;
 	double eta_s;
 	/* pages/s, of the target's memcg when it counts them, else system */
@@ -83,8 +87,18 @@ struct pressure_info {
 void out_pressure(struct out *o, const struct pressure_info *p);
 /* A target was found (--match) or has gone. */
 void out_target(struct out *o, const char *state, pid_t pid, const char *comm);
+/* The target's memory cgroup is now @memcg (NULL: none), version @v. */
+void out_target_cgroup(struct out *o, pid_t pid, const char *comm,
+		       const char *memcg, int v);
+struct match_result;
+/* --match picked @pid: which process, and why (r: what the scan saw). */
+void out_target_pick(struct out *o, pid_t pid, const char *comm,
+		     const char *pattern, const struct match_result *r);
 void out_exit(struct out *o, const char *reason, int code);
 /* A one-line warning on stderr, and as {"type":"warning"} with --json. */
+/* A line on stderr only (stdout may be gone). */
+void out_note(struct out *o, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 void out_warn(struct out *o, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
@@ -130,6 +144,13 @@ struct evict_done_info {
 	uint64_t freed_latency_ns;		  /* 0: RSS drop not seen */
 };
 void out_evict_done(struct out *o, const struct evict_done_info *d);
+
+/*
+ * The executor broke the control page protocol (@kind, a
+ * metrics_anomaly_name()), about command @seq (0: none); @detail says how.
+ */
+void out_anomaly(struct out *o, pid_t pid, const char *kind, uint64_t seq,
+		 const char *detail);
 
 /* A log2 histogram at exit: @name in JSON, @title in text. */
 void out_hist(struct out *o, const char *name, const char *title,

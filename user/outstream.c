@@ -27,7 +27,9 @@ struct outstream {
 
 static struct outstream os_state = { .fd = -1 };
 static uint64_t os_dropped;
+static bool os_closed; /* the reader went away: EPIPE, ECONNRESET */
 
+/* SIGPIPE is blocked by the agent: a gone reader is an EPIPE here. */
 static ssize_t put(const struct outstream *s, const char *p, size_t len)
 {
 	if (s->sock)
@@ -52,6 +54,9 @@ static void write_line(const struct outstream *s, const char *p, size_t len)
 		if (n < 0 && errno == EAGAIN && done &&
 		    poll(&pfd, 1, FINISH_MS) > 0)
 			continue;
+		if (n < 0 && (errno == EPIPE || errno == ECONNRESET ||
+			      errno == ENOTCONN))
+			os_closed = true;
 		os_dropped++; /* reader not reading, or gone */
 		return;
 	}
@@ -115,4 +120,21 @@ FILE *outstream_open(int fd, FILE *fallback)
 uint64_t outstream_dropped(void)
 {
 	return os_dropped;
+}
+
+bool outstream_closed(void)
+{
+	return os_closed;
+}
+
+static ssize_t null_write(void *cookie, const char *buf, size_t size)
+{
+	return (ssize_t)size;
+}
+
+FILE *outstream_null(void)
+{
+	cookie_io_functions_t io = { .write = null_write };
+
+	return fopencookie(NULL, "w", io);
 }

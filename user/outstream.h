@@ -8,6 +8,7 @@
 #ifndef RAMCACHE_OUTSTREAM_H
 #define RAMCACHE_OUTSTREAM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -16,7 +17,11 @@
  * for anything else (terminal, file) or on failure, @fallback.
  */
 FILE *outstream_open(int fd, FILE *fallback);
+/* A FILE that discards everything (--quiet), or NULL. */
+FILE *outstream_null(void);
 /* Lines dropped so far because the reader was not reading. */
 uint64_t outstream_dropped(void);
+/* True once a write found no reader at all (EPIPE, reset socket). */
+bool outstream_closed(void);
 
 #endif /* RAMCACHE_OUTSTREAM_H */

@@ -91,7 +91,9 @@ int main(int argc, char **argv)
 	signal(SIGINT, on_signal);
 	signal(SIGPIPE, SIG_IGN);
 
-	err = ramcache_create(&rc, path, 0, 0);
+	/* room for every entry asked for (the default holds 4096) */
+	err = ramcache_create(
+		&rc, path, entries > RAMCACHE_DEFAULT_ENTRIES ? entries : 0, 0);
 	if (err) {
 		fprintf(stderr, "executor: failed to create the page: %s\n",
 			strerror(-err));

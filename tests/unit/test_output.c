@@ -213,4 +213,67 @@ TEST(evict_events_json_fields)
 	free(s);
 }
 
+/* Every hostile byte below is escaped: what is left is printable ASCII. */
+static bool terminal_safe(const char *s)
+{
+	for (const unsigned char *p = (const void *)s; *p; p++)
+		if (*p != '\n' && (*p < 0x20 || *p >= 0x7f))
+			return false;
+	return true;
+}
+
+static void oom_text(FILE *f, void *ctx)
+{
+	struct out o = { .f = f };
+	struct rc_oom_kill e = { .hdr = { .type = RC_EV_OOM_KILL } };
+
+	memcpy(e.comm,
+	       "\x1b]0;pwn\x07\x9b"
+	       "2J\xc2\x9bok",
+	       16);
+	out_event(&o, &e, sizeof(e));
+}
+
+TEST(text_mode_escapes_control_bytes_in_comm)
+{
+	char *s = capture(oom_text, NULL);
+
+	ASSERT_TRUE(terminal_safe(s), s);
+	ASSERT_TRUE(strstr(s, "(\\x1b]0;pwn\\x07\\x9b2J\\xc2\\x9bok)") != NULL,
+		    s);
+	free(s);
+}
+
+static void label_text(FILE *f, void *ctx)
+{
+	struct out o = { .f = f };
+	char label[] = "model\xc2\x85\xe2\x80\xaexe.";
+	struct evict_done_info d = { .seq = 7,
+				     .status = "evicted",
+				     .label = label };
+	struct start_info si = { .pid = 1,
+				 .comm = "\x1b[31mred",
+				 .memcg = "/a\x07"
+					  "b" };
+	struct probes pr = { 0 };
+
+	out_evict_done(&o, &d);
+	out_control(&o, "attached", "/dev/shm/\x1b[2J", 1, NULL);
+	out_target(&o, "attached", 1, "\x1b[2J");
+	si.probes = &pr;
+	out_start(&o, &si);
+}
+
+TEST(text_mode_escapes_labels_paths_and_names)
+{
+	char *s = capture(label_text, NULL);
+
+	ASSERT_TRUE(terminal_safe(s), s);
+	ASSERT_TRUE(strstr(s, "model\\xc2\\x85\\xe2\\x80\\xaexe.") != NULL, s);
+	ASSERT_TRUE(strstr(s, "/dev/shm/\\x1b[2J") != NULL, s);
+	ASSERT_TRUE(strstr(s, "(\\x1b[31mred)") != NULL, s);
+	ASSERT_TRUE(strstr(s, "/a\\x07b") != NULL, s);
+	free(s);
+}
+
 TEST_MAIN()

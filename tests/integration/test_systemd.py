@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""The shipped systemd unit: its exposure by systemd-analyze, and the agent
+really working under the limits it sets (capability bounding set,
+NoNewPrivileges, system-call filter, read-only system, no /home, private
+/tmp) against an executor of another user: pages found, commands posted,
+evictions acknowledged."""
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import time
+
+from rctest import AGENT, HELPERS, ROOT, Skip, main, require_root, test
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import unitsandbox  # noqa: E402
+
+UNIT = os.path.join(ROOT, "contrib", "systemd", "ramcache-bpf.service")
+EXECUTOR = os.path.join(HELPERS, "executor")
+MAX_EXPOSURE = 3.0
+NOBODY = 65534
+CAP_NAMES = ["chown", "dac_override", "dac_read_search", "fowner", "fsetid",
+             "kill", "setgid", "setuid", "setpcap", "linux_immutable",
+             "net_bind_service", "net_broadcast", "net_admin", "net_raw",
+             "ipc_lock", "ipc_owner", "sys_module", "sys_rawio",
+             "sys_chroot", "sys_ptrace", "sys_pacct", "sys_admin",
+             "sys_boot", "sys_nice", "sys_resource", "sys_time",
+             "sys_tty_config", "mknod", "lease", "audit_write",
+             "audit_control", "setfcap", "mac_override", "mac_admin",
+             "syslog", "wake_alarm", "block_suspend", "audit_read",
+             "perfmon", "bpf", "checkpoint_restore"]
+
+
+def exposure(unit):
+    r = subprocess.run(["systemd-analyze", "security", "--offline=true",
+                        "--no-pager", unit], capture_output=True, text=True,
+                       timeout=60)
+    m = re.search(r"Overall exposure level for \S+: ([\d.]+)", r.stdout)
+    assert m, (r.returncode, r.stdout[-500:], r.stderr[-500:])
+    return float(m.group(1)), r.stdout
+
+
+@test
+def unit_exposure_is_at_most_3():
+    if not os.access("/usr/bin/systemd-analyze", os.X_OK):
+        raise RuntimeError("systemd-analyze missing: run 'make deps'")
+    score, out = exposure(UNIT)
+    print(f"# systemd-analyze security --offline=true: {score}")
+    bad = [ln for ln in out.splitlines() if ln.startswith("✗")]
+    for ln in bad:
+        print(f"#   {ln[:110]}")
+    assert score <= MAX_EXPOSURE, f"exposure {score} > {MAX_EXPOSURE}"
+
+
+@test
+def unit_sets_user_and_cgroup_for_match():
+    s = unitsandbox.unit_service(UNIT)
+    start = " ".join(s["ExecStart"])
+    assert "--match" in start, start
+    assert "--user" in start and "--cgroup" in start, start
+
+
+def capbnd(pid):
+    with open(f"/proc/{pid}/status") as f:
+        st = dict(ln.split(":", 1) for ln in f.read().splitlines() if ":" in ln)
+    return (int(st["CapBnd"].strip(), 16), st["NoNewPrivs"].strip(),
+            st["Seccomp"].strip())
+
+
+@contextlib.contextmanager
+def nobody_executor(tag):
+    """An executor of uid nobody whose command line holds tag."""
+    link = os.path.join("/dev/shm", tag)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(link)
+    os.symlink(EXECUTOR, link)
+    p = subprocess.Popen(["setpriv", f"--reuid={NOBODY}",
+                          f"--regid={NOBODY}", "--clear-groups", link,
+                          "--entries", "16"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        assert '"ready"' in line, (line, p.stderr.read())
+        yield p
+    finally:
+        p.kill()
+        p.wait()
+        os.unlink(link)
+
+
+@test
+def agent_evicts_under_the_units_limits():
+    """--match/--user as the unit runs it, under the unit's sandbox."""
+    require_root()
+    if not os.path.exists(unitsandbox.UNISTD):
+        raise Skip(f"{unitsandbox.UNISTD} missing (linux-libc-dev)")
+    tag = f"ramcache-test-unit-{os.getpid()}"
+    s = unitsandbox.unit_service(UNIT)
+    want = set()
+    for w in s["CapabilityBoundingSet"]:
+        want |= {c.lower().removeprefix("cap_") for c in w.split()}
+    mask = sum(1 << CAP_NAMES.index(c) for c in want)
+    with nobody_executor(tag) as ex:
+        argv = unitsandbox.wrap(UNIT, [
+            AGENT, "--json", "--match", tag, "--user", "nobody",
+            "--cgroup", "/", "--headroom", "100T", "--ack-timeout", "1s",
+            "--interval", "1s", "--metrics", "127.0.0.1:0",
+            "--duration", "4s"])
+        a = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        seen = None
+        for _ in range(40):  # the agent itself, once exec'd
+            time.sleep(0.05)
+            with contextlib.suppress(FileNotFoundError, subprocess.SubprocessError):
+                out = subprocess.run(["pgrep", "-P", str(a.pid), "-f",
+                                      "ramcache-bpf"], capture_output=True,
+                                     text=True).stdout.split()
+                kids = out or [str(a.pid)]
+                for k in kids:
+                    with open(f"/proc/{k}/cmdline", "rb") as f:
+                        if f.read().startswith(AGENT.encode()):
+                            seen = capbnd(k)
+                if seen:
+                    break
+        try:
+            out, err = a.communicate(timeout=30)
+        finally:
+            if a.poll() is None:
+                a.kill()
+                a.wait()
+    print(f"# agent exit {a.returncode}; stderr: {err.strip()[-300:]}")
+    assert a.returncode == 0, (a.returncode, err)
+    assert seen, "never saw the agent's process"
+    bnd, nnp, sec = seen
+    assert bnd == mask, f"CapBnd {bnd:#x}, unit says {mask:#x}"
+    assert nnp == "1" and sec == "2", (nnp, sec)
+    evs = [__import__("json").loads(ln) for ln in out.splitlines() if ln]
+    warn = [e for e in evs if e["type"] == "warning"]
+    tgt = [e for e in evs if e["type"] == "target"]
+    ctl = [e for e in evs if e["type"] == "control"]
+    done = [e for e in evs if e["type"] == "evict_done"]
+    evicted = [e for e in done if e["status"] == "evicted"]
+    print(f"# under the unit's limits: {len(done)} commands answered, "
+          f"{len(evicted)} evicted; warnings {[w['message'] for w in warn]}")
+    assert tgt and tgt[0]["uid"] == NOBODY, tgt
+    assert ctl and ctl[0]["state"] == "attached", ctl
+    assert len(evicted) >= 5, done[-3:]
+    assert not warn, warn
+
+
+main()
