@@ -1178,9 +1178,11 @@ def report(res):
          ""]
     if res.get("merged"):
         mg = res["merged"]
-        L[-2] = (f"Sections {', '.join(mg['sections'])} measured by "
-                 f"`{res['command']}` on {res['date']}; the others are "
-                 f"from `{mg['from_command']}` on {mg['from_date']}.")
+        L[-2] = "S" + "; ".join(
+            f"sections {', '.join(r['sections'])} measured by "
+            f"`{r['command']}` on {r['date']}" for r in mg["runs"])[1:] + (
+            f"; the others are from `{mg['base_command']}` on "
+            f"{mg['base_date']} (full run).")
     L += [f"Machine: {m['cpus']} CPUs, {m['mem_gib']:.0f} GiB, kernel "
           f"{m['kernel']}, cgroup v{m['cgroup']}, {m['cpu_model']}; "
           f"load average at start {m['loadavg']}. Shared and noisy: every "
@@ -1462,7 +1464,7 @@ SECTIONS = ("overhead", "footprint", "reaction", "outcomes_noswap",
 def merge_from(res, path, only):
     """Sections that were not run come from the results at @path; the
     eviction section is measured on the outcome runs, so it goes with
-    them."""
+    them. res["merged"] says which run measured which section."""
     with open(path) as f:
         old = json.load(f)
     ran = set(only)
@@ -1476,11 +1478,17 @@ def merge_from(res, path, only):
             and "storm" in old.get("footprint", {})
             and "storm" not in res["footprint"]):
         res["footprint"]["storm"] = old["footprint"]["storm"]
-    res["merged"] = {"sections": sorted(k for k in SECTIONS if k in ran),
-                     "from_date": old.get("merged", {}).get(
-                         "from_date", old.get("date")),
-                     "from_command": old.get("merged", {}).get(
-                         "from_command", old.get("command"))}
+    om = old.get("merged", {})
+    runs = [r for r in om.get("runs", [])
+            if not set(r["sections"]) <= ran]
+    for r in runs:
+        r["sections"] = [k for k in r["sections"] if k not in ran]
+    runs.append({"sections": sorted(k for k in SECTIONS if k in ran),
+                 "command": res["command"], "date": res["date"]})
+    res["merged"] = {"runs": runs,
+                     "base_command": om.get("base_command",
+                                            old.get("command")),
+                     "base_date": om.get("base_date", old.get("date"))}
 
 
 def main():
