@@ -2,6 +2,7 @@
 """ramcache-bpf benchmarks, side by side in one run (`make bench`).
 
   bench/run.py [--quick] [--out DIR] [--md PATH] [--only SECTIONS]
+               [--merge RESULTS]
 
 Sections (all measured in this run; every figure is a ratio against a
 baseline of the same run or a distribution):
@@ -14,7 +15,9 @@ baseline of the same run or a distribution):
              for the classic cache, local, PSI-driven and ramcache-bpf
   eviction   post -> ack and post -> RSS drop (from the outcome runs)
 
---quick runs every section once on a small workload in seconds, into
+--only S1,S2 --merge bench/results.json measures those sections again and
+keeps the others from that file (BENCHMARKS.md says which run measured
+what). --quick runs every section once on a small workload in seconds, into
 build/bench/quick/, so that the harness is tested by `make test`.
 Writes results.json and BENCHMARKS.md. Needs root for the memcg and BPF
 parts; without root those sections are recorded as skipped.
