@@ -1042,9 +1042,11 @@ def bench_comfy(cfg):
     runs = []
     for r in range(c["rounds"]):
         with Memcg(c["limit"], swap_limit=0) as cg:
+            # the page as a memfd: the agent finds it in /proc/<pid>/fd
             child = Proc([sys.executable, COMFY_CHILD, "--prompts",
                           c["prompts"], "--mib", c["mib"], "--steps",
-                          c["steps"], "--step-s", c["step_s"]], stdin=True,
+                          c["steps"], "--step-s", c["step_s"], "--control",
+                          "memfd"], stdin=True,
                          preexec=cg.preexec())
             agent = None
             try:
@@ -1060,8 +1062,6 @@ def bench_comfy(cfg):
                 child.kill()
                 if agent:
                     agent.stop()
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(f"/dev/shm/ramcache-{child.pid}")
             oom = cg.oom_kills()
         done = [e for e in child.events if e.get("done")]
         runs.append({"rc": child.rc, "oom_kills": oom,

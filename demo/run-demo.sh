@@ -53,7 +53,6 @@ CG="$CG_BASE/ramcache-demo-$$"
 
 WORK=""
 PIDS=()
-DEMO_PIDS=()
 
 cleanup() {
 	set +e
@@ -82,9 +81,6 @@ cleanup() {
 		done
 		[ -d "$CG" ] && echo "ramcache-demo: could not remove $CG" >&2
 	fi
-	for p in "${DEMO_PIDS[@]}"; do
-		rm -f "/dev/shm/ramcache-$p"
-	done
 	[ -n "$WORK" ] && rm -rf "$WORK"
 	wait 2>/dev/null
 }
@@ -142,7 +138,6 @@ start_demo() {
 	done
 	DEMO_PID=$(cat "$pidfile")
 	PIDS+=("$DEMO_PID")
-	DEMO_PIDS+=("$DEMO_PID")
 }
 
 # wait_demo: wait for it, killing it after $TIMEOUT s; sets RC and STALLED.
@@ -188,13 +183,22 @@ echo "== 2/2: ramcache-demo --policy agent under ramcache-bpf ${AGENT_FLAGS[*]}"
 oom0=$(oom_kills)
 t0=$(now_ms)
 start_demo demo --policy agent --wait-agent 30 --model-dir "$WORK/agent"
-ctl="/dev/shm/ramcache-$DEMO_PID"
+# the page is a memfd in the demo's fd table: nothing to find in /dev/shm
+has_page() {
+	local l
+	for l in /proc/"$DEMO_PID"/fd/*; do
+		case "$(readlink "$l" 2>/dev/null)" in
+		/memfd:ramcache*) return 0 ;;
+		esac
+	done
+	return 1
+}
 for _ in $(seq 100); do
-	[ -e "$ctl" ] && break
+	has_page && break
 	kill -0 "$DEMO_PID" 2>/dev/null || break
 	sleep 0.05
 done
-[ -e "$ctl" ] || die "the demo did not create its control page $ctl"
+has_page || die "the demo did not create its control page (pid $DEMO_PID)"
 "$AGENT" --pid "$DEMO_PID" "${AGENT_FLAGS[@]}" \
 	> >(sed -u 's/^/  agent    | /') 2>&1 &
 AGENT_PID=$!

@@ -37,7 +37,8 @@ struct ramcache {
 	uint32_t ring_size;
 	dev_t dev;
 	ino_t ino;
-	char *path;
+	int fd;	    /* the memfd, kept open so the agent can find it; or -1 */
+	char *path; /* the file, or /proc/<pid>/fd/<fd> for a memfd */
 
 	/*
 	 * Private copies of what we write: the page is never read back for
@@ -57,11 +58,5 @@ struct ramcache {
 #define rc_load_acquire(p)     __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define rc_store(p, v)	       __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define rc_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-
-/*
- * Remove control pages in @dir named ramcache-<pid> that belong to our uid
- * and whose process is gone. Returns how many, or -errno.
- */
-int rc_sweep_stale(const char *dir);
 
 #endif /* RAMCACHE_LIB_INTERNAL_H */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Creating, mapping and removing the control page, and reading the agent's
- * side of it.
+ * Creating, mapping and removing the control page (a sealed memfd, or a file
+ * at an explicit path), and reading the agent's side of it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +16,10 @@
 
 #include "internal.h"
 
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U /* Linux 6.3 */
+#endif
+
 RC_API uint64_t ramcache_now_ns(void)
 {
 	struct timespec ts;
@@ -24,16 +28,14 @@ RC_API uint64_t ramcache_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* @path, else $RAMCACHE_CONTROL; "" when neither names a file. */
 static int resolve_path(const char *path, char *buf, size_t len)
 {
 	int n;
 
 	if (!path)
 		path = secure_getenv(RAMCACHE_CTL_ENV);
-	if (path && *path)
-		n = snprintf(buf, len, "%s", path);
-	else
-		n = snprintf(buf, len, RAMCACHE_CTL_PATH_FMT, (int)getpid());
+	n = snprintf(buf, len, "%s", path ? path : "");
 	if (n < 0 || (size_t)n >= len)
 		return -ENAMETOOLONG;
 	return 0;
@@ -111,10 +113,57 @@ fail:
 	return err;
 }
 
+/*
+ * The default page: an anonymous memfd that lives as long as this process
+ * holds it. The agent finds it in /proc/<pid>/fd, so there is no name to
+ * squat and nothing left behind after a SIGKILL. Sealed against shrinking:
+ * neither side can be hit by SIGBUS through a truncate.
+ */
+static int make_memfd(struct ramcache *rc)
+{
+	unsigned int flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
+	char path[64];
+	struct stat st;
+	void *map;
+	int fd, err;
+
+	fd = memfd_create(RAMCACHE_CTL_MEMFD_NAME, flags | MFD_NOEXEC_SEAL);
+	if (fd < 0 && errno == EINVAL) /* before 6.3: no MFD_NOEXEC_SEAL */
+		fd = memfd_create(RAMCACHE_CTL_MEMFD_NAME, flags);
+	if (fd < 0)
+		return -errno;
+	if (fchmod(fd, 0600) || ftruncate(fd, (off_t)rc->size) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) ||
+	    fstat(fd, &st)) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	map = mmap(NULL, rc->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), fd);
+	rc->path = strdup(path);
+	if (!rc->path) {
+		munmap(map, rc->size);
+		close(fd);
+		return -ENOMEM;
+	}
+	rc->ctl = map;
+	rc->fd = fd;
+	rc->dev = st.st_dev;
+	rc->ino = st.st_ino;
+	init_header(rc);
+	return 0;
+}
+
 RC_API int ramcache_create(struct ramcache **out, const char *path,
 			   uint32_t max_entries, uint32_t ring_size)
 {
-	char buf[PATH_MAX], def[64];
+	char buf[PATH_MAX];
 	struct ramcache *rc;
 	int err;
 
@@ -131,23 +180,25 @@ RC_API int ramcache_create(struct ramcache **out, const char *path,
 	err = resolve_path(path, buf, sizeof(buf));
 	if (err)
 		return err;
-	snprintf(def, sizeof(def), RAMCACHE_CTL_PATH_FMT, (int)getpid());
-	if (!strcmp(buf, def))
-		rc_sweep_stale("/dev/shm");
 
 	rc = calloc(1, sizeof(*rc));
 	if (!rc)
 		return -ENOMEM;
+	rc->fd = -1;
 	rc->max_entries = max_entries;
 	rc->ring_size = ring_size;
 	rc->size = ramcache_ctl_size(max_entries, ring_size);
-	rc->path = strdup(buf);
 	rc->ids = calloc(max_entries, sizeof(*rc->ids));
-	if (!rc->path || !rc->ids) {
+	if (!rc->ids) {
 		err = -ENOMEM;
 		goto fail;
 	}
-	err = make_page(rc, rc->path);
+	if (buf[0]) {
+		rc->path = strdup(buf);
+		err = rc->path ? make_page(rc, rc->path) : -ENOMEM;
+	} else {
+		err = make_memfd(rc);
+	}
 	if (err)
 		goto fail;
 	pthread_mutex_init(&rc->pub_lock, NULL);
@@ -168,10 +219,12 @@ RC_API void ramcache_destroy(struct ramcache *rc, bool unlink_file)
 	if (!rc)
 		return;
 	/* Only remove the file if it is still ours, not a successor's. */
-	if (unlink_file && !lstat(rc->path, &st) && st.st_dev == rc->dev &&
-	    st.st_ino == rc->ino)
+	if (unlink_file && rc->fd < 0 && !lstat(rc->path, &st) &&
+	    st.st_dev == rc->dev && st.st_ino == rc->ino)
 		unlink(rc->path);
 	munmap(rc->ctl, rc->size);
+	if (rc->fd >= 0)
+		close(rc->fd); /* the memfd goes with its last reference */
 	pthread_mutex_destroy(&rc->pub_lock);
 	pthread_mutex_destroy(&rc->cmd_lock);
 	free(rc->ids);

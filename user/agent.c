@@ -60,6 +60,7 @@
 struct target {
 	pid_t pid; /* 0: none */
 	uid_t uid;
+	struct ctl_target ctl; /* pid and uid in the target's namespaces */
 	int pidfd;
 	char comm[64];
 	struct sampler sm;
@@ -222,6 +223,8 @@ static int target_attach(struct agent *a, pid_t pid,
 	if (t->sm.has_cg && t->sm.cg.ino)
 		bpfstate_watch_memcg(&a->bpf, t->sm.cg.ino);
 	thresholds(a, t->sm.has_cg ? t->sm.cs.limit : RC_UNLIMITED, &t->thr);
+	if (ctl_target_read(RC_PROC_ROOT, pid, t->uid, &t->ctl))
+		t->ctl.ns_pid = pid;
 	if (a->o->evict) {
 		struct evict_cfg cfg = {
 			.control = a->o->control,
@@ -231,7 +234,7 @@ static int target_attach(struct agent *a, pid_t pid,
 			.ack_timeout_ns = a->o->ack_timeout_ns,
 		};
 
-		err = evictor_init(&t->ev, &cfg, &a->out, &a->m, pid, t->uid,
+		err = evictor_init(&t->ev, &cfg, &a->out, &a->m, &t->ctl,
 				   &t->thr);
 		if (err)
 			out_warn(
@@ -896,6 +899,7 @@ static void start_event(struct agent *a)
 	struct target *t = &a->t;
 
 	si.pid = t->pid;
+	si.ns_pid = t->ctl.ns_pid;
 	si.comm = t->pid ? t->comm : NULL;
 	si.probes = &a->bpf.probes;
 	if (t->pid && t->sm.has_cg) {

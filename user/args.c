@@ -66,7 +66,7 @@ static const struct arg_opt opts_table[] = {
 	    "with --match: only processes in this cgroup or below\n"
 	    "it (/system.slice/comfyui.service or /sys/fs/cgroup/...)"),
 	OPT(NULL, "control", OPT_CONTROL, "PATH",
-	    "control page path (default /dev/shm/ramcache-PID)"),
+	    "control page file (default: the executor's memfd)"),
 	OPT("Output", "json", 'j', NULL,
 	    "JSON Lines on stdout, one object per event"),
 	OPT(NULL, "quiet", OPT_QUIET, NULL,

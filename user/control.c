@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -160,63 +162,135 @@ static int read_rings(struct ctl *c)
 	return 0;
 }
 
-int ctl_open(struct ctl *c, const char *path, uid_t expect_uid,
-	     pid_t expect_pid)
+static void ctl_init(struct ctl *c)
 {
-	unsigned char hdr[sizeof(struct ramcache_ctl)];
-	long page = sysconf(_SC_PAGESIZE);
-	struct stat st;
-	int err;
-
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
 	c->wake_map = MAP_FAILED;
-	err = open_regular(c, path, &st);
-	if (err)
-		return err;
-	err = check_file(c, &st, expect_uid);
-	if (err)
-		goto fail;
+}
+
+/* The header and the rings of an open, type-checked file of size @st. */
+static int adopt(struct ctl *c, const char *path, const struct stat *st,
+		 const struct ctl_target *t)
+{
+	unsigned char hdr[sizeof(struct ramcache_ctl)];
+	long page = sysconf(_SC_PAGESIZE);
+	int err;
+
 	err = read_at(c, hdr, sizeof(hdr), 0);
 	if (err)
-		goto fail;
+		return err;
 	err = ctl_parse_header(hdr, sizeof(hdr), &c->lay, &c->why);
 	if (err)
-		goto fail;
-	if (c->lay.total_size != (uint64_t)st.st_size) {
-		err = fail(c, CTL_ERR_TOTAL_SIZE, -EINVAL);
-		goto fail;
-	}
-	if (c->lay.executor_uid != st.st_uid) {
-		err = fail(c, CTL_ERR_UID, -EPERM);
-		goto fail;
-	}
-	if (expect_pid > 0 && c->lay.executor_pid != (uint32_t)expect_pid) {
-		err = fail(c, CTL_ERR_PID, -ESRCH);
-		goto fail;
-	}
+		return err;
+	if (c->lay.total_size != (uint64_t)st->st_size)
+		return fail(c, CTL_ERR_TOTAL_SIZE, -EINVAL);
+	if (c->lay.executor_uid != (uint32_t)t->ns_uid)
+		return fail(c, CTL_ERR_UID, -EPERM);
+	if (t->ns_pid > 0 && c->lay.executor_pid != (uint32_t)t->ns_pid)
+		return fail(c, CTL_ERR_PID, -ESRCH);
 	err = read_rings(c);
 	if (err)
-		goto fail;
+		return err;
 
-	c->dev = st.st_dev;
-	c->ino = st.st_ino;
+	c->dev = st->st_dev;
+	c->ino = st->st_ino;
 	c->path = strdup(path);
 	c->table = malloc((size_t)c->lay.max_entries *
 			  sizeof(struct ramcache_ctl_entry));
-	if (!c->path || !c->table) {
-		err = fail(c, CTL_ERR_SYS, -ENOMEM);
-		goto fail;
-	}
+	if (!c->path || !c->table)
+		return fail(c, CTL_ERR_SYS, -ENOMEM);
 	c->wake_len = page > 0 ? (size_t)page : 4096;
 	c->wake_map = mmap(NULL, c->wake_len, PROT_READ, MAP_SHARED, c->fd, 0);
-	if (c->wake_map == MAP_FAILED) {
-		err = fail(c, CTL_ERR_SYS, -errno);
-		goto fail;
-	}
+	if (c->wake_map == MAP_FAILED)
+		return fail(c, CTL_ERR_SYS, -errno);
 	return 0;
-fail:
-	ctl_close(c);
+}
+
+int ctl_open_at(struct ctl *c, const char *path, const struct ctl_target *t)
+{
+	struct stat st;
+	int err;
+
+	ctl_init(c);
+	err = open_regular(c, path, &st);
+	if (err)
+		return err;
+	err = check_file(c, &st, t->uid);
+	if (!err)
+		err = adopt(c, path, &st, t);
+	if (err)
+		ctl_close(c);
+	return err;
+}
+
+int ctl_open(struct ctl *c, const char *path, uid_t expect_uid,
+	     pid_t expect_pid)
+{
+	struct ctl_target t = {
+		.pid = expect_pid,
+		.ns_pid = expect_pid,
+		.uid = expect_uid,
+		.ns_uid = expect_uid,
+	};
+
+	return ctl_open_at(c, path, &t);
+}
+
+/*
+ * What makes a descriptor a page we may map and write: a memfd (tmpfs or
+ * hugetlbfs, the only files with seals) that cannot shrink, so no access
+ * of ours or the executor's can SIGBUS; the seal also tells it from any
+ * other tmpfs file, which is born with F_SEAL_SEAL and nothing else.
+ */
+static int check_memfd(struct ctl *c, const struct stat *st, uid_t uid)
+{
+	uint64_t cap =
+		ramcache_ctl_size(RAMCACHE_MAX_ENTRIES, RAMCACHE_MAX_RING);
+	struct statfs sfs;
+	int seals, fl;
+
+	if (!S_ISREG(st->st_mode))
+		return fail(c, CTL_ERR_NOT_REGULAR, -EINVAL);
+	if (fstatfs(c->fd, &sfs))
+		return fail(c, CTL_ERR_SYS, -errno);
+	if (sfs.f_type != TMPFS_MAGIC && sfs.f_type != HUGETLBFS_MAGIC)
+		return fail(c, CTL_ERR_NOT_MEMFD, -EINVAL);
+	seals = fcntl(c->fd, F_GET_SEALS);
+	if (seals < 0)
+		return fail(c, CTL_ERR_NOT_MEMFD, -EINVAL);
+	if (!(seals & F_SEAL_SHRINK))
+		return fail(c, CTL_ERR_SEALS, -EPERM);
+	fl = fcntl(c->fd, F_GETFL);
+	if (fl < 0)
+		return fail(c, CTL_ERR_SYS, -errno);
+	if ((fl & O_ACCMODE) != O_RDWR)
+		return fail(c, CTL_ERR_ACCESS, -EACCES);
+	if (st->st_uid != uid)
+		return fail(c, CTL_ERR_OWNER, -EPERM);
+	if (st->st_size < (off_t)sizeof(struct ramcache_ctl) ||
+	    (uint64_t)st->st_size > cap)
+		return fail(c, CTL_ERR_SIZE, -EINVAL);
+	return 0;
+}
+
+int ctl_open_memfd(struct ctl *c, int fd, const char *link,
+		   const struct ctl_target *t)
+{
+	struct stat st;
+	int err;
+
+	ctl_init(c);
+	c->fd = fd;
+	c->memfd = true;
+	if (fstat(fd, &st))
+		err = fail(c, CTL_ERR_SYS, -errno);
+	else
+		err = check_memfd(c, &st, t->uid);
+	if (!err)
+		err = adopt(c, link, &st, t);
+	if (err)
+		ctl_close(c);
 	return err;
 }
 
@@ -242,6 +316,13 @@ int ctl_check(struct ctl *c)
 		return fail(c, CTL_ERR_SYS, -errno);
 	if ((uint64_t)st.st_size != c->lay.total_size)
 		return fail(c, CTL_ERR_CHANGED, -ESTALE);
+	if (c->memfd) {
+		/* Closed or replaced by the executor, or the executor is gone. */
+		if (stat(c->path, &st) || st.st_dev != c->dev ||
+		    st.st_ino != c->ino)
+			return fail(c, CTL_ERR_REPLACED, -ESTALE);
+		return 0;
+	}
 	if (st.st_nlink == 0)
 		return fail(c, CTL_ERR_REPLACED, -ESTALE);
 	/* Renamed over, unlinked, or swapped for a symlink or FIFO. */

@@ -43,7 +43,22 @@ enum ctl_why {
 	CTL_ERR_CHANGED,     /* the file changed size after open */
 	CTL_ERR_REPLACED,    /* the path now names another file, or none */
 	CTL_ERR_PROTOCOL,    /* executor state impossible (cmd_done > head) */
+	CTL_ERR_NOT_MEMFD,   /* discovered descriptor is no sealable memfd */
+	CTL_ERR_SEALS,	     /* memfd without F_SEAL_SHRINK */
+	CTL_ERR_ACCESS,	     /* descriptor not open for reading and writing */
 	CTL_ERR_MAX,
+};
+
+/*
+ * The process whose page it is, seen from the agent (pid, uid: what /proc
+ * shows here) and from inside its own namespaces (ns_pid, ns_uid: what the
+ * executor writes in the page's header).
+ */
+struct ctl_target {
+	pid_t pid;
+	pid_t ns_pid; /* 0: any */
+	uid_t uid;
+	uid_t ns_uid;
 };
 
 /* Geometry of a page that passed ctl_parse_header(). */
@@ -102,7 +117,8 @@ struct ctl {
 	int fd;
 	void *wake_map; /* first page, only for FUTEX_WAKE */
 	size_t wake_len;
-	char *path;
+	char *path; /* the file, or /proc/<pid>/fd/<n> of a discovered memfd */
+	bool memfd; /* found in the executor's fd table, not at a path */
 	dev_t dev;
 	ino_t ino;
 	struct ctl_layout lay;
@@ -135,7 +151,39 @@ const char *ctl_why_str(enum ctl_why why);
 /* The reason for @err on @c: c->why's line, or strerror(-err). */
 const char *ctl_strerror(const struct ctl *c, int err);
 
+/* True if a /proc/<pid>/fd link text names a ramcache memfd. */
+bool ctl_memfd_link(const char *link);
+/* The last (innermost) pid of the "NSpid:" line of a status file. */
+int ctl_parse_nspid(const char *status, pid_t *inner);
+/* @outer uid through a uid_map's "inner outer count" lines; -ENOENT. */
+int ctl_parse_uid_map(const char *map, uint32_t outer, uint32_t *inner);
+
 /* I/O on one page. */
+
+/*
+ * Fill @t for process @pid running as @uid (both as the agent sees them)
+ * from @proc/<pid>/status and uid_map. -ESRCH if the process is gone.
+ */
+int ctl_target_read(const char *proc, pid_t pid, uid_t uid,
+		    struct ctl_target *t);
+/*
+ * Find the page of @t among its open descriptors (link text starting
+ * "/memfd:ramcache"), copy the descriptor with pidfd_getfd() and open it as
+ * ctl_open_memfd() does; the first that passes wins. -ENOENT if there is
+ * no candidate; otherwise the last refusal, with c->why set.
+ */
+int ctl_find(struct ctl *c, const char *proc, const struct ctl_target *t);
+/*
+ * Validate and adopt @fd (closed on failure), a descriptor taken from the
+ * executor: a regular file on tmpfs/hugetlbfs whose seals include
+ * F_SEAL_SHRINK, open read-write, owned by t->uid; then the same header
+ * checks as ctl_open. @link is the /proc/<pid>/fd/<n> it came from, which
+ * ctl_check() watches for the executor closing or replacing it.
+ */
+int ctl_open_memfd(struct ctl *c, int fd, const char *link,
+		   const struct ctl_target *t);
+/* ctl_open() for @t: the file owner is t->uid, the header says t->ns_*. */
+int ctl_open_at(struct ctl *c, const char *path, const struct ctl_target *t);
 
 /*
  * Open and validate the page at @path, written by process @expect_pid

@@ -33,6 +33,9 @@ static const char *const why_str[CTL_ERR_MAX] = {
 	[CTL_ERR_CHANGED] = "page changed size",
 	[CTL_ERR_REPLACED] = "page was removed or replaced",
 	[CTL_ERR_PROTOCOL] = "executor state is inconsistent",
+	[CTL_ERR_NOT_MEMFD] = "not a sealable memfd",
+	[CTL_ERR_SEALS] = "not sealed against shrinking (F_SEAL_SHRINK)",
+	[CTL_ERR_ACCESS] = "descriptor is not open for reading and writing",
 };
 
 const char *ctl_why_str(enum ctl_why why)

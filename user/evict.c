@@ -9,6 +9,7 @@
 
 #include "clock.h"
 #include "evict.h"
+#include "meminfo.h"
 
 #define OPEN_RETRY_NS (NSEC_PER_SEC / 2)
 /* After an ack, how long to wait for the RSS drop before giving up on it. */
@@ -19,22 +20,22 @@
 #define COOL_DRY_RUN_NS (5 * NSEC_PER_SEC)
 
 int evictor_init(struct evictor *ev, const struct evict_cfg *cfg,
-		 struct out *out, struct metrics *m, pid_t pid, uid_t uid,
+		 struct out *out, struct metrics *m, const struct ctl_target *t,
 		 const struct rc_thresholds *thr)
 {
 	memset(ev, 0, sizeof(*ev));
 	ev->cfg = *cfg;
 	ev->out = out;
 	ev->m = m;
-	ev->pid = pid;
-	ev->uid = uid;
+	ev->pid = t->pid;
+	ev->tgt = *t;
 	ev->thr = *thr;
 	ev->ctl.fd = -1;
 	if (cfg->control)
 		snprintf(ev->path, sizeof(ev->path), "%s", cfg->control);
 	else
-		snprintf(ev->path, sizeof(ev->path), RAMCACHE_CTL_PATH_FMT,
-			 (int)pid);
+		snprintf(ev->path, sizeof(ev->path), "/proc/%d/fd",
+			 (int)t->pid);
 	return 0;
 }
 
@@ -70,7 +71,16 @@ static void cool(struct evictor *ev, uint64_t id, uint64_t until)
 static void control_event(struct evictor *ev, const char *state,
 			  const char *why)
 {
-	out_control(ev->out, state, ev->path, ev->pid, why);
+	struct control_info c = {
+		.state = state,
+		.path = ev->open ? ev->ctl.path : ev->path,
+		.discovery = ev->cfg.control ? "path" : "memfd",
+		.pid = ev->pid,
+		.ns_pid = ev->tgt.ns_pid,
+		.why = why,
+	};
+
+	out_control(ev->out, &c);
 }
 
 __attribute__((format(printf, 4, 5))) static void anomaly(struct evictor *ev,
@@ -111,14 +121,28 @@ static void try_open(struct evictor *ev, uint64_t now)
 	int err;
 
 	ev->next_open_ns = now + OPEN_RETRY_NS;
-	if (lstat(ev->path, &st))
-		return; /* not there yet: keep monitoring */
-	err = ctl_open(&ev->ctl, ev->path, ev->uid, ev->pid);
+	if (ev->cfg.control) {
+		if (lstat(ev->path, &st))
+			return; /* not there yet: keep monitoring */
+		err = ctl_open_at(&ev->ctl, ev->path, &ev->tgt);
+	} else {
+		err = ctl_find(&ev->ctl, RC_PROC_ROOT, &ev->tgt);
+		if (err == -ENOENT && ev->ctl.why == CTL_OK)
+			return; /* no page yet: keep monitoring */
+	}
 	if (err) {
-		/* once per reason: the path is retried every half second */
-		if (ev->ctl.why != ev->last_why)
-			out_warn(ev->out, "refusing control page %s: %s",
-				 ev->path, ctl_strerror(&ev->ctl, err));
+		/* once per reason: the page is retried every half second */
+		if (ev->ctl.why != ev->last_why) {
+			const char *why = ctl_strerror(&ev->ctl, err);
+
+			out_warn(ev->out, "refusing control page %s: %s%s",
+				 ev->path, why,
+				 (err == -EPERM || err == -EACCES) &&
+						 ev->ctl.why == CTL_ERR_SYS
+					 ? " (the agent needs CAP_SYS_PTRACE)"
+					 : "");
+			control_event(ev, "refused", why);
+		}
 		ev->last_why = ev->ctl.why;
 		return;
 	}

@@ -58,7 +58,7 @@ struct evict_stats {
 
 /* What the evictor needs of the command line. */
 struct evict_cfg {
-	const char *control; /* page path; NULL: /dev/shm/ramcache-<pid> */
+	const char *control; /* page file; NULL: the memfd in /proc/<pid>/fd */
 	bool dry_run;
 	enum rc_score_policy policy;
 	uint64_t ack_timeout_ns;
@@ -69,8 +69,8 @@ struct evictor {
 	struct out *out;
 	struct metrics *m;
 	pid_t pid;
-	uid_t uid;
-	char path[PATH_MAX];
+	struct ctl_target tgt; /* pid and uid here and in its namespaces */
+	char path[PATH_MAX];   /* --control, or /proc/<pid>/fd to search */
 	bool open;
 	struct ctl ctl;
 	enum ctl_why last_why; /* to warn once per reason */
@@ -100,12 +100,11 @@ struct evictor {
 };
 
 /*
- * Set up for target @pid (uid @uid) with thresholds @thr. The page is
- * looked for at --control, $RAMCACHE_CONTROL is the executor's business,
- * so the default is /dev/shm/ramcache-<pid>.
+ * Set up for target @t with thresholds @thr. The page is the file at
+ * cfg->control, or else the memfd found in the target's /proc/<pid>/fd.
  */
 int evictor_init(struct evictor *ev, const struct evict_cfg *cfg,
-		 struct out *out, struct metrics *m, pid_t pid, uid_t uid,
+		 struct out *out, struct metrics *m, const struct ctl_target *t,
 		 const struct rc_thresholds *thr);
 void evictor_free(struct evictor *ev);
 

@@ -104,6 +104,8 @@ void out_start(struct out *o, const struct start_info *s)
 
 	if (json_event(o, &w, "start")) {
 		jw_u64(&w, "pid", s->pid);
+		if (s->pid)
+			jw_u64(&w, "ns_pid", s->ns_pid);
 		if (s->comm)
 			jw_str(&w, "comm", s->comm);
 		if (s->memcg) {
@@ -126,7 +128,9 @@ void out_start(struct out *o, const struct start_info *s)
 	if (s->pid)
 		fprintf(o->f, "%s  tracking pid %d (%s)", clk, s->pid,
 			s->comm ? SAFE_STR(safe, s->comm) : "?");
-	else
+	if (s->pid && s->ns_pid != s->pid)
+		fprintf(o->f, ", pid %d in its namespace", s->ns_pid);
+	if (!s->pid)
 		fprintf(o->f, "%s  watching the whole system", clk);
 	if (s->memcg)
 		fprintf(o->f, ", memory cgroup %s (v%d)",
@@ -594,23 +598,25 @@ void out_probe_warnings(struct out *o, const struct probes *ps)
 	}
 }
 
-void out_control(struct out *o, const char *state, const char *path, pid_t pid,
-		 const char *why)
+void out_control(struct out *o, const struct control_info *c)
 {
 	char safe[4096], sw[1024];
 	struct jw w;
 
 	if (json_event(o, &w, "control")) {
-		jw_str(&w, "state", state);
-		jw_str(&w, "path", path);
-		jw_u64(&w, "pid", pid);
-		if (why)
-			jw_str(&w, "reason", why);
+		jw_str(&w, "state", c->state);
+		jw_str(&w, "path", c->path);
+		jw_str(&w, "discovery", c->discovery);
+		jw_u64(&w, "pid", c->pid);
+		jw_u64(&w, "ns_pid", c->ns_pid);
+		if (c->why)
+			jw_str(&w, "reason", c->why);
 		jw_end(&w);
 		return;
 	}
-	text_line(o, "control page %s %s%s%s\n", SAFE_STR(safe, path), state,
-		  why ? ": " : "", why ? SAFE_STR(sw, why) : "");
+	text_line(o, "control page %s %s%s%s\n", SAFE_STR(safe, c->path),
+		  c->state, c->why ? ": " : "",
+		  c->why ? SAFE_STR(sw, c->why) : "");
 }
 
 void out_evict(struct out *o, const struct evict_info *e)

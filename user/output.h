@@ -26,7 +26,8 @@ struct out {
 };
 
 struct start_info {
-	pid_t pid; /* 0: whole system */
+	pid_t pid;    /* 0: whole system */
+	pid_t ns_pid; /* the same process in its own pid namespace */
 	const char *comm;
 	const char *memcg; /* path of the target's memory cgroup, or NULL */
 	int memcg_version;
@@ -114,8 +115,16 @@ int out_fail(struct out *o, int code, const char *fmt, ...)
 void out_probe_warnings(struct out *o, const struct probes *ps);
 
 /* The control page was attached or dropped (@why: NULL or the reason). */
-void out_control(struct out *o, const char *state, const char *path, pid_t pid,
-		 const char *why);
+/* The control page was attached, refused or dropped. */
+struct control_info {
+	const char *state;     /* attached, refused, dropped */
+	const char *path;      /* file, /proc/<pid>/fd/<n>, or where we look */
+	const char *discovery; /* "memfd" or "path" (--control) */
+	pid_t pid;	       /* the target, in our pid namespace */
+	pid_t ns_pid;	       /* the same process in its own namespace */
+	const char *why;       /* or NULL */
+};
+void out_control(struct out *o, const struct control_info *c);
 
 /* A command posted, or with seq 0 one --dry-run would post. */
 struct evict_info {

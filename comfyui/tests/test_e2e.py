@@ -51,6 +51,7 @@ class Child:
         assert first and first.get("ready"), (first, self.stderr())
         assert first["page"], f"no control page in the child: {first['reason']}"
         self.pid = first["pid"]
+        self.page = first["page"]
 
     def read(self):
         line = self.proc.stdout.readline()
@@ -97,7 +98,7 @@ def fake_agent_policy_keeps_a_memcg_alive():
     from fakeagent import FakeAgent
     with Memcg(512 * MiB, swap_limit=0) as cg:
         child = Child(cg, "--prompts", 12, "--mib", 64, "--steps", 4, "--step-s", 0.02)
-        fa = FakeAgent(f"/dev/shm/ramcache-{child.pid}")
+        fa = FakeAgent(child.page)
         fa.start_heartbeat()
         try:
             child.go()
@@ -157,7 +158,7 @@ def comfyui_keeps_running_when_the_agent_is_killed():
     require_agent()
     with Memcg(1024 * MiB, swap_limit=0) as cg:
         child = Child(cg, "--prompts", 4, "--mib", 16, "--steps", 20, "--step-s", 0.1,
-                      "--control", "file")
+                      "--control", control_mode())
         try:
             ag = Agent("--pid", child.pid, "--headroom", "64M", "--inactive", "128M")
             try:

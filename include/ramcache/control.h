@@ -3,11 +3,15 @@
  * The shared control page: the ABI between an executor (the process that
  * owns a cache, e.g. ComfyUI) and the ramcache-bpf agent.
  *
- * The executor creates the file (mode 0600, its own uid) at
- * /dev/shm/ramcache-<pid>, or at $RAMCACHE_CONTROL, sized
- * ramcache_ctl_size(max_entries, ring_size). The agent (root) opens it with
- * O_NOFOLLOW, checks owner, size, magic and version, and treats every byte
- * as untrusted. docs/control-page.md describes each field.
+ * The executor creates the page with memfd_create(RAMCACHE_CTL_MEMFD_NAME,
+ * MFD_CLOEXEC | MFD_ALLOW_SEALING), sizes it ramcache_ctl_size(max_entries,
+ * ring_size), seals it with F_SEAL_SHRINK, maps it shared and keeps the
+ * descriptor open. The agent (root) finds it in /proc/<pid>/fd, takes a
+ * copy of the descriptor, checks it (memfd, seal, owner, size, header) and
+ * treats every byte as untrusted. An executor that wants a file instead
+ * names it in $RAMCACHE_CONTROL (mode 0600, its own uid) and the agent is
+ * given the same path with --control. docs/control-page.md is the
+ * reference for every field, value and rule.
  *
  * Every field has exactly one writer:
  *   [E] the executor, [A] the agent.
@@ -24,9 +28,10 @@
 
 #include <stdint.h>
 
-#define RAMCACHE_CTL_MAGIC	 0x314c544343524152ULL /* "RARCCTL1" */
-#define RAMCACHE_CTL_VERSION	 1
-#define RAMCACHE_CTL_PATH_FMT	 "/dev/shm/ramcache-%d"
+#define RAMCACHE_CTL_MAGIC   0x314c544343524152ULL /* "RARCCTL1" */
+#define RAMCACHE_CTL_VERSION 1
+/* In /proc/<pid>/fd the page's link reads "/memfd:ramcache (deleted)". */
+#define RAMCACHE_CTL_MEMFD_NAME	 "ramcache"
 #define RAMCACHE_CTL_ENV	 "RAMCACHE_CONTROL"
 
 #define RAMCACHE_LABEL_LEN	 48

@@ -44,20 +44,25 @@ struct ramcache_command {
 };
 
 /*
- * Create the control page for this process at @path, or at
- * $RAMCACHE_CONTROL, or at /dev/shm/ramcache-<pid> when @path is NULL.
- * An existing file of ours is replaced. @max_entries and @ring_size of 0
- * pick the defaults. At the default path, pages left in /dev/shm by our
- * uid's executors that died (ramcache-<pid> of a pid that is gone) are
- * removed first.
+ * Create the control page for this process: a file at @path, or at
+ * $RAMCACHE_CONTROL when @path is NULL (an existing file of ours is
+ * replaced); when neither names a file, a sealed memfd that the agent finds
+ * through /proc/<pid>/fd, held open until ramcache_destroy. @max_entries
+ * and @ring_size of 0 pick the defaults.
  */
 int ramcache_create(struct ramcache **out, const char *path,
 		    uint32_t max_entries, uint32_t ring_size);
 
-/* Unmap; remove the file too if @unlink_file. NULL is a no-op. */
+/*
+ * Unmap and close; remove the file too if @unlink_file (a memfd has no
+ * name and vanishes with its last descriptor). NULL is a no-op.
+ */
 void ramcache_destroy(struct ramcache *rc, bool unlink_file);
 
-/* The path of the control page (valid until ramcache_destroy). */
+/*
+ * The path of the control page (valid until ramcache_destroy): the file, or
+ * /proc/<pid>/fd/<n> for a memfd (in this process's own pid namespace).
+ */
 const char *ramcache_path(const struct ramcache *rc);
 
 /* Insert or update the entry with info->id. -ENOSPC when the table is full. */

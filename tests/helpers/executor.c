@@ -4,7 +4,7 @@
  *
  *   executor [--path P] [--entries N] [--bytes B] [--once] [--ms T]
  *
- * Creates the control page (default /dev/shm/ramcache-<pid>), publishes N
+ * Creates the control page (default a memfd, --path for a file), publishes N
  * entries of B bytes (no memory behind them), then serves commands for T
  * milliseconds (default: until stdin closes or SIGTERM): every command is
  * acked EVICTED and its entry replaced by a fresh one, so an agent that

@@ -303,6 +303,32 @@ class Agent:
         self.stop()
 
 
+def memfd_page(pid):
+    """/proc/<pid>/fd/<n> of the process's control page memfd, or ""."""
+    d = f"/proc/{pid}/fd"
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return ""
+    for n in sorted(names, key=int):
+        try:
+            if os.readlink(f"{d}/{n}").startswith("/memfd:ramcache"):
+                return f"{d}/{n}"
+        except OSError:
+            pass
+    return ""
+
+
+def wait_page(pid, timeout=10.0):
+    """memfd_page(pid) once the process has made it; "" after timeout."""
+    end = time.monotonic() + timeout
+    while True:
+        path = memfd_page(pid)
+        if path or time.monotonic() > end:
+            return path
+        time.sleep(0.02)
+
+
 MEMHOG = os.path.join(HELPERS, "memhog")
 
 

@@ -16,7 +16,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import (AGENT, DEMO, MiB, Agent, Memcg, Skip, main,  # noqa: E402
-                    require_root, scratch_dir, test, wait_path)
+                    memfd_page, require_root, scratch_dir, test,
+                    wait_page)
 
 LIMIT = 384 * MiB
 WORKLOAD = ["--prompts", 8, "--nodes", 6, "--models", 2, "--model-size",
@@ -47,7 +48,8 @@ class Demo:
         self.events = []
 
     def control_path(self):
-        return f"/dev/shm/ramcache-{self.proc.pid}"
+        """The page's memfd in /proc/<pid>/fd, "" until it exists."""
+        return memfd_page(self.proc.pid)
 
     def wait(self, timeout=TIMEOUT):
         try:
@@ -75,7 +77,9 @@ class Demo:
 
 
 def check_cleaned(demo, mdir):
-    assert not os.path.exists(demo.control_path()), "control page left"
+    assert not demo.control_path(), "control page still open"
+    left = [n for n in os.listdir("/dev/shm") if str(demo.proc.pid) in n]
+    assert not left, f"left in /dev/shm: {left}"
     assert os.listdir(mdir) == [], f"model files left: {os.listdir(mdir)}"
 
 
@@ -125,12 +129,12 @@ def interrupted_demo_cleans_up():
     require_demo()
     with model_dir() as d:
         demo = Demo("--policy", "agent", "--wait-agent", 30, mdir=d)
-        path = demo.control_path()
+        path = wait_page(demo.proc.pid)
         for _ in range(200):
-            if os.path.exists(path) and len(os.listdir(d)) == 2:
+            if len(os.listdir(d)) == 2:
                 break
             time.sleep(0.05)
-        assert os.path.exists(path), "no control page"
+        assert path, "no control page"
         demo.proc.send_signal(signal.SIGINT)
         rc = demo.wait(timeout=30)
         assert rc == 128 + signal.SIGINT, rc
@@ -177,7 +181,7 @@ class ControlPage:
     """The agent's side of the control page, enough to post commands."""
 
     def __init__(self, path):
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDWR)  # the memfd behind /proc/<pid>/fd/<n>
         try:
             self.m = mmap.mmap(fd, 0)
         finally:
@@ -253,7 +257,7 @@ def executor_answers_commands():
                     "--steps", 5, "--step-ms", 20, mdir=d)
         page = None
         try:
-            wait_path(demo.control_path())
+            wait_page(demo.proc.pid)
             page = ControlPage(demo.control_path())
             page.beat()
             # prompts 3 and 4 run on the other model: nothing of prompt 1
@@ -301,7 +305,7 @@ def agent_loss_falls_back_to_local():
                     memcg=cg, mdir=d)
         page = None
         try:
-            wait_path(demo.control_path())
+            wait_page(demo.proc.pid)
             page = ControlPage(demo.control_path())
             # alive long enough to be seen, then silent; no commands
             for _ in range(10):
@@ -332,7 +336,7 @@ def demo_with_agent_finishes():
                     memcg=cg, mdir=d)
         agent = None
         try:
-            wait_path(demo.control_path())
+            wait_page(demo.proc.pid)
             assert os.path.exists(demo.control_path()), "no control page"
             agent = Agent("--pid", demo.proc.pid, "--headroom", "64M",
                           "--inactive", "128M")

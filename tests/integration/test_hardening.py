@@ -19,8 +19,8 @@ import tempfile
 import threading
 import time
 
-from rctest import (AGENT, DEMO, HELPERS, Agent, main, require_root,
-                    scratch_dir, test, wait_event)
+from rctest import (AGENT, DEMO, HELPERS, Agent, main,  # noqa: E402
+                    require_root, scratch_dir, test, wait_event, wait_page)
 
 EXECUTOR = os.path.join(HELPERS, "executor")
 MEMHOG = os.path.join(HELPERS, "memhog")
@@ -210,6 +210,11 @@ def page_of_another_uid_is_refused():
             time.sleep(0.6)  # one more open attempt: warned once
             assert not controls(a, "attached")
             assert len(warnings(a, "refusing control page")) == 1
+            # the refusal is an event of its own, not only a warning line
+            r = controls(a, "refused")
+            assert len(r) == 1, a.events[-10:]
+            assert r[0]["reason"] == "not owned by the executor's uid", r
+            assert r[0]["discovery"] == "path" and r[0]["path"] == path, r
             finish(a)
 
 
@@ -413,11 +418,7 @@ def demo_falls_back_to_local_policy_when_the_agent_is_killed():
         return None
 
     try:
-        path = f"/dev/shm/ramcache-{demo.pid}"
-        for _ in range(200):
-            if os.path.exists(path):
-                break
-            time.sleep(0.02)
+        wait_page(demo.pid, 4)
         a = Agent("--pid", demo.pid, "--interval", "10s")
         try:
             assert seen("agent attached", 10), "demo never obeyed the agent"
@@ -599,7 +600,8 @@ def no_btf_is_exit_5():
 @test
 def executor_library_needs_no_privileges():
     require_root()
-    p = executor("--once", user=NOBODY)
+    path = f"/dev/shm/ramcache-test-hard-nobody-{os.getpid()}"
+    p = executor("--once", "--path", path, user=NOBODY)
     # only the reader thread reads stdout: no race over which line is whose
     ready = ex_wait(p, lambda e: e["type"] == "ready")
     try:

@@ -14,7 +14,8 @@ import tempfile
 import threading
 import time
 
-from rctest import AGENT, DEMO, MiB, Agent, Memcg, main, require_root, test
+from rctest import (AGENT, DEMO, MiB, Agent, Memcg, main,  # noqa: E402
+                    require_root, test, wait_page)
 
 SECONDS = int(os.environ.get("SOAK_SECONDS", "60"))
 LIMIT = 384 * MiB
@@ -52,12 +53,7 @@ def soak_demo_under_the_agent():
                 target=lambda: [lines.put(x) for x in demo.stdout],
                 daemon=True)
             reader.start()
-            path = f"/dev/shm/ramcache-{demo.pid}"
-            for _ in range(500):
-                if os.path.exists(path):
-                    break
-                time.sleep(0.02)
-            assert os.path.exists(path), "no control page"
+            assert wait_page(demo.pid), "no control page"
             agent = Agent("--pid", demo.pid, "--headroom", "64M",
                           "--inactive", "128M", "--interval", "5s")
             start = time.monotonic()

@@ -16,6 +16,7 @@ struct rig {
 	char path[128];
 	struct ramcache *rc;
 	struct rc_thresholds thr;
+	struct ctl_target tgt;
 	char *log;
 	size_t log_len;
 	struct out out;
@@ -50,8 +51,10 @@ static bool rig_up(struct rig *r)
 	r->out.json = true;
 	metrics_init(&r->m);
 	cfg.control = r->path;
-	if (!ASSERT_OK(evictor_init(&r->ev, &cfg, &r->out, &r->m, getpid(),
-				    getuid(), &r->thr),
+	r->tgt.pid = r->tgt.ns_pid = getpid();
+	r->tgt.uid = r->tgt.ns_uid = getuid();
+	if (!ASSERT_OK(evictor_init(&r->ev, &cfg, &r->out, &r->m, &r->tgt,
+				    &r->thr),
 		       "evictor_init"))
 		return false;
 	evictor_tick(&r->ev, ramcache_now_ns());

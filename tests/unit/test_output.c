@@ -186,10 +186,18 @@ static void evict_json(FILE *f, void *ctx)
 		.ack_latency_ns = 14,
 		.freed_latency_ns = 15,
 	};
+	struct control_info c = {
+		.state = "dropped",
+		.path = "/proc/5/fd/3",
+		.discovery = "memfd",
+		.pid = 5,
+		.ns_pid = 1,
+		.why = "truncated",
+	};
 
 	out_evict(&o, &e);
 	out_evict_done(&o, &d);
-	out_control(&o, "dropped", "/dev/shm/x", 5, "truncated");
+	out_control(&o, &c);
 }
 
 /* The eviction events keep their field names (README's event table). */
@@ -208,7 +216,7 @@ TEST(evict_events_json_fields)
 		s);
 	ASSERT_TRUE(
 		strstr(s,
-		       "{\"type\":\"control\",\"state\":\"dropped\",\"path\":\"/dev/shm/x\",\"pid\":5,\"reason\":\"truncated\"}"),
+		       "{\"type\":\"control\",\"state\":\"dropped\",\"path\":\"/proc/5/fd/3\",\"discovery\":\"memfd\",\"pid\":5,\"ns_pid\":1,\"reason\":\"truncated\"}"),
 		s);
 	free(s);
 }
@@ -256,9 +264,16 @@ static void label_text(FILE *f, void *ctx)
 				 .memcg = "/a\x07"
 					  "b" };
 	struct probes pr = { 0 };
+	struct control_info c = {
+		.state = "attached",
+		.path = "/dev/shm/\x1b[2J",
+		.discovery = "path",
+		.pid = 1,
+		.ns_pid = 1,
+	};
 
 	out_evict_done(&o, &d);
-	out_control(&o, "attached", "/dev/shm/\x1b[2J", 1, NULL);
+	out_control(&o, &c);
 	out_target(&o, "attached", 1, "\x1b[2J");
 	si.probes = &pr;
 	out_start(&o, &si);

@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""Executors where users run them: in a container, as another user, next to
+a hostile user, and killed.
+
+* The C demo in its own pid, mount and IPC namespaces with a private
+  /dev/shm (what Docker and Kubernetes give ComfyUI), as uid 65534, under
+  an agent on the host that only knows its host pid: found, commands
+  acked, no OOM kill, RSS dropped.
+* The pure-Python executor written from the document, in the same kind of
+  container.
+* Another user owns /dev/shm/ramcache-<pid> for the next few thousand pids
+  before an executor starts: it is served all the same.
+* A SIGKILLed executor leaves nothing in /dev/shm.
+"""
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rctest import (AGENT, DEMO, MiB, ROOT, Agent, Memcg, Skip,  # noqa: E402
+                    main, memfd_page, require_root, test, wait_page)
+
+NOBODY = 65534
+SQUATTER = 65533
+LIMIT = 384 * MiB
+WORKLOAD = ["--prompts", 8, "--nodes", 6, "--models", 2, "--model-size",
+            "96M", "--output-size", "16M", "--steps", 10, "--step-ms", 20]
+DOCEXEC = os.path.join(ROOT, "tests", "helpers", "docexec.py")
+AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+             "--clear-groups"]
+
+
+def require_tools():
+    require_root()
+    for exe in (AGENT, DEMO):
+        if not os.access(exe, os.X_OK):
+            raise Skip(f"{exe} is not built")
+    for tool in ("unshare", "setpriv"):
+        if not shutil.which(tool):
+            raise Skip(f"no {tool}")
+
+
+def container(argv):
+    """@argv as pid 1 of new pid, mount and IPC namespaces, with a private
+    /proc and /dev/shm, as uid 65534."""
+    inner = " ".join(["mount -t tmpfs -o size=16m,mode=1777 tmpfs /dev/shm",
+                      "&& exec", *AS_NOBODY, *map(str, argv)])
+    return ["unshare", "--pid", "--mount", "--ipc", "--fork", "--mount-proc",
+            "--propagation", "private", "sh", "-c", inner]
+
+
+def children(pid):
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{d}/stat") as f:
+                s = f.read()
+            if int(s[s.rindex(")") + 2:].split()[1]) == pid:
+                out.append(int(d))
+    return out
+
+
+def host_pid_of(proc, timeout=10.0):
+    """The host pid of pid 1 in the container unshare started."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        kids = children(proc.pid)
+        if kids:
+            return kids[0]
+        time.sleep(0.02)
+    raise AssertionError("the container's init never appeared")
+
+
+def shm_names():
+    return {n for n in os.listdir("/dev/shm") if n.startswith("ramcache")}
+
+
+@contextlib.contextmanager
+def model_dir():
+    d = tempfile.mkdtemp(prefix="ramcache-test-ct-", dir="/var/tmp")
+    os.chown(d, NOBODY, NOBODY)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+class Run:
+    """A process whose JSON lines on stdout are collected at the end."""
+
+    def __init__(self, argv, memcg):
+        self.proc = subprocess.Popen(
+            list(map(str, argv)), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, preexec_fn=memcg.preexec())
+        self.out = self.err = ""
+
+    def wait(self, timeout=180):
+        try:
+            self.out, self.err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.out, self.err = self.proc.communicate()
+            raise AssertionError(f"still running after {timeout} s")
+        return self.proc.returncode
+
+    def events(self, typ):
+        evs = [json.loads(ln) for ln in self.out.splitlines()
+               if ln.startswith("{")]
+        return [e for e in evs if e.get("type") == typ]
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+def attached(agent):
+    return [e for e in agent.of_type("control") if e["state"] == "attached"]
+
+
+def check_agent(agent, host_pid, ns_pid):
+    att = attached(agent)
+    assert att, (f"never attached: {agent.of_type('control')} "
+                 f"{agent.stderr[-5:]}")
+    assert att[0]["discovery"] == "memfd", att[0]
+    assert att[0]["pid"] == host_pid and att[0]["ns_pid"] == ns_pid, att[0]
+    start = agent.of_type("start")[0]
+    assert start["pid"] == host_pid and start["ns_pid"] == ns_pid, start
+    done = [e for e in agent.of_type("evict_done")
+            if e["status"] == "evicted"]
+    assert done, agent.events[-20:]
+    # post -> RSS actually down, seen by the kernel's rss_stat
+    assert any(e.get("freed_latency_ns", 0) > 0 for e in done), done[-5:]
+
+
+def demo_served(wrap_container, mdir, cg):
+    argv = [DEMO, "--json", "--policy", "agent", "--wait-agent", 30,
+            *WORKLOAD, "--model-dir", mdir]
+    run = Run(container(argv) if wrap_container else AS_NOBODY + argv, cg)
+    agent = None
+    try:
+        pid = host_pid_of(run.proc) if wrap_container else run.proc.pid
+        assert wait_page(pid), f"no memfd page in /proc/{pid}/fd"
+        if wrap_container:
+            # the page is no file in the container's /dev/shm either
+            assert os.listdir(f"/proc/{pid}/root/dev/shm") == []
+        agent = Agent("--pid", pid, "--headroom", "64M", "--inactive",
+                      "128M")
+        rc = run.wait()
+    finally:
+        run.kill()
+        if agent:
+            agent.stop()
+    assert rc == 0, f"exit {rc}: {run.err[-2000:]}"
+    assert cg.oom_kills() == 0, "OOM kill in the cgroup"
+    done = run.events("demo_done")
+    assert done and done[0]["prompts"] == 8, run.out[-2000:]
+    assert done[0]["acks_evicted"] >= 1, done[0]
+    start = run.events("demo_start")[0]
+    return pid, start, agent, done[0]
+
+
+@test
+def demo_in_a_container_as_another_user_is_served():
+    require_tools()
+    with Memcg(LIMIT) as cg, model_dir() as d:
+        pid, start, agent, done = demo_served(True, d, cg)
+        assert start["pid"] == 1, start  # pid 1 of its own namespace
+        assert start["control"].startswith("/proc/1/fd/"), start
+        check_agent(agent, pid, 1)
+        print(f"# host pid {pid} = pid 1 inside; "
+              f"{done['acks_evicted']} evictions acked")
+
+
+@test
+def document_executor_in_a_container_is_served():
+    require_tools()
+    with Memcg(256 * MiB) as cg:
+        run = Run(container([sys.executable, DOCEXEC, "--wait-agent", 20]),
+                  cg)
+        agent = None
+        try:
+            pid = host_pid_of(run.proc)
+            assert wait_page(pid), "no memfd page"
+            agent = Agent("--pid", pid, "--headroom", "64M", "--inactive",
+                          "128M")
+            rc = run.wait(timeout=120)
+        finally:
+            run.kill()
+            if agent:
+                agent.stop()
+        assert rc == 0, f"exit {rc}: {run.err[-2000:]}"
+        assert cg.oom_kills() == 0
+        ready = run.events("ready")[0]
+        assert ready["pid"] == 1 and ready["uid"] == NOBODY, ready
+        done = run.events("done")[0]
+        assert done["acks"] == done["cmds"] >= 1, done
+        assert done["rss_drops"] >= 1, done
+        check_agent(agent, pid, 1)
+
+
+@contextlib.contextmanager
+def squatted(n):
+    """/dev/shm/ramcache-<pid> for the next @n pids, owned by another user:
+    what any local user could do to the old fixed names."""
+    with open("/proc/sys/kernel/ns_last_pid") as f:
+        last = int(f.read())
+    names = [f"/dev/shm/ramcache-{p}" for p in range(last + 1, last + n + 1)]
+    try:
+        for path in names:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            os.fchown(fd, SQUATTER, SQUATTER)
+            os.close(fd)
+        yield range(last + 1, last + n + 1)
+    finally:
+        for path in names:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+
+@test
+def names_squatted_by_another_user_do_not_stop_an_executor():
+    require_tools()
+    with Memcg(LIMIT) as cg, model_dir() as d, squatted(3000) as pids:
+        pid, start, agent, done = demo_served(False, d, cg)
+        assert pid in pids, f"pid {pid} was not squatted: test proves nothing"
+        assert os.stat(f"/dev/shm/ramcache-{pid}").st_uid == SQUATTER
+        check_agent(agent, pid, pid)
+
+
+@test
+def sigkilled_executor_leaves_nothing_in_dev_shm():
+    require_tools()
+    before = shm_names()
+    with model_dir() as d:
+        p = subprocess.Popen(
+            AS_NOBODY + [DEMO, "--policy", "agent", "--wait-agent", "30",
+                         "--model-dir", d], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        try:
+            page = wait_page(p.pid)
+            assert page, "no page"
+            assert os.stat(page).st_uid == NOBODY
+        finally:
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+        assert not memfd_page(p.pid)
+    assert shm_names() == before, shm_names() - before
+
+
+main()
