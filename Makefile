@@ -22,7 +22,7 @@ CFLAGS ?= -g -O2
 ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -D_GNU_SOURCE -MMD -MP \
 	      -DRAMCACHE_VERSION='"$(VERSION)"' \
 	      -I$(OUTPUT) -Ibpf -Iinclude -Iuser
-BPF_CFLAGS := -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) \
+BPF_CFLAGS := -g -O2 -Wall -Werror -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) \
 	      -MMD -MP -I$(VMLINUX_DIR) -Ibpf -I$(OUTPUT)
 # Recursive (=), not :=, so pkg-config runs when a link needs it: after
 # `make deps` has installed libmicrohttpd-dev, never at parse time.
@@ -32,7 +32,7 @@ AGENT_LIBS = -lbpf -lelf -lz $(shell pkg-config --libs libmicrohttpd) -lm
 DEPS_PKGS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
 	     make gcc python3 libmicrohttpd-dev systemtap-sdt-dev \
 	     libclang-rt-14-dev clang-format cppcheck procps util-linux mount \
-	     binutils coreutils systemd linux-libc-dev
+	     binutils coreutils systemd linux-libc-dev chromium tmux
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))
@@ -52,7 +52,8 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUTPUT)/tests/%,$(UNIT_SRCS))
 HELPER_SRCS := $(wildcard tests/helpers/*.c)
 HELPER_BINS := $(patsubst tests/helpers/%.c,$(OUTPUT)/tests/%,$(HELPER_SRCS))
-BENCH_BINS := $(OUTPUT)/bench/faultbench
+BENCH_BINS := $(OUTPUT)/bench/faultbench $(OUTPUT)/bench/fpbench \
+	      $(OUTPUT)/bench/empty.bpf.o
 
 AGENT := $(OUTPUT)/ramcache-bpf
 DEMO := $(OUTPUT)/ramcache-demo
@@ -159,6 +160,15 @@ $(OUTPUT)/tests/test_%: tests/unit/test_%.c $(USER_LIB_OBJS) $(LIBA) | $(OUTPUT)
 $(OUTPUT)/tests/%: tests/helpers/%.c $(LIBA) | $(OUTPUT)/tests
 	$(call msg,HELPER,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $< $(LIBA) -lpthread -lm -o $@
+
+# fpbench drives the agent's BPF programs through bpfstate.
+$(OUTPUT)/bench/fpbench: bench/fpbench.c $(USER_LIB_OBJS) | $(OUTPUT)/bench $(SKELS)
+	$(call msg,BENCH,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $< $(USER_LIB_OBJS) $(AGENT_LIBS) -o $@
+
+$(OUTPUT)/bench/%.bpf.o: bench/%.bpf.c $(VMLINUX_DIR)/vmlinux.h | $(OUTPUT)/bench
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
 $(OUTPUT)/bench/%: bench/%.c | $(OUTPUT)/bench
 	$(call msg,BENCH,$@)
@@ -282,7 +292,8 @@ run-bench: all
 # ---- install ----------------------------------------------------------------
 # `make install` (PREFIX=/usr/local, DESTDIR for staging): the agent, the
 # executor library and its headers, the systemd unit and its settings (an
-# existing /etc/default/ramcache-bpf is kept).
+# existing /etc/default/ramcache-bpf is kept), ramcache-report and
+# ramcache-top (Python, stdlib only) with their modules in lib/ramcache-bpf.
 PREFIX ?= /usr/local
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 .PHONY: install
@@ -300,6 +311,10 @@ install: all
 	$(Q)[ -e $(DESTDIR)/etc/default/ramcache-bpf ] || \
 		install -D -m 0644 contrib/systemd/ramcache-bpf.default \
 		$(DESTDIR)/etc/default/ramcache-bpf
+	$(Q)install -D -m 0755 report/ramcache-report $(DESTDIR)$(PREFIX)/bin/ramcache-report
+	$(Q)install -D -m 0755 report/ramcache-top $(DESTDIR)$(PREFIX)/bin/ramcache-top
+	$(Q)install -d $(DESTDIR)$(PREFIX)/lib/ramcache-bpf/rcviz
+	$(Q)install -m 0644 report/rcviz/*.py $(DESTDIR)$(PREFIX)/lib/ramcache-bpf/rcviz/
 
 # Dependencies recorded by -MMD (absent before the first build).
 -include $(shell find $(OUTPUT) -name '*.d' 2>/dev/null)

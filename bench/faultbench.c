@@ -4,7 +4,9 @@
  * one byte per page (one minor fault each), unmaps it, and repeats for
  * ROUNDS rounds; prints one JSON line with the pages faulted per second
  * of wall time and per second of its own CPU time (user + system, where
- * the fault handler and any BPF program on its tracepoint run).
+ * the fault handler and any BPF program on its tracepoint run), and when
+ * the faulting began (t0_ns, CLOCK_MONOTONIC), so that a watcher's
+ * detection delay can be measured against it.
  *
  *   faultbench [--size SIZE] [--rounds N] [--wait]
  *
@@ -20,12 +22,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void)
+static unsigned long long now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
 static double tv_s(const struct timeval *tv)
@@ -62,7 +64,8 @@ int main(int argc, char **argv)
 	char line[64];
 	int wait = 0;
 	struct rusage ru0, ru1;
-	double t0, dt, cpu;
+	unsigned long long t0;
+	double dt, cpu;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--wait")) {
@@ -86,7 +89,7 @@ int main(int argc, char **argv)
 			return 1;
 	}
 	getrusage(RUSAGE_SELF, &ru0);
-	t0 = now_s();
+	t0 = now_ns();
 	for (unsigned long r = 0; r < rounds; r++) {
 		char *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -104,12 +107,12 @@ int main(int argc, char **argv)
 		sink ^= p[size / 2];
 		munmap(p, size);
 	}
-	dt = now_s() - t0;
+	dt = (now_ns() - t0) / 1e9;
 	getrusage(RUSAGE_SELF, &ru1);
 	cpu = tv_s(&ru1.ru_utime) - tv_s(&ru0.ru_utime) + tv_s(&ru1.ru_stime) -
 	      tv_s(&ru0.ru_stime);
-	printf("{\"type\":\"result\",\"pages\":%lu,\"seconds\":%.6f,\"cpu_seconds\":%.6f,\"pages_per_s\":%.1f,\"pages_per_cpu_s\":%.1f}\n",
-	       pages, dt, cpu, pages / dt, cpu > 0 ? pages / cpu : 0.0);
+	printf("{\"type\":\"result\",\"pages\":%lu,\"seconds\":%.6f,\"cpu_seconds\":%.6f,\"pages_per_s\":%.1f,\"pages_per_cpu_s\":%.1f,\"t0_ns\":%llu}\n",
+	       pages, dt, cpu, pages / dt, cpu > 0 ? pages / cpu : 0.0, t0);
 	/* --wait: stay until told, so the agent can be read while we live */
 	if (wait && !fgets(line, sizeof(line), stdin))
 		return sink == 42;

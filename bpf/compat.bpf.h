@@ -22,21 +22,38 @@ struct mm_struct___old {
 	struct mm_rss_stat___old rss_stat;
 } __attribute__((preserve_access_index));
 
+/* One counter, @i a constant: a typed (tp_btf) mm takes no variable offset. */
+static __always_inline __s64 mm_counter_at(struct mm_struct *mm, const int i)
+{
+	if (!bpf_core_type_exists(struct mm_rss_stat___old)) {
+		struct percpu_counter *pc = &mm->rss_stat[i];
+
+		return BPF_CORE_READ(pc, count);
+	}
+	return BPF_CORE_READ((struct mm_struct___old *)mm,
+			     rss_stat.count[i].counter);
+}
+
 /* Pages in one of mm's RSS counters (MM_FILEPAGES ...), never negative. */
 static __always_inline __s64 mm_counter(struct mm_struct *mm, int member)
 {
-	__s64 v = 0;
+	__s64 v;
 
-	if (member < 0 || member > 3)
+	switch (member) {
+	case 0:
+		v = mm_counter_at(mm, 0);
+		break;
+	case 1:
+		v = mm_counter_at(mm, 1);
+		break;
+	case 2:
+		v = mm_counter_at(mm, 2);
+		break;
+	case 3:
+		v = mm_counter_at(mm, 3);
+		break;
+	default:
 		return 0;
-	if (!bpf_core_type_exists(struct mm_rss_stat___old)) {
-		struct percpu_counter *pc = &mm->rss_stat[member];
-
-		v = BPF_CORE_READ(pc, count);
-	} else {
-		struct mm_struct___old *old = (void *)mm;
-
-		v = BPF_CORE_READ(old, rss_stat.count[member].counter);
 	}
 	return v < 0 ? 0 : v;
 }

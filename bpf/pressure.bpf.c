@@ -3,9 +3,11 @@
  * Memory-pressure events of the tracked processes (or of the whole system):
  * page faults, direct and memcg reclaim stalls, kswapd, OOM kills and RSS.
  *
- * Each tracepoint has a tp_btf and a raw_tp program sharing one handler; the
- * agent keeps the one the kernel supports and disables the other. Handlers
- * read kernel memory with BPF_CORE_READ so they work under both.
+ * Each tracepoint has a tp_btf and a raw_tp program sharing one handler (and
+ * one pair per form of its arguments across kernels); the agent keeps the
+ * one the kernel supports and disables the others. The fault and rss_stat
+ * fast paths read kernel memory directly under tp_btf; everything else
+ * uses BPF_CORE_READ, which works under both.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
@@ -16,33 +18,48 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-#define PF_EXITING 0x00000004 /* include/linux/sched.h */
-
 /* Set by the agent before load. */
-const volatile bool filter_tgid = false; /* false: whole system (key 0) */
+const volatile bool filter_tgid = false; /* false: whole system (slot 0) */
 const volatile __u64 burst_window_ns = 100000000; /* 100 ms */
 const volatile __u64 burst_faults = 2048;	  /* per window and CPU */
 /* read the clock every burst_check_mask + 1 faults, not on every fault */
 const volatile __u64 burst_check_mask = 0;
-const volatile __u64 rss_step = 4 << 20; /* bytes */
+const volatile __u64 rss_step_pages = 1024; /* 4 MiB of 4 KiB pages */
 const volatile __u64 page_size = 4096;
 
 /*
- * The followed process, 0 for none; the agent writes it at run time. An
- * untracked process's fault costs this compare, not a map lookup.
+ * The tracked processes (written by the agent) and the mm of each, filed
+ * by a hash of the mm pointer: an entry is the mm with its slot number in
+ * the low bits (mm_struct is cache-line aligned), 0 when free. Looked up
+ * once per context switch (see cpus below), and by rss_stat for an mm
+ * other than the running one: one load and a compare for an untracked mm.
  */
-volatile __u32 target_tgid;
+struct rc_target targets[RC_MAX_TARGETS];
+__u64 mm_index[RC_MM_SLOTS];
 
-/* Slot 0: the target (or, with no filter, the whole system). */
+/* The target whose mm the learn_mm iterator looks for (agent-written). */
+volatile __u32 learn_tgid;
+volatile __u32 learn_slot;
+
+/* Per slot and CPU: fault counts, burst windows, reclaim totals. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, RC_MAX_TARGETS);
 	__type(key, __u32);
 	__type(value, struct rc_track);
 } tracked SEC(".maps");
 
-/* RSS of the target as last emitted; shared between CPUs. */
-struct rc_rss_state rss_state;
+/*
+ * Per CPU (struct rc_cpu, a plain array indexed by CPU, one cache line
+ * each: a per-CPU map's lookup costs several times the load it saves
+ * here): the mm the sched_switch program saw switched in and its slot,
+ * so that a fault needs no helper call to know whose it is. CPUs past
+ * RC_MAX_CPUS take the slower way (a helper call).
+ */
+struct rc_cpu cpus[RC_MAX_CPUS];
+
+/* Bumped after every change of mm_index, before the CPUs are told. */
+__u64 index_gen;
 
 /* Memory cgroups (by directory inode) whose reclaim is reported. */
 struct {
@@ -90,19 +107,22 @@ struct {
 } events SEC(".maps");
 
 /*
- * One handler, two ways in: prog_btf (tp_btf, BTF-typed arguments) and
- * prog_raw (raw_tp). The agent keeps the one the kernel supports.
+ * One handler, two ways in: prog_btf (tp_btf, BTF-typed arguments, direct
+ * reads of kernel memory) and prog_raw (raw_tp, probe reads). The agent
+ * keeps the one the kernel supports; `btf` tells the handler which it is.
  */
-#define TP_BOTH(prog, tp, call, args...) \
-	SEC("tp_btf/" tp)                \
-	int BPF_PROG(prog##_btf, args)   \
-	{                                \
-		return call;             \
-	}                                \
-	SEC("raw_tp/" tp)                \
-	int BPF_PROG(prog##_raw, args)   \
-	{                                \
-		return call;             \
+#define TP_BOTH(prog, tp, call, args...)                        \
+	SEC("tp_btf/" tp)                                       \
+	int BPF_PROG(prog##_btf, args)                          \
+	{                                                       \
+		const bool btf __attribute__((unused)) = true;  \
+		return call;                                    \
+	}                                                       \
+	SEC("raw_tp/" tp)                                       \
+	int BPF_PROG(prog##_raw, args)                          \
+	{                                                       \
+		const bool btf __attribute__((unused)) = false; \
+		return call;                                    \
 	}
 
 static __always_inline void stat_inc(__u32 idx)
@@ -113,8 +133,11 @@ static __always_inline void stat_inc(__u32 idx)
 		(*v)++;
 }
 
-/* Reserve an event; a full ring buffer counts a drop instead of blocking. */
-static __always_inline void *event_reserve(__u64 size, __u32 type)
+/*
+ * Reserve an event of the current task (its tgid replaced by @tgid when
+ * that is not 0); a full ring buffer counts a drop instead of blocking.
+ */
+static __always_inline void *event_reserve(__u64 size, __u32 type, __u32 tgid)
 {
 	struct rc_event_hdr *h = bpf_ringbuf_reserve(&events, size, 0);
 	__u64 id;
@@ -126,7 +149,7 @@ static __always_inline void *event_reserve(__u64 size, __u32 type)
 	id = bpf_get_current_pid_tgid();
 	h->type = type;
 	h->pid = (__u32)id;
-	h->tgid = id >> 32;
+	h->tgid = tgid ? tgid : id >> 32;
 	h->cpu = bpf_get_smp_processor_id();
 	h->ts_ns = bpf_ktime_get_ns();
 	return h;
@@ -144,48 +167,332 @@ static __always_inline __u32 log2_u64(__u64 v)
 	return r;
 }
 
-static __always_inline struct rc_track *track_lookup(__u32 tgid)
-{
-	__u32 key = 0;
+/* ---- which process is tracked: its mm, found in mm_index ---- */
 
-	if (filter_tgid && tgid != target_tgid)
-		return NULL;
-	return bpf_map_lookup_elem(&tracked, &key);
+static __always_inline __u32 mm_hash(__u64 mm)
+{
+	return (mm * 0x9E3779B97F4A7C15ULL) >> (64 - RC_MM_BITS);
 }
 
-/* ---- page faults: a compare for others, one lookup for the target ---- */
-
-static __always_inline int handle_fault(void)
+/* Slot of the target that owns @mm, or -1: one load for anyone else. */
+static __always_inline int mm_slot(__u64 mm)
 {
-	struct rc_fault_burst *e;
-	struct rc_track *t;
-	__u64 now, n;
+	__u32 h = mm_hash(mm);
 
-	t = track_lookup(bpf_get_current_pid_tgid() >> 32);
+#pragma unroll
+	for (int i = 0; i < RC_MM_PROBES; i++) {
+		__u64 e = mm_index[(h + i) & (RC_MM_SLOTS - 1)];
+
+		if (!e)
+			return -1;
+		if (e != RC_MM_TOMB && (e & ~RC_SLOT_MASK) == mm)
+			return e & RC_SLOT_MASK;
+	}
+	return -1;
+}
+
+/*
+ * mm_index changed: every CPU works its slot out again at its next fault
+ * (pushed to the CPUs, so that a fault reads nothing global).
+ */
+static __always_inline void index_changed(void)
+{
+	__sync_fetch_and_add(&index_gen, 1);
+	for (int i = 0; i < RC_MAX_CPUS; i++)
+		cpus[i].gen = RC_GEN_STALE;
+}
+
+static __always_inline void mm_unindex(__u64 mm, __u32 slot)
+{
+	__u32 h = mm_hash(mm);
+
+	for (int i = 0; i < RC_MM_PROBES; i++) {
+		__u64 *e = &mm_index[(h + i) & (RC_MM_SLOTS - 1)];
+
+		if (!*e)
+			return;
+		if (*e == (mm | slot)) {
+			/* a lookup stops at 0: mid-chain, leave a tombstone */
+			__sync_val_compare_and_swap(
+				e, mm | slot,
+				mm_index[(h + i + 1) & (RC_MM_SLOTS - 1)]
+					? RC_MM_TOMB
+					: 0);
+			index_changed();
+			return;
+		}
+	}
+}
+
+static __always_inline bool mm_index_add(__u64 mm, __u32 slot)
+{
+	__u32 h = mm_hash(mm);
+
+	for (int i = 0; i < RC_MM_PROBES; i++) {
+		__u64 *e = &mm_index[(h + i) & (RC_MM_SLOTS - 1)];
+		__u64 old = *e;
+
+		if (old == (mm | slot))
+			return true;
+		if ((old == 0 || old == RC_MM_TOMB) &&
+		    __sync_val_compare_and_swap(e, old, mm | slot) == old) {
+			index_changed();
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * File @mm as the one of target @slot (its first mm, or a new one after
+ * exec), unfiling the old one; the next RSS change is reported.
+ */
+static __always_inline void mm_learn(__u32 slot, __u64 mm)
+{
+	struct rc_target *t;
+
+	slot &= RC_SLOT_MASK;
+	t = &targets[slot];
+	if (t->mm == mm)
+		return;
+	if (t->mm)
+		mm_unindex(t->mm, slot);
+	t->mm = 0;
+	if (!mm || (mm & RC_SLOT_MASK))
+		return;
+	for (int i = 0; i < 4; i++)
+		t->pages[i] = -(__s64)rss_step_pages - 1;
+	if (mm_index_add(mm, slot))
+		t->mm = mm;
+	else
+		stat_inc(RC_STAT_MM_INDEX_FULL);
+}
+
+static __always_inline struct rc_cpu *cpu_cur(void)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+
+	return cpu < RC_MAX_CPUS ? &cpus[cpu] : NULL;
+}
+
+/* The value of a pointer the verifier types (tp_btf, iterators). */
+static __always_inline __u64 ptr_value(const void *p)
+{
+	struct rc_cpu *c = cpu_cur();
+	volatile __u64 *v;
+	__u64 n = 0;
+
+	if (!c) {
+		/* the slow way: read it back from the stack */
+		bpf_probe_read_kernel(&n, sizeof(n), &p);
+		return n;
+	}
+	v = &c->scratch;
+	*v = (__u64)p;
+	return *v;
+}
+
+static __always_inline __u64 current_mm(bool btf)
+{
+	struct task_struct *task;
+
+	if (btf)
+		return ptr_value(bpf_get_current_task_btf()->mm);
+	task = (struct task_struct *)bpf_get_current_task();
+	return (__u64)BPF_CORE_READ(task, mm);
+}
+
+/* Slot of the mm running on this CPU, from its cache (-1: untracked). */
+static __always_inline int cached_slot(struct rc_cpu *c)
+{
+	__u64 g;
+	int slot;
+
+	if (c->gen == RC_GEN_STALE) {
+		g = index_gen;
+		/* read as a number: the compiler must not put a pointer it
+		 * found equal in its place (no arithmetic on pointers) */
+		slot = mm_slot(*(volatile __u64 *)&c->mm);
+		/* faults counted for a slot that changed hands: dropped */
+		if (slot != c->slot)
+			c->pending = 0;
+		c->slot = slot;
+		c->gen = g;
+		/* the index changed meanwhile: its writer may have told this
+		 * CPU before the slot above was stored */
+		if (*(volatile __u64 *)&index_gen != g)
+			c->gen = RC_GEN_STALE;
+	}
+	return c->slot;
+}
+
+/* Slot of the current task's process (0 when the whole system is watched). */
+static __always_inline int current_slot(bool btf)
+{
+	struct rc_cpu *c;
+	__u64 mm;
+
+	if (!filter_tgid)
+		return 0;
+	c = cpu_cur();
+	if (c && c->mm)
+		return cached_slot(c);
+	/* nothing switched here since load: ask */
+	mm = current_mm(btf);
+	return mm ? mm_slot(mm) : -1;
+}
+
+static __always_inline struct rc_track *track_of(int slot)
+{
+	__u32 key = slot;
+
+	return slot < 0 ? NULL : bpf_map_lookup_elem(&tracked, &key);
+}
+
+static __always_inline __u32 tgid_of(int slot)
+{
+	return filter_tgid ? targets[slot & RC_SLOT_MASK].tgid : 0;
+}
+
+/* The agent runs this over all tasks to learn a new target's mm. */
+SEC("iter/task")
+int learn_mm(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+
+	/* any live thread: a group leader that exited has no mm */
+	if (!task || task->tgid != learn_tgid || !task->mm)
+		return 0;
+	mm_learn(learn_slot, ptr_value(task->mm));
+	return 0;
+}
+
+/* A tracked process's exec brings a new mm: file it in place of the old. */
+static __always_inline int handle_exec(bool btf)
+{
+	struct rc_cpu *c;
+	__u32 tgid;
+	__u64 mm;
+
+	if (!filter_tgid)
+		return 0;
+	c = cpu_cur();
+	mm = current_mm(btf);
+	/* the task runs on with its new mm: no switch will tell this CPU */
+	if (c) {
+		c->mm = mm;
+		c->gen = RC_GEN_STALE;
+	}
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	for (__u32 i = 0; i < RC_MAX_TARGETS; i++) {
+		if (targets[i].tgid == tgid) {
+			mm_learn(i, mm);
+			return 0;
+		}
+	}
+	return 0;
+}
+
+TP_BOTH(exec, "sched_process_exec", handle_exec(btf), struct task_struct *p,
+	pid_t old_pid, struct linux_binprm *bprm)
+
+/* ---- page faults: counted per CPU, an event only for a burst ---- */
+
+/*
+ * Add @n faults of @slot on this CPU to its counters, and emit a burst
+ * when its window's count crosses burst_faults. The clock is read here.
+ */
+static __noinline int fault_add(int slot, __u64 n)
+{
+	struct rc_track *t = track_of(slot);
+	struct rc_fault_burst *e;
+	__u64 now, wf;
+
 	if (!t)
 		return 0;
-	t->faults++;
-	n = ++t->window_faults;
-	if (n & burst_check_mask)
-		return 0;
+	t->faults += n;
 	now = bpf_ktime_get_ns();
 	if (now - t->window_start_ns > burst_window_ns) {
 		t->window_start_ns = now;
-		t->window_faults = n = 1;
+		t->window_faults = 0;
 	}
-	if (n != burst_faults)
+	wf = t->window_faults + n;
+	t->window_faults = wf;
+	if (wf < burst_faults || wf - n >= burst_faults)
 		return 0;
-	e = event_reserve(sizeof(*e), RC_EV_FAULT_BURST);
+	e = event_reserve(sizeof(*e), RC_EV_FAULT_BURST, tgid_of(slot));
 	if (!e)
 		return 0;
 	e->window_ns = now - t->window_start_ns;
-	e->faults = t->window_faults;
+	e->faults = wf;
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }
 
-TP_BOTH(fault, "page_fault_user", handle_fault(), unsigned long address,
+/*
+ * A tracked process's faults are counted in its CPU's line and added to
+ * the slot's counters every burst_check_mask + 1 of them (and when the
+ * CPU switches to another mm): most faults touch that line only.
+ */
+static __always_inline int handle_fault(bool btf)
+{
+	struct rc_cpu *c = cpu_cur();
+	__u64 n;
+	int slot;
+
+	if (!c || (filter_tgid && !c->mm)) {
+		/* nothing switched here since load: ask, count at once */
+		slot = current_slot(btf);
+		return slot < 0 ? 0 : fault_add(slot, 1);
+	}
+	slot = filter_tgid ? cached_slot(c) : 0;
+	if (slot < 0)
+		return 0;
+	n = ++c->pending;
+	if (n & burst_check_mask)
+		return 0;
+	c->pending = 0;
+	return fault_add(slot, n);
+}
+
+TP_BOTH(fault, "page_fault_user", handle_fault(btf), unsigned long address,
 	struct pt_regs *regs, unsigned long error_code)
+
+/*
+ * The task about to run here: remember its mm, so that its faults find
+ * their slot without a helper call. Nothing else is done on a switch.
+ */
+static __always_inline int handle_switch(struct task_struct *next, bool btf)
+{
+	struct rc_cpu *c;
+	__u64 mm;
+
+	if (!filter_tgid)
+		return 0;
+	c = cpu_cur();
+	if (!c)
+		return 0;
+	if (btf) {
+		/* a privileged program may store a pointer as a number */
+		c->scratch = (__u64)next->mm;
+		mm = c->scratch;
+	} else {
+		mm = (__u64)BPF_CORE_READ(next, mm);
+	}
+	if (c->mm != mm) {
+		/* the faults counted here belong to the mm switched out */
+		if (c->pending && c->gen != RC_GEN_STALE && c->slot >= 0)
+			fault_add(c->slot, c->pending);
+		c->pending = 0;
+		c->mm = mm;
+		c->gen = RC_GEN_STALE;
+	}
+	return 0;
+}
+
+/* (preempt, prev, next, prev_state) since v5.18, (preempt, prev, next) before */
+TP_BOTH(sw, "sched_switch", handle_switch(next, btf), bool preempt,
+	struct task_struct *prev, struct task_struct *next)
 
 /* ---- direct and memcg reclaim: begin/end pairs per thread ---- */
 
@@ -194,7 +501,7 @@ static __always_inline bool reclaim_wanted(__u32 kind)
 	struct task_struct *task;
 	__u64 ino;
 
-	if (track_lookup(bpf_get_current_pid_tgid() >> 32))
+	if (current_slot(false) >= 0)
 		return true;
 	if (kind != RC_RECLAIM_MEMCG)
 		return false;
@@ -247,14 +554,14 @@ static __always_inline int handle_reclaim_end(__u32 kind,
 	stat_inc(kind == RC_RECLAIM_DIRECT ? RC_STAT_DIRECT_RECLAIMS
 					   : RC_STAT_MEMCG_RECLAIMS);
 
-	t = track_lookup(bpf_get_current_pid_tgid() >> 32);
+	t = track_of(current_slot(false));
 	if (t && kind < RC_RECLAIM_KINDS) {
 		t->reclaim_count[kind]++;
 		t->reclaim_ns[kind] += lat;
 		t->reclaim_pages[kind] += nr_reclaimed;
 	}
 
-	e = event_reserve(sizeof(*e), RC_EV_RECLAIM);
+	e = event_reserve(sizeof(*e), RC_EV_RECLAIM, 0);
 	if (e) {
 		task = (struct task_struct *)bpf_get_current_task();
 		e->kind = kind;
@@ -292,7 +599,7 @@ static __always_inline int handle_kswapd(int nid, int zid, int order,
 
 	if (awake)
 		stat_inc(RC_STAT_KSWAPD_WAKES);
-	e = event_reserve(sizeof(*e), RC_EV_KSWAPD);
+	e = event_reserve(sizeof(*e), RC_EV_KSWAPD, 0);
 	if (!e)
 		return 0;
 	e->nid = nid;
@@ -311,19 +618,24 @@ TP_BOTH(kswapd_sleep, "mm_vmscan_kswapd_sleep", handle_kswapd(nid, 0, 0, false),
 
 /* ---- OOM kills, of anything: an OOM elsewhere is a warning too ---- */
 
-static __always_inline int handle_victim(struct task_struct *task, __u32 uid)
+static __always_inline int oom_event(struct task_struct *task, __u32 pid,
+				     __u32 uid)
 {
 	struct rc_oom_kill *e;
-	struct mm_struct *mm;
+	struct mm_struct *mm = NULL;
 
 	stat_inc(RC_STAT_OOM_KILLS);
-	e = event_reserve(sizeof(*e), RC_EV_OOM_KILL);
+	e = event_reserve(sizeof(*e), RC_EV_OOM_KILL, 0);
 	if (!e)
 		return 0;
-	e->victim_pid = BPF_CORE_READ(task, tgid);
+	e->victim_pid = pid;
 	e->victim_uid = uid;
-	BPF_CORE_READ_STR_INTO(&e->comm, task, comm);
-	mm = BPF_CORE_READ(task, mm);
+	e->comm[0] = 0;
+	if (task) {
+		e->victim_pid = BPF_CORE_READ(task, tgid);
+		BPF_CORE_READ_STR_INTO(&e->comm, task, comm);
+		mm = BPF_CORE_READ(task, mm);
+	}
 	if (mm) {
 		e->file_rss = mm_counter(mm, 0) * page_size;
 		e->anon_rss = mm_counter(mm, 1) * page_size;
@@ -336,8 +648,26 @@ static __always_inline int handle_victim(struct task_struct *task, __u32 uid)
 	return 0;
 }
 
-TP_BOTH(oom, "mark_victim", handle_victim(task, uid), struct task_struct *task,
+TP_BOTH(oom, "mark_victim", oom_event(task, 0, uid), struct task_struct *task,
 	__u32 uid)
+
+/*
+ * Before 6.8 mark_victim passed only the victim's pid. The OOM killer runs
+ * in the task that ran out of memory, which is often the victim: then the
+ * rest is read from it; otherwise the agent fills in what /proc still has.
+ */
+static __always_inline int oom_pid_event(int pid)
+{
+	struct task_struct *task;
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if ((__u32)pid != (__u32)id && (__u32)pid != id >> 32)
+		return oom_event(NULL, pid, RC_UID_UNKNOWN);
+	task = (struct task_struct *)bpf_get_current_task();
+	return oom_event(task, pid, BPF_CORE_READ(task, cred, uid.val));
+}
+
+TP_BOTH(oom_pid, "mark_victim", oom_pid_event(pid), int pid)
 
 /* ---- RSS of the tracked processes, as the kernel accounts it ---- */
 
@@ -346,63 +676,115 @@ static __always_inline __s64 absdiff(__s64 a, __s64 b)
 	return a > b ? a - b : b - a;
 }
 
-static __always_inline int handle_rss(struct mm_struct *mm, int member)
+/* One RSS counter of @mm in pages, read directly (tp_btf, since v6.2). */
+static __always_inline __s64 mm_counter_direct(struct mm_struct *mm, int member)
 {
-	struct task_struct *task;
-	struct rc_rss_state *st;
-	__u64 file, anon, shmem;
-	struct rc_rss *e;
-	__u32 tgid, idx;
-	__s64 cur;
+	__s64 v;
 
-	/* Whole-system mode reports no per-process RSS. */
-	if (!filter_tgid)
-		return 0;
-	tgid = bpf_get_current_pid_tgid() >> 32;
-	if (tgid != target_tgid || member < 0 || member > 3)
-		return 0;
-	st = &rss_state;
-	if (st->mm != (__u64)mm) {
-		/* the first event, or a new image after exec: learn the mm in
-		 * the process's own context; remote accesses are not its RSS */
-		task = (struct task_struct *)bpf_get_current_task();
-		if (BPF_CORE_READ(task, mm) != mm)
-			return 0;
-		st->mm = (__u64)mm;
-		for (int i = 0; i < 4; i++)
-			st->pages[i] = -(__s64)(rss_step / page_size) - 1;
+	if (bpf_core_type_exists(struct mm_rss_stat___old))
+		return mm_counter(mm, member);
+	switch (member) {
+	case 0:
+		v = mm->rss_stat[0].count;
+		break;
+	case 1:
+		v = mm->rss_stat[1].count;
+		break;
+	case 2:
+		v = mm->rss_stat[2].count;
+		break;
+	default:
+		v = mm->rss_stat[3].count;
+		break;
 	}
-	idx = member;
-	/* keep the mask: the verifier needs the bound the compiler drops */
-	barrier_var(idx);
-	idx &= 3;
-	cur = mm_counter(mm, idx);
-	if (absdiff(cur, st->pages[idx]) * page_size < rss_step)
-		return 0;
+	return v < 0 ? 0 : v;
+}
 
-	file = mm_counter(mm, 0);
-	anon = mm_counter(mm, 1);
-	shmem = mm_counter(mm, 3);
-	st->pages[0] = file;
-	st->pages[1] = anon;
-	st->pages[2] = mm_counter(mm, 2);
-	st->pages[3] = shmem;
-	st->total = (file + anon + shmem) * page_size;
-	/* the teardown of an exiting process is not news */
-	task = (struct task_struct *)bpf_get_current_task();
-	if (BPF_CORE_READ(task, flags) & PF_EXITING)
-		return 0;
+/*
+ * A report is due for target @t: read every counter (but the one the
+ * kernel just passed, @cur pages of @member) and emit.
+ */
+static __noinline int rss_report(struct mm_struct *mm, __u32 slot, int member,
+				 __s64 cur)
+{
+	struct rc_target *t = &targets[slot & RC_SLOT_MASK];
+	__s64 file, anon, shmem;
+	struct rc_rss *e;
 
-	e = event_reserve(sizeof(*e), RC_EV_RSS);
+	/* the teardown of a process's memory (exit, or exec's old image) is
+	 * not news, and its mm is about to be freed: unfile it */
+	if (!BPF_CORE_READ(mm, mm_users.counter)) {
+		if (t->mm)
+			mm_unindex(t->mm, slot & RC_SLOT_MASK);
+		t->mm = 0;
+		return 0;
+	}
+	file = member == 0 ? cur : mm_counter(mm, 0);
+	anon = member == 1 ? cur : mm_counter(mm, 1);
+	shmem = member == 3 ? cur : mm_counter(mm, 3);
+	t->pages[0] = file;
+	t->pages[1] = anon;
+	t->pages[2] = member == 2 ? cur : mm_counter(mm, 2);
+	t->pages[3] = shmem;
+	e = event_reserve(sizeof(*e), RC_EV_RSS, t->tgid);
 	if (!e)
 		return 0;
 	e->anon = anon * page_size;
 	e->file = file * page_size;
 	e->shmem = shmem * page_size;
-	e->total = st->total;
+	e->total = (file + anon + shmem) * page_size;
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }
 
-TP_BOTH(rss, "rss_stat", handle_rss(mm, member), struct mm_struct *mm,
+/*
+ * @member of @mm changed; @count is its new value in pages where the
+ * kernel passes it (before v6.2), negative where it must be read. Any
+ * process's RSS change costs an mm compare; the target's, one more read.
+ */
+static __always_inline int handle_rss(struct mm_struct *mm, int member,
+				      long count, bool btf)
+{
+	struct rc_cpu *c;
+	struct rc_target *t;
+	__s64 cur;
+	int slot;
+
+	/* Whole-system mode reports no per-process RSS. */
+	if (!filter_tgid)
+		return 0;
+	c = cpu_cur();
+	/* mostly the task's own mm, whose slot this CPU knows already */
+	if (c && c->mm && (__u64)mm == c->mm)
+		slot = cached_slot(c);
+	else
+		slot = mm_slot(btf ? ptr_value(mm) : (__u64)mm);
+	if (slot < 0 || member < 0 || member > 3)
+		return 0;
+	if (count >= 0)
+		cur = count;
+	else if (btf)
+		cur = mm_counter_direct(mm, member);
+	else
+		cur = mm_counter(mm, member);
+	t = &targets[slot & RC_SLOT_MASK];
+	if (absdiff(cur, t->pages[member & 3]) < rss_step_pages)
+		return 0;
+	return rss_report(mm, slot, member, cur);
+}
+
+/* v6.2 and later: the counters are per-CPU, the tracepoint gives none. */
+TP_BOTH(rss, "rss_stat", handle_rss(mm, member, -1, btf), struct mm_struct *mm,
 	int member)
+
+/* v5.5 to v6.1: the changed counter's new value comes along. */
+TP_BOTH(rss_count, "rss_stat", handle_rss(mm, member, count, btf),
+	struct mm_struct *mm, int member, long count)
+
+/*
+ * The first form (v5.5-rc1, replaced before v5.5 was released): no mm, the
+ * current task's own RSS.
+ */
+TP_BOTH(rss_nomm, "rss_stat",
+	handle_rss((struct mm_struct *)current_mm(false), member, count, false),
+	int member, long count)

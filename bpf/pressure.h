@@ -64,6 +64,13 @@ struct rc_kswapd {
 	__u32 zid;
 };
 
+/*
+ * Kernels before 6.8 tell only the victim's pid: when the victim is not the
+ * task that ran into the OOM, comm is empty and victim_uid RC_UID_UNKNOWN,
+ * and the agent reads what it can from /proc while the victim still exists.
+ */
+#define RC_UID_UNKNOWN 0xffffffffu
+
 struct rc_oom_kill {
 	struct rc_event_hdr hdr;
 	__u32 victim_pid;
@@ -85,10 +92,39 @@ struct rc_rss {
 };
 
 /*
- * Per-CPU state of a tracked tgid (key 0 when the whole system is
- * watched). Other processes are turned away by comparing with the global
- * target_tgid first, so their faults cost no map lookup at all.
+ * Tracked processes. The agent writes a target's tgid into a free slot of
+ * the targets array; the BPF side learns the process's mm (a task iterator
+ * run by the agent, and again on exec) and files it in mm_index, so the
+ * fault and rss_stat programs identify a tracked process by comparing mm
+ * pointers: no helper call, no map lookup for anyone else.
  */
+#define RC_MAX_TARGETS 64
+#define RC_SLOT_MASK   63ULL /* mm_struct is cache-line aligned: low bits free */
+/* Open addressing over a hash of the mm pointer, at most RC_MM_PROBES steps */
+#define RC_MM_BITS   10
+#define RC_MM_SLOTS  (1 << RC_MM_BITS)
+#define RC_MM_PROBES 8
+#define RC_MM_TOMB   1ULL /* a removed entry: lookups go on past it */
+
+/*
+ * What one CPU knows of the task running on it: its mm (0 before the first
+ * switch seen, or a kernel thread), the slot that mm maps to (-1: not
+ * tracked) as of index generation gen (RC_GEN_STALE: work it out again,
+ * set for every CPU whenever the tracked set changes), and scratch
+ * space where a tp_btf program turns a pointer into a number.
+ */
+#define RC_MAX_CPUS  512
+#define RC_GEN_STALE ~0ULL
+
+struct rc_cpu {
+	__u64 mm;
+	__u64 gen;
+	__s64 slot;
+	__u64 scratch;
+	__u64 pending; /* faults of slot not yet added to its counters */
+} __attribute__((aligned(64)));
+
+/* Per-CPU counters of one slot (slot 0 is the system when nothing is filtered). */
 struct rc_track {
 	__u64 faults;
 	__u64 window_start_ns;
@@ -99,15 +135,16 @@ struct rc_track {
 };
 
 /*
- * RSS of the tracked process as last reported (shared, not per CPU): the
- * mm it belongs to (learnt from the first event in its own context), the
- * total last emitted and each counter then, in pages. Only the counter the
- * kernel just changed is read, unless a report is due.
+ * One tracked process (shared, not per CPU): its tgid (written by the
+ * agent, 0 when the slot is free), the mm learnt for it, and its RSS as
+ * last reported, in pages per counter (MM_FILEPAGES, MM_ANONPAGES,
+ * MM_SWAPENTS, MM_SHMEMPAGES).
  */
-struct rc_rss_state {
+struct rc_target {
+	__u32 tgid;
+	__u32 pad;
 	__u64 mm;
-	__u64 total;
-	__s64 pages[4]; /* MM_FILEPAGES, MM_ANONPAGES, MM_SWAPENTS, MM_SHMEMPAGES */
+	__s64 pages[4];
 };
 
 /* Global per-CPU counters, index of the stats map. */
@@ -117,6 +154,7 @@ enum rc_stat {
 	RC_STAT_DIRECT_RECLAIMS,
 	RC_STAT_MEMCG_RECLAIMS,
 	RC_STAT_OOM_KILLS,
+	RC_STAT_MM_INDEX_FULL, /* an mm could not be filed: target not traced */
 	RC_STAT_NR,
 };
 

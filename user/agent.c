@@ -33,6 +33,7 @@
 #include "level.h"
 #include "match.h"
 #include "metrics.h"
+#include "oomvictim.h"
 #include "metrics_http.h"
 #include "onlevel.h"
 #include "output.h"
@@ -365,6 +366,7 @@ static int handle_event(void *ctx, void *data, size_t len)
 	struct agent *a = ctx;
 	const struct rc_event_hdr *h = data;
 	struct target *t = &a->t;
+	struct rc_oom_kill oom;
 	uint64_t now;
 
 	if (len < sizeof(*h))
@@ -407,6 +409,13 @@ static int handle_event(void *ctx, void *data, size_t len)
 		metrics_oom_kill(&a->m);
 		a->next_read_ns = 0; /* the cgroup's count, at the next tick */
 		kernel_told(a, now);
+		if (len >= sizeof(oom) && oom_victim_partial(data)) {
+			/* a pid-only kernel: /proc may still know the rest */
+			memcpy(&oom, data, sizeof(oom));
+			oom_victim_fill(RC_PROC_ROOT, &oom);
+			data = &oom;
+			len = sizeof(oom);
+		}
 		break;
 	case RC_EV_FAULT_BURST:
 		evaluate(a, now, 0);
@@ -425,6 +434,7 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s)
 	struct sampler *sm = sampler_of(a);
 	double dt = (now - a->last_summary_ns) / 1e9;
 	struct track_totals tt;
+	struct rc_forecast f;
 
 	if (bpfstate_totals(&a->bpf, t->pid, &tt))
 		memset(&tt, 0, sizeof(tt));
@@ -449,6 +459,15 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s)
 		s->memcg_usage = sm->cs.usage;
 	}
 	s->headroom = sm->headroom;
+	if (t->pid &&
+	    !sampler_forecast(sm, FORECAST_WINDOW_NS, a->o->horizon_ns, &f)) {
+		s->has_forecast = true;
+		s->forecast = f.at_horizon;
+	}
+	s->threshold_headroom = t->pid ? t->thr.headroom_min
+				       : a->sys_thr.headroom_min;
+	s->threshold_inactive = t->pid ? t->thr.inactive_min
+				       : a->sys_thr.inactive_min;
 	s->drops = bpfstate_stat(&a->bpf, RC_STAT_DROPS);
 	s->kswapd_wakes = bpfstate_stat(&a->bpf, RC_STAT_KSWAPD_WAKES);
 	s->oom_kills = bpfstate_stat(&a->bpf, RC_STAT_OOM_KILLS);

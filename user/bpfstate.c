@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -9,7 +10,7 @@
 #include "bpfstate.h"
 #include "pressure.skel.h"
 
-int bpfstate_load(struct bpfstate *b, const struct opts *o)
+int bpfstate_open(struct bpfstate *b, const struct opts *o)
 {
 	/*
 	 * vmlinux BTF named explicitly: libbpf then takes CO-RE types from it
@@ -20,7 +21,7 @@ int bpfstate_load(struct bpfstate *b, const struct opts *o)
 		.sz = sizeof(oo),
 		.btf_custom_path = "/sys/kernel/btf/vmlinux",
 	};
-	int err;
+	long page;
 
 	memset(b, 0, sizeof(*b));
 	b->ncpus = libbpf_num_possible_cpus();
@@ -38,18 +39,29 @@ int bpfstate_load(struct bpfstate *b, const struct opts *o)
 		(o->burst_faults & -o->burst_faults) < 64
 			? (o->burst_faults & -o->burst_faults) - 1
 			: 63;
-	b->skel->rodata->rss_step = o->rss_step;
-	b->skel->rodata->page_size = sysconf(_SC_PAGESIZE);
+	page = sysconf(_SC_PAGESIZE);
+	b->skel->rodata->page_size = page;
+	b->skel->rodata->rss_step_pages = (o->rss_step + page - 1) / page;
 
-	err = probes_select(&b->probes, b->skel, o->probe_mode);
-	if (err)
-		return err;
-	err = pressure_bpf__load(b->skel);
+	return probes_select(&b->probes, b->skel, o->probe_mode);
+}
+
+int bpfstate_load_opened(struct bpfstate *b)
+{
+	int err = pressure_bpf__load(b->skel);
+
 	if (err)
 		return err;
 	if (!b->skel->rodata->filter_tgid)
 		return bpfstate_track(b, 0);
 	return 0;
+}
+
+int bpfstate_load(struct bpfstate *b, const struct opts *o)
+{
+	int err = bpfstate_open(b, o);
+
+	return err ? err : bpfstate_load_opened(b);
 }
 
 int bpfstate_attach(struct bpfstate *b)
@@ -61,36 +73,124 @@ int bpfstate_attach(struct bpfstate *b)
 void bpfstate_destroy(struct bpfstate *b)
 {
 	probes_detach(&b->probes);
+	bpf_link__destroy(b->learn);
+	b->learn = NULL;
 	pressure_bpf__destroy(b->skel);
 	b->skel = NULL;
 }
 
-int bpfstate_track(struct bpfstate *b, pid_t tgid)
+static int slot_of(const struct bpfstate *b, pid_t tgid)
+{
+	for (int i = 0; i < RC_MAX_TARGETS; i++)
+		if (b->slots[i] == tgid)
+			return i;
+	return -1;
+}
+
+static int zero_counters(struct bpfstate *b, __u32 slot)
 {
 	struct rc_track *zero = calloc(b->ncpus, sizeof(*zero));
-	__u32 slot = 0;
 	int err;
 
 	if (!zero)
 		return -ENOMEM;
-	/* one target at a time: slot 0 starts from zero for each */
-	b->skel->bss->target_tgid = 0;
 	err = bpf_map__update_elem(b->skel->maps.tracked, &slot, sizeof(slot),
 				   zero, sizeof(*zero) * b->ncpus, BPF_ANY);
 	free(zero);
+	return err;
+}
+
+/* Take @slot's mm out of the index the BPF programs search. */
+static void mm_unfile(struct bpfstate *b, int slot)
+{
+	__u64 *index = b->skel->bss->mm_index;
+	__u64 mm = b->skel->bss->targets[slot].mm;
+
+	if (!mm)
+		return;
+	for (int i = 0; i < RC_MM_SLOTS; i++) {
+		__u64 next = index[(i + 1) % RC_MM_SLOTS];
+
+		if (__atomic_load_n(&index[i], __ATOMIC_RELAXED) ==
+		    (mm | (__u64)slot))
+			/* a lookup stops at 0: leave a tombstone mid-chain */
+			__atomic_store_n(&index[i], next ? RC_MM_TOMB : 0,
+					 __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&b->skel->bss->targets[slot].mm, 0, __ATOMIC_RELAXED);
+	/* as the BPF side does: bump the generation, then tell every CPU */
+	__atomic_add_fetch(&b->skel->bss->index_gen, 1, __ATOMIC_SEQ_CST);
+	for (int i = 0; i < RC_MAX_CPUS; i++)
+		__atomic_store_n(&b->skel->bss->cpus[i].gen, RC_GEN_STALE,
+				 __ATOMIC_RELAXED);
+}
+
+/* Run the learn_mm iterator over every task for the target in @slot. */
+static int mm_learn(struct bpfstate *b, int slot, pid_t tgid)
+{
+	char buf[64];
+	ssize_t n;
+	int fd;
+
+	if (!b->learn) {
+		b->learn =
+			bpf_program__attach_iter(b->skel->progs.learn_mm, NULL);
+		if (!b->learn)
+			return -errno;
+	}
+	b->skel->bss->learn_tgid = tgid;
+	b->skel->bss->learn_slot = slot;
+	fd = bpf_iter_create(bpf_link__fd(b->learn));
+	if (fd < 0)
+		return -errno;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		;
+	close(fd);
+	b->skel->bss->learn_tgid = 0;
+	if (n < 0)
+		return -errno;
+	if (!b->skel->bss->targets[slot].mm)
+		return bpfstate_stat(b, RC_STAT_MM_INDEX_FULL) ? -ENOSPC
+							       : -ESRCH;
+	return 0;
+}
+
+int bpfstate_track(struct bpfstate *b, pid_t tgid)
+{
+	int slot, err;
+
+	if (!b->skel->rodata->filter_tgid)
+		return tgid ? -EINVAL : zero_counters(b, 0);
+	if (tgid <= 0)
+		return -EINVAL;
+	slot = slot_of(b, tgid);
+	if (slot < 0)
+		slot = slot_of(b, 0);
+	if (slot < 0)
+		return -ENOSPC;
+	err = zero_counters(b, slot);
 	if (err)
 		return err;
-	b->tracked = tgid;
-	memset(&b->skel->bss->rss_state, 0, sizeof(b->skel->bss->rss_state));
-	b->skel->bss->target_tgid = tgid;
-	return 0;
+	b->slots[slot] = tgid;
+	/* the tgid first, so that an exec from now on files the new mm */
+	__atomic_store_n(&b->skel->bss->targets[slot].tgid, tgid,
+			 __ATOMIC_RELEASE);
+	err = mm_learn(b, slot, tgid);
+	if (err)
+		bpfstate_untrack(b, tgid);
+	return err;
 }
 
 int bpfstate_untrack(struct bpfstate *b, pid_t tgid)
 {
-	if (b->skel->bss->target_tgid != (__u32)tgid)
+	int slot = tgid > 0 ? slot_of(b, tgid) : -1;
+
+	if (slot < 0)
 		return -ENOENT;
-	b->skel->bss->target_tgid = 0;
+	__atomic_store_n(&b->skel->bss->targets[slot].tgid, 0,
+			 __ATOMIC_RELEASE);
+	mm_unfile(b, slot);
+	b->slots[slot] = 0;
 	return 0;
 }
 
@@ -111,11 +211,17 @@ int bpfstate_totals(struct bpfstate *b, pid_t tgid, struct track_totals *t)
 {
 	struct rc_track *v;
 	__u32 slot = 0;
-	int err;
+	int s, err;
 
 	memset(t, 0, sizeof(*t));
-	if (tgid != b->tracked)
+	if (b->skel->rodata->filter_tgid) {
+		s = tgid > 0 ? slot_of(b, tgid) : -1;
+		if (s < 0)
+			return -ENOENT;
+		slot = s;
+	} else if (tgid) {
 		return -ENOENT;
+	}
 	v = calloc(b->ncpus, sizeof(*v));
 	if (!v)
 		return -ENOMEM;

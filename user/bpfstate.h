@@ -16,13 +16,15 @@
 #include "probes.h"
 
 struct pressure_bpf;
+struct bpf_link;
 
 struct bpfstate {
 	struct pressure_bpf *skel;
 	struct probes probes;
 	int ncpus;
 	int nr_attached;
-	pid_t tracked; /* whose counters slot 0 holds (0: the system) */
+	pid_t slots[RC_MAX_TARGETS]; /* tgid tracked in each slot, 0: free */
+	struct bpf_link *learn;	     /* the learn_mm task iterator */
 };
 
 /* Counters of one tracked tgid (or of the system), summed over CPUs. */
@@ -38,18 +40,27 @@ struct track_totals {
  * Returns 0 or -errno (-EPERM: privileges, -ENOENT/-ESRCH: no BTF).
  */
 int bpfstate_load(struct bpfstate *b, const struct opts *o);
+/* The two halves of bpfstate_load(), for a caller that adjusts in between. */
+int bpfstate_open(struct bpfstate *b, const struct opts *o);
+int bpfstate_load_opened(struct bpfstate *b);
 /* Attach; returns the number of probes attached or -errno. */
 int bpfstate_attach(struct bpfstate *b);
 void bpfstate_destroy(struct bpfstate *b);
 
-/* Follow @tgid (0: the whole system), one at a time: counters restart. */
+/*
+ * Follow @tgid (0: the whole system, when loaded without a filter), up to
+ * RC_MAX_TARGETS at once; tracking one again restarts its counters.
+ * Returns 0, -ESRCH when it has no memory to follow (gone, or a zombie),
+ * -ENOSPC when every slot is taken, or -errno.
+ */
 int bpfstate_track(struct bpfstate *b, pid_t tgid);
+/* Stop following @tgid (-ENOENT when it was not followed). */
 int bpfstate_untrack(struct bpfstate *b, pid_t tgid);
 /* Report memcg reclaim of tasks in the memory cgroup with inode @ino. */
 int bpfstate_watch_memcg(struct bpfstate *b, uint64_t ino);
 int bpfstate_unwatch_memcg(struct bpfstate *b, uint64_t ino);
 
-/* Counters of @tgid, the one tracked last (-ENOENT for another). */
+/* Counters of a tracked @tgid (-ENOENT for another). */
 int bpfstate_totals(struct bpfstate *b, pid_t tgid, struct track_totals *t);
 /* Global counter (enum rc_stat) summed over CPUs. */
 uint64_t bpfstate_stat(struct bpfstate *b, enum rc_stat idx);

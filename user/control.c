@@ -346,9 +346,11 @@ int ctl_read_exec(struct ctl *c, struct ctl_exec *out)
  * Seqcount reader over three preads. Each is a separate syscall, so they
  * happen in order; the executor orders its stores with release fences.
  */
-int ctl_read_entries(struct ctl *c, struct ctl_entry *out, uint32_t cap)
+int ctl_read_entries_window(struct ctl *c, uint32_t first, uint32_t count,
+			    struct ctl_entry *out, uint32_t *nr_slots)
 {
-	uint32_t pair[2], seq2, nr;
+	uint32_t pair[2], seq2, nr, n;
+	size_t len;
 	int err;
 
 	for (int i = 0; i < CTL_SNAPSHOT_TRIES; i++) {
@@ -362,20 +364,32 @@ int ctl_read_entries(struct ctl *c, struct ctl_entry *out, uint32_t cap)
 		nr = pair[1];
 		if (nr > c->lay.max_entries)
 			nr = c->lay.max_entries;
-		err = read_at(c, c->table,
-			      (size_t)nr * sizeof(struct ramcache_ctl_entry),
-			      c->lay.entries_off);
+		*nr_slots = nr;
+		n = first < nr ? nr - first : 0;
+		if (n > count)
+			n = count;
+		len = (size_t)n * sizeof(struct ramcache_ctl_entry);
+		err = n ? read_at(c, c->table, len,
+				  c->lay.entries_off +
+					  (uint64_t)first *
+						  sizeof(struct ramcache_ctl_entry))
+			: 0;
 		if (!err)
 			err = read_at(c, &seq2, sizeof(seq2), OFF(entries_seq));
 		if (err)
 			return err;
 		if (seq2 == pair[0])
-			return (int)ctl_parse_entries(
-				c->table,
-				(size_t)nr * sizeof(struct ramcache_ctl_entry),
-				out, cap);
+			return (int)ctl_parse_entries(c->table, len, out,
+						      count);
 	}
 	return -EAGAIN;
+}
+
+int ctl_read_entries(struct ctl *c, struct ctl_entry *out, uint32_t cap)
+{
+	uint32_t nr;
+
+	return ctl_read_entries_window(c, 0, cap, out, &nr);
 }
 
 int ctl_write_agent(struct ctl *c, const struct ctl_agent *a)

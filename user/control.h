@@ -203,6 +203,13 @@ int ctl_read_exec(struct ctl *c, struct ctl_exec *out);
  * table busy (or odd forever).
  */
 int ctl_read_entries(struct ctl *c, struct ctl_entry *out, uint32_t cap);
+/*
+ * The same for slots [@first, @first + @count) of the table only (a big
+ * table read a window at a time); *@nr_slots gets the table's nr_entries.
+ * @out holds @count entries.
+ */
+int ctl_read_entries_window(struct ctl *c, uint32_t first, uint32_t count,
+			    struct ctl_entry *out, uint32_t *nr_slots);
 int ctl_write_agent(struct ctl *c, const struct ctl_agent *a);
 /*
  * Post "evict @entry_id" and wake the executor; *seq gets its seq.

@@ -502,27 +502,28 @@ static int pick(struct evictor *ev, uint64_t now, const struct rc_plan *plan,
 	struct pick_ctx pc = { ev, now };
 	struct ctl_exec ex;
 	uint64_t covered;
+	uint32_t slots = 0;
 	int n;
 
 	if (ctl_read_exec(&ev->ctl, &ex))
 		return 0;
-	n = ctl_read_entries(&ev->ctl, ev->entries, ev->ctl.lay.max_entries);
-	if (n <= 0)
+	/* a window of a big table at a time: bounded read and scoring */
+	n = ctl_read_entries_window(&ev->ctl, ev->win_start, EVICT_MAX_SCORED,
+				    ev->entries, &slots);
+	if (n < 0)
 		return 0;
-	ev->nr_read = n;
-	ev->win_start = n > EVICT_MAX_SCORED ? ev->win_start % n : 0;
-	if (n > EVICT_MAX_SCORED)
-		n = EVICT_MAX_SCORED;
+	ev->win_start = ev->win_start + EVICT_MAX_SCORED < slots
+				? ev->win_start + EVICT_MAX_SCORED
+				: 0;
+	if (!n)
+		return 0;
 	for (int i = 0; i < n; i++) {
-		const struct ctl_entry *e =
-			&ev->entries[(ev->win_start + i) % ev->nr_read];
-
-		ev->rce[i].id = e->id;
-		ev->rce[i].bytes = e->bytes;
-		ev->rce[i].last_use_ns = e->last_use_ns;
-		ev->rce[i].used_generation = e->used_generation;
-		ev->rce[i].cost_ns = e->cost_ns;
-		ev->rce[i].flags = e->flags;
+		ev->rce[i].id = ev->entries[i].id;
+		ev->rce[i].bytes = ev->entries[i].bytes;
+		ev->rce[i].last_use_ns = ev->entries[i].last_use_ns;
+		ev->rce[i].used_generation = ev->entries[i].used_generation;
+		ev->rce[i].cost_ns = ev->entries[i].cost_ns;
+		ev->rce[i].flags = ev->entries[i].flags;
 	}
 	req.entries = ev->rce;
 	req.nr_entries = n;
@@ -582,15 +583,9 @@ void evictor_evaluate(struct evictor *ev, uint64_t now, uint64_t headroom,
 	if (pending >= plan.deficit)
 		return;
 	n = pick(ev, now, &plan, plan.deficit - pending);
-	for (int k = 0; k < n; k++) {
-		uint32_t i = (ev->win_start + ev->picks[k]) % ev->nr_read;
-
-		if (!post(ev, &ev->entries[i], &plan, headroom, now))
+	for (int k = 0; k < n; k++)
+		if (!post(ev, &ev->entries[ev->picks[k]], &plan, headroom, now))
 			break;
-	}
-	/* the next evaluation scores the next window of a big table */
-	if (ev->nr_read > EVICT_MAX_SCORED)
-		ev->win_start += EVICT_MAX_SCORED;
 }
 
 void evictor_rss(struct evictor *ev, uint64_t ts, uint64_t rss)

@@ -23,8 +23,8 @@
 #define EVICT_MAX_COOLDOWN 64
 #define EVICT_RECENT	   256 /* completed commands kept to judge late acks */
 /*
- * Entries scored per evaluation: a bigger table is scored a window at a
- * time, the window moving on each evaluation, so one evaluation costs
+ * Entries read and scored per evaluation: a bigger table is taken a window
+ * at a time, the window moving on each evaluation, so one evaluation costs
  * about the same whatever size the executor gave its page.
  */
 #define EVICT_MAX_SCORED 8192
@@ -95,8 +95,8 @@ struct evictor {
 	} recent[EVICT_RECENT];
 	unsigned int recent_head;
 	uint64_t acks_bad_told, acks_lost_told; /* of ctl.acks_bad/lost */
-	bool stalled; /* executor heartbeat stale: nothing is posted */
-	uint32_t win_start, nr_read; /* window of ev->entries scored last */
+	bool stalled;	    /* executor heartbeat stale: nothing is posted */
+	uint32_t win_start; /* first slot of the table's next window */
 };
 
 /*

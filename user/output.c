@@ -29,14 +29,39 @@ void out_clock(char *buf, size_t len)
 	strftime(buf, len, "%H:%M:%S", &tm);
 }
 
+/*
+ * Opens a JSON event: its "type" and "ts_ns" (CLOCK_MONOTONIC: the kernel's
+ * stamp for BPF events, when it was posted for commands, else now), so that
+ * every line of a record sits on one time axis.
+ */
+static void json_begin(struct jw *w, FILE *f, const char *type, uint64_t ts_ns)
+{
+	jw_begin(w, f);
+	jw_str(w, "type", type);
+	jw_u64(w, "ts_ns", ts_ns);
+}
+
+static uint64_t mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
 /* With --json: start the object of one event of @type and return true. */
-static bool json_event(struct out *o, struct jw *w, const char *type)
+static bool json_event_at(struct out *o, struct jw *w, const char *type,
+			  uint64_t ts_ns)
 {
 	if (!o->json)
 		return false;
-	jw_begin(w, o->f);
-	jw_str(w, "type", type);
+	json_begin(w, o->f, type, ts_ns);
 	return true;
+}
+
+static bool json_event(struct out *o, struct jw *w, const char *type)
+{
+	return json_event_at(o, w, type, mono_now());
 }
 
 /*
@@ -88,9 +113,7 @@ static void reasons_json(struct jw *w, uint32_t reasons)
 static void hdr_json(struct jw *w, FILE *f, const char *type,
 		     const struct rc_event_hdr *h)
 {
-	jw_begin(w, f);
-	jw_str(w, "type", type);
-	jw_u64(w, "ts_ns", h->ts_ns);
+	json_begin(w, f, type, h->ts_ns);
 	jw_u64(w, "pid", h->tgid);
 	jw_u64(w, "tid", h->pid);
 	jw_u64(w, "cpu", h->cpu);
@@ -283,8 +306,7 @@ static void summary_json(struct out *o, const struct summary *s)
 {
 	struct jw w;
 
-	jw_begin(&w, o->f);
-	jw_str(&w, "type", "summary");
+	json_begin(&w, o->f, "summary", mono_now());
 	jw_u64(&w, "pid", s->pid);
 	jw_double(&w, "interval_s", s->interval_s);
 	if (s->rss)
@@ -303,6 +325,12 @@ static void summary_json(struct out *o, const struct summary *s)
 		jw_u64(&w, "memcg_usage", s->memcg_usage);
 	}
 	jw_u64(&w, "headroom", s->headroom);
+	if (s->has_forecast)
+		jw_u64(&w, "forecast", s->forecast);
+	if (s->threshold_headroom)
+		jw_u64(&w, "threshold_headroom", s->threshold_headroom);
+	if (s->threshold_inactive)
+		jw_u64(&w, "threshold_inactive", s->threshold_inactive);
 	jw_u64(&w, "kswapd_wakes", s->kswapd_wakes);
 	jw_u64(&w, "oom_kills", s->oom_kills);
 	jw_u64(&w, "oom_kills_system", s->oom_kills);
@@ -479,8 +507,7 @@ void out_target_pick(struct out *o, pid_t pid, const char *comm,
 	if (o->json) {
 		struct jw w;
 
-		jw_begin(&w, o->f);
-		jw_str(&w, "type", "target");
+		json_begin(&w, o->f, "target", mono_now());
 		jw_str(&w, "state", "attached");
 		jw_u64(&w, "pid", pid);
 		if (comm)
@@ -585,8 +612,8 @@ void out_probe_warnings(struct out *o, const struct probes *ps)
 		case PROBE_BAD_ARGS:
 			out_warn(
 				o,
-				"tracepoint %s has %d arguments, expected %d; %s not traced",
-				p->tp, p->nargs, p->want_nargs, p->what);
+				"tracepoint %s has arguments (%s) of no form this version knows; %s not traced",
+				p->tp, p->sig, p->what);
 			break;
 		case PROBE_ATTACH_FAILED:
 			out_warn(o,
@@ -624,9 +651,8 @@ void out_evict(struct out *o, const struct evict_info *e)
 	char safe[TEXT_SANITIZED_LEN(RAMCACHE_LABEL_LEN)];
 	struct jw w;
 
-	if (json_event(o, &w, "evict")) {
+	if (json_event_at(o, &w, "evict", e->ts_ns)) {
 		jw_u64(&w, "pid", e->pid);
-		jw_u64(&w, "ts_ns", e->ts_ns);
 		if (e->seq)
 			jw_u64(&w, "seq", e->seq);
 		else
@@ -654,8 +680,7 @@ static void evict_done_json(struct out *o, const struct evict_done_info *d)
 {
 	struct jw w;
 
-	jw_begin(&w, o->f);
-	jw_str(&w, "type", "evict_done");
+	json_begin(&w, o->f, "evict_done", mono_now());
 	jw_u64(&w, "pid", d->pid);
 	jw_u64(&w, "seq", d->seq);
 	jw_u64(&w, "id", d->id);

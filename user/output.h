@@ -50,7 +50,11 @@ struct summary {
 	uint64_t mem_available;
 	bool has_memcg;
 	uint64_t memcg_limit, memcg_usage;
-	uint64_t headroom;	   /* the tighter of system and cgroup */
+	uint64_t headroom; /* the tighter of system and cgroup */
+	bool has_forecast;
+	uint64_t forecast; /* headroom predicted --horizon ahead */
+	/* the thresholds in force (rescaled with the target's cgroup) */
+	uint64_t threshold_headroom, threshold_inactive;
 	uint64_t drops;		   /* ring buffer, since start */
 	uint64_t kswapd_wakes;	   /* since start */
 	uint64_t oom_kills;	   /* since start, whole system */

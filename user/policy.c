@@ -141,21 +141,25 @@ static int klass(const struct rc_entry *e)
 			return (a) < (b) ? -1 : 1; \
 	} while (0)
 
-int rc_entry_cmp(const struct rc_entry *a, const struct rc_entry *b,
-		 uint64_t generation, enum rc_score_policy policy)
+/* The order of rc_entry_cmp(), with the scores @sa and @sb given. */
+static int cmp_scored(const struct rc_entry *a, const struct rc_entry *b,
+		      double sa, double sb, enum rc_score_policy policy)
 {
-	double sa, sb;
-
 	CMP(tier(a), tier(b));
 	CMP(klass(a), klass(b));
 	if (policy == RC_POLICY_COST)
 		CMP(a->cost_ns == 0, b->cost_ns == 0);
-	sa = rc_score(a, generation, policy);
-	sb = rc_score(b, generation, policy);
 	CMP(sb, sa); /* higher score first */
 	CMP(a->last_use_ns, b->last_use_ns);
 	CMP(a->id, b->id);
 	return 0;
+}
+
+int rc_entry_cmp(const struct rc_entry *a, const struct rc_entry *b,
+		 uint64_t generation, enum rc_score_policy policy)
+{
+	return cmp_scored(a, b, rc_score(a, generation, policy),
+			  rc_score(b, generation, policy), policy);
 }
 
 bool rc_entry_eligible(const struct rc_entry *e, enum rc_phase phase)
@@ -169,7 +173,7 @@ bool rc_entry_eligible(const struct rc_entry *e, enum rc_phase phase)
 
 struct sort_ctx {
 	const struct rc_entry *ents;
-	uint64_t generation;
+	const double *score; /* of each entry, computed once, not per compare */
 	enum rc_score_policy policy;
 };
 
@@ -177,8 +181,8 @@ static int cmp_idx(const void *pa, const void *pb, void *arg)
 {
 	const struct sort_ctx *c = arg;
 	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
-	int r = rc_entry_cmp(&c->ents[a], &c->ents[b], c->generation,
-			     c->policy);
+	int r = cmp_scored(&c->ents[a], &c->ents[b], c->score[a], c->score[b],
+			   c->policy);
 
 	/* Identical entries (same id too): keep table order. */
 	return r ? r : (a < b ? -1 : a > b);
@@ -206,6 +210,7 @@ int rc_select(const struct rc_select_req *req, uint32_t *out, size_t out_max,
 {
 	size_t i, n = 0, cap = 2, picked = 0;
 	uint64_t *set = NULL, sum = 0;
+	double *score = NULL;
 	struct sort_ctx c;
 	uint32_t *idx;
 
@@ -219,9 +224,11 @@ int rc_select(const struct rc_select_req *req, uint32_t *out, size_t out_max,
 		cap *= 2;
 	idx = calloc(req->nr_entries, sizeof(*idx));
 	set = calloc(cap, sizeof(*set));
-	if (!idx || !set) {
+	score = calloc(req->nr_entries, sizeof(*score));
+	if (!idx || !set || !score) {
 		free(idx);
 		free(set);
+		free(score);
 		return -ENOMEM;
 	}
 	for (i = 0; i < req->nr_entries; i++) {
@@ -231,10 +238,11 @@ int rc_select(const struct rc_select_req *req, uint32_t *out, size_t out_max,
 			continue;
 		if (req->in_flight && req->in_flight(e->id, req->ctx))
 			continue;
+		score[i] = rc_score(e, req->generation, req->policy);
 		idx[n++] = (uint32_t)i;
 	}
 	c.ents = req->entries;
-	c.generation = req->generation;
+	c.score = score;
 	c.policy = req->policy;
 	qsort_r(idx, n, sizeof(*idx), cmp_idx, &c);
 	for (i = 0; i < n && sum < req->deficit && picked < out_max; i++) {
@@ -248,6 +256,7 @@ int rc_select(const struct rc_select_req *req, uint32_t *out, size_t out_max,
 	}
 	free(idx);
 	free(set);
+	free(score);
 	*covered = sum;
 	return (int)picked;
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <bpf/btf.h>
@@ -9,31 +10,57 @@
 #include "pressure.skel.h"
 #include "probes.h"
 
-struct prog_pair {
-	const char *tp;
-	const char *what;
-	int nargs; /* arguments of the tracepoint our handler expects */
+/*
+ * One form of a tracepoint's arguments and the two programs that read it.
+ * sig spells the arguments' kinds: 'p' a pointer, 'i' an integer.
+ */
+struct form {
+	const char *sig;
 	size_t btf_off, raw_off; /* offsets of the programs in skel->progs */
 };
 
-#define PAIR(tp, what, nargs, prog)                                      \
-	{                                                                \
-		tp, what, nargs,                                         \
-			offsetof(struct pressure_bpf, progs.prog##_btf), \
-			offsetof(struct pressure_bpf, progs.prog##_raw)  \
+struct tracepoint {
+	const char *tp;
+	const char *what;
+	struct form forms[MAX_FORMS];
+};
+
+#define FORM(sig, prog)                                                 \
+	{                                                               \
+		sig, offsetof(struct pressure_bpf, progs.prog##_btf),   \
+			offsetof(struct pressure_bpf, progs.prog##_raw) \
 	}
 
-static const struct prog_pair pairs[NR_PROBES] = {
-	PAIR("page_fault_user", "page faults", 3, fault),
-	PAIR("mm_vmscan_direct_reclaim_begin", "direct reclaim", 2,
-	     direct_begin),
-	PAIR("mm_vmscan_direct_reclaim_end", "direct reclaim", 1, direct_end),
-	PAIR("mm_vmscan_memcg_reclaim_begin", "memcg reclaim", 2, memcg_begin),
-	PAIR("mm_vmscan_memcg_reclaim_end", "memcg reclaim", 1, memcg_end),
-	PAIR("mm_vmscan_kswapd_wake", "kswapd", 3, kswapd_wake),
-	PAIR("mm_vmscan_kswapd_sleep", "kswapd", 1, kswapd_sleep),
-	PAIR("mark_victim", "OOM kills", 2, oom),
-	PAIR("rss_stat", "RSS", 2, rss),
+/* Newest form first; a kernel whose form is not listed leaves it off. */
+static const struct tracepoint tps[NR_PROBES] = {
+	{ "page_fault_user", "page faults", { FORM("ipi", fault) } },
+	{ "mm_vmscan_direct_reclaim_begin",
+	  "direct reclaim",
+	  { FORM("ii", direct_begin) } },
+	{ "mm_vmscan_direct_reclaim_end",
+	  "direct reclaim",
+	  { FORM("i", direct_end) } },
+	{ "mm_vmscan_memcg_reclaim_begin",
+	  "memcg reclaim",
+	  { FORM("ii", memcg_begin) } },
+	{ "mm_vmscan_memcg_reclaim_end",
+	  "memcg reclaim",
+	  { FORM("i", memcg_end) } },
+	{ "mm_vmscan_kswapd_wake", "kswapd", { FORM("iii", kswapd_wake) } },
+	{ "mm_vmscan_kswapd_sleep", "kswapd", { FORM("i", kswapd_sleep) } },
+	/* (task, uid) since v6.8, (pid) before */
+	{ "mark_victim", "OOM kills", { FORM("pi", oom), FORM("i", oom_pid) } },
+	/* (mm, member) since v6.2, (mm, member, count) since v5.5, (member,
+	 * count) in v5.5-rc1 only */
+	{ "rss_stat",
+	  "RSS",
+	  { FORM("pi", rss), FORM("pii", rss_count), FORM("ii", rss_nomm) } },
+	/* (preempt, prev, next, prev_state) since v5.18, no prev_state before:
+	 * the program reads next only */
+	{ "sched_switch",
+	  "fault attribution without a helper call",
+	  { FORM("ippi", sw), FORM("ipp", sw) } },
+	{ "sched_process_exec", "RSS after exec", { FORM("pip", exec) } },
 };
 
 static struct bpf_program *prog_at(struct pressure_bpf *skel, size_t off)
@@ -53,16 +80,34 @@ const char *probe_state_name(enum probe_state s)
 	}
 }
 
-/*
- * Arguments of the tracepoint per the kernel's BTF (btf_trace_<tp> is a
- * typedef of a pointer to a prototype whose first argument is the context),
- * or -ENOENT when the kernel has no such tracepoint.
- */
-static int tp_nargs(const struct btf *btf, const char *tp)
+/* 'p' for a pointer, 'i' for an integer or enum, '?' otherwise. */
+static char kind_of(const struct btf *btf, __u32 id)
 {
+	const struct btf_type *t = btf__type_by_id(btf, id);
+
+	while (t && (btf_is_typedef(t) || btf_is_mod(t)))
+		t = btf__type_by_id(btf, t->type);
+	if (!t)
+		return '?';
+	if (btf_is_ptr(t))
+		return 'p';
+	if (btf_is_int(t) || btf_is_enum(t) || btf_is_enum64(t))
+		return 'i';
+	return '?';
+}
+
+/*
+ * The kinds of the tracepoint's arguments per the kernel's BTF into @sig
+ * (btf_trace_<tp> is a typedef of a pointer to a prototype whose first
+ * argument is the context). Returns 0, or -ENOENT when the kernel has no
+ * such tracepoint.
+ */
+static int tp_sig(const struct btf *btf, const char *tp, char *sig, size_t len)
+{
+	const struct btf_param *p;
 	const struct btf_type *t;
 	char name[128];
-	int id;
+	int id, n;
 
 	snprintf(name, sizeof(name), "btf_trace_%s", tp);
 	id = btf__find_by_name_kind(btf, name, BTF_KIND_TYPEDEF);
@@ -71,52 +116,73 @@ static int tp_nargs(const struct btf *btf, const char *tp)
 	t = btf__type_by_id(btf, id);
 	t = t ? btf__type_by_id(btf, t->type) : NULL; /* pointer */
 	t = t ? btf__type_by_id(btf, t->type) : NULL; /* prototype */
-	if (!t || !btf_is_func_proto(t))
+	if (!t || !btf_is_func_proto(t) || btf_vlen(t) < 1)
 		return -EINVAL;
-	return btf_vlen(t) - 1;
+	p = btf_params(t);
+	n = btf_vlen(t) - 1;
+	if ((size_t)n >= len)
+		return -E2BIG;
+	for (int i = 0; i < n; i++)
+		sig[i] = kind_of(btf, p[i + 1].type);
+	sig[n] = 0;
+	return 0;
+}
+
+/* Index of the form matching @sig, or -1. */
+static int form_of(const struct tracepoint *tp, const char *sig)
+{
+	for (int f = 0; f < MAX_FORMS && tp->forms[f].sig; f++)
+		if (!strcmp(tp->forms[f].sig, sig))
+			return f;
+	return -1;
 }
 
 int probes_select(struct probes *ps, struct pressure_bpf *skel,
 		  enum probe_mode mode)
 {
 	struct btf *btf = btf__load_vmlinux_btf();
-	int err;
+	int err = 0;
 
 	if (!btf)
 		return -errno;
 	memset(ps, 0, sizeof(*ps));
-	for (int i = 0; i < NR_PROBES; i++) {
-		const struct prog_pair *pp = &pairs[i];
+	for (int i = 0; i < NR_PROBES && !err; i++) {
+		const struct tracepoint *tp = &tps[i];
 		struct probe *p = &ps->p[i];
-		int n = tp_nargs(btf, pp->tp);
+		char sig[sizeof(p->sig)];
+		int n = tp_sig(btf, tp->tp, sig, sizeof(sig));
 
-		p->tp = pp->tp;
-		p->what = pp->what;
-		p->nargs = n;
-		p->want_nargs = pp->nargs;
-		if (n == -ENOENT) {
+		p->tp = tp->tp;
+		p->what = tp->what;
+		p->form = n ? -1 : form_of(tp, sig);
+		snprintf(p->sig, sizeof(p->sig), "%s", n ? "?" : sig);
+		if (n == -ENOENT)
 			p->off_why = PROBE_MISSING;
-			p->state = PROBE_OFF;
-		} else if (n != pp->nargs) {
+		else if (p->form < 0)
 			p->off_why = PROBE_BAD_ARGS;
-			p->state = PROBE_OFF;
-		} else {
+		if (p->form >= 0)
 			p->state = mode == PROBE_RAW_TP ? PROBE_USE_RAW
 							: PROBE_USE_BTF;
-		}
-		err = bpf_program__set_autoload(prog_at(skel, pp->btf_off),
-						p->state == PROBE_USE_BTF);
-		if (!err)
+		/* off first: two forms may share one program */
+		for (int f = 0; f < MAX_FORMS && tp->forms[f].sig && !err;
+		     f++) {
 			err = bpf_program__set_autoload(
-				prog_at(skel, pp->raw_off),
-				p->state == PROBE_USE_RAW);
-		if (err) {
-			btf__free(btf);
-			return err;
+				prog_at(skel, tp->forms[f].btf_off), false);
+			if (!err)
+				err = bpf_program__set_autoload(
+					prog_at(skel, tp->forms[f].raw_off),
+					false);
 		}
+		if (p->form >= 0 && !err)
+			err = bpf_program__set_autoload(
+				prog_at(skel,
+					p->state == PROBE_USE_BTF
+						? tp->forms[p->form].btf_off
+						: tp->forms[p->form].raw_off),
+				true);
 	}
 	btf__free(btf);
-	return 0;
+	return err;
 }
 
 int probes_attach(struct probes *ps, struct pressure_bpf *skel)
@@ -131,8 +197,8 @@ int probes_attach(struct probes *ps, struct pressure_bpf *skel)
 		if (p->state == PROBE_OFF)
 			continue;
 		prog = prog_at(skel, p->state == PROBE_USE_BTF
-					     ? pairs[i].btf_off
-					     : pairs[i].raw_off);
+					     ? tps[i].forms[p->form].btf_off
+					     : tps[i].forms[p->form].raw_off);
 		link = bpf_program__attach(prog);
 		if (!link) {
 			p->off_why = PROBE_ATTACH_FAILED;

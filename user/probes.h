@@ -23,7 +23,7 @@ enum probe_state {
 enum probe_off {
 	PROBE_OK = 0,
 	PROBE_MISSING,	     /* the kernel has no such tracepoint */
-	PROBE_BAD_ARGS,	     /* nargs arguments, want_nargs expected */
+	PROBE_BAD_ARGS,	     /* arguments (sig) of no form we know */
 	PROBE_ATTACH_FAILED, /* attaching attach_mode failed with err */
 };
 
@@ -31,24 +31,28 @@ struct probe {
 	const char *tp;	  /* tracepoint name */
 	const char *what; /* what it tells, for the warning */
 	enum probe_state state;
+	int form; /* which of the tracepoint's argument forms, -1: none */
 	struct bpf_link *link; /* NULL when not attached */
 	enum probe_off off_why;
-	int nargs, want_nargs;
-	int err; /* errno of a failed attach */
+	char sig[8]; /* the kernel's argument kinds: 'p'ointer, 'i'nteger */
+	int err;     /* errno of a failed attach */
 	const char *attach_mode;
 };
 
-#define NR_PROBES 9
+#define NR_PROBES 11
+#define MAX_FORMS 3 /* argument forms of one tracepoint across kernels */
 
 struct probes {
 	struct probe p[NR_PROBES];
 };
 
 /*
- * Before load: pick tp_btf or raw_tp for each tracepoint and disable the
- * other program. A tracepoint missing from the kernel is left off, its
- * off_why set (out_probe_warnings() tells the user). Returns 0, or -errno
- * when the kernel's BTF cannot be read.
+ * Before load: pick, for each tracepoint, the programs that read the
+ * kernel's form of its arguments (per its BTF), tp_btf or raw_tp, and
+ * disable the others. A tracepoint missing from the kernel, or of a form
+ * this version does not know, is left off, its off_why set
+ * (out_probe_warnings() tells the user). Returns 0, or -errno when the
+ * kernel's BTF cannot be read.
  */
 int probes_select(struct probes *ps, struct pressure_bpf *skel,
 		  enum probe_mode mode);

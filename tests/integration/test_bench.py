@@ -7,9 +7,10 @@ import os
 import subprocess
 import sys
 import tempfile
+import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rctest import OUTPUT, ROOT, main, test  # noqa: E402
+from rctest import OUTPUT, ROOT, Skip, main, test  # noqa: E402
 
 SECTIONS = ("overhead", "footprint", "reaction", "outcomes", "eviction")
 _res = {}
@@ -30,10 +31,17 @@ def run_quick():
         res = json.load(f)
     with open(os.path.join(d, "BENCHMARKS.md")) as f:
         md = f.read()
+    pics = {}
+    for name in os.listdir(d):
+        if name.endswith(".svg"):
+            with open(os.path.join(d, name)) as f:
+                pics[name] = f.read()
+            os.unlink(os.path.join(d, name))
     for name in ("results.json", "BENCHMARKS.md"):
         os.unlink(os.path.join(d, name))
     os.rmdir(d)
     _res["res"] = (res, md)
+    _res["pics"] = pics
     return _res["res"]
 
 
@@ -90,6 +98,41 @@ def quick_run_writes_a_table():
         for row in ("ramcache-bpf", "PSI-trigger-driven eviction",
                     "ComfyUI-style local eviction", "classic cache"):
             assert row in md, row
+
+
+@test
+def quick_run_draws_the_pictures():
+    """The ramp of one reaction trial and the outcome runs, as SVG beside
+    BENCHMARKS.md and shown in it, drawn from this run's figures."""
+    if os.geteuid() != 0:
+        raise Skip("needs root: the ramp and the outcomes are not run")
+    res, md = run_quick()
+    pics = _res["pics"]
+    assert sorted(pics) == ["BENCHMARKS-outcomes.svg",
+                            "BENCHMARKS-ramp.svg"], sorted(pics)
+    assert sorted(res["pictures"]) == sorted(pics)
+    for name in pics:
+        assert f"]({name})" in md, name
+    svgns = "{http://www.w3.org/2000/svg}"
+    ramp = ET.fromstring(pics["BENCHMARKS-ramp.svg"])
+    marks = [g for g in ramp.iter(svgns + "g")
+             if "mark" in (g.get("class") or "").split()]
+    kinds = {(g.get("class") or "").split()[1] for g in marks}
+    r = res["reaction"]["ramp"]
+    want = {k[2:] for k in ("t_reclaim", "t_evict", "t_oom")
+            if r.get(k) is not None}
+    assert want <= kinds, (want, kinds)
+    rss = [e for e in r["events"] if e["type"] == "rss"]
+    assert rss and any("rss" in (g.get("class") or "")
+                       for g in ramp.iter(svgns + "g"))
+    oc = ET.fromstring(pics["BENCHMARKS-outcomes.svg"])
+    panels = [g.get("data-name") for g in oc.iter(svgns + "g")
+              if "panel" in (g.get("class") or "").split()]
+    runs = [x for x in res["outcomes"]["runs"] if x["round"] == 0]
+    assert len(panels) == len(runs), panels
+    ooms = [x for x in oc.iter(svgns + "line")
+            if "oom" in (x.get("class") or "").split()]
+    assert len(ooms) == sum(len(x["trace"]["oom"]) for x in runs)
 
 
 @test

@@ -3,6 +3,10 @@
  * The BPF handlers on synthetic arguments: each raw_tp program is run with
  * bpf_prog_test_run_opts(), no real kernel event needed. Needs root.
  */
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -48,7 +52,15 @@ static bool setup(struct fixture *f, uint64_t burst)
 	o.burst_faults = burst;
 	o.burst_window_ns = 60ULL * 1000000000ULL;
 	o.rss_step = 1;
-	if (!ASSERT_OK(bpfstate_load(&f->b, &o), "load"))
+	if (!ASSERT_OK(bpfstate_open(&f->b, &o), "open"))
+		return false;
+	/* every kernel's argument forms, whichever this kernel has */
+	bpf_program__set_autoload(f->b.skel->progs.rss_raw, true);
+	bpf_program__set_autoload(f->b.skel->progs.rss_count_raw, true);
+	bpf_program__set_autoload(f->b.skel->progs.rss_nomm_raw, true);
+	bpf_program__set_autoload(f->b.skel->progs.oom_raw, true);
+	bpf_program__set_autoload(f->b.skel->progs.oom_pid_raw, true);
+	if (!ASSERT_OK(bpfstate_load_opened(&f->b), "load"))
 		return false;
 	if (!ASSERT_OK(bpfstate_track(&f->b, getpid()), "track"))
 		return false;
@@ -112,23 +124,142 @@ cleanup:
 	teardown(&f);
 }
 
+/* The mm the BPF side learnt for this process. */
+static __u64 my_mm(struct fixture *f)
+{
+	for (int i = 0; i < RC_MAX_TARGETS; i++)
+		if (f->b.skel->bss->targets[i].tgid == (__u32)getpid())
+			return f->b.skel->bss->targets[i].mm;
+	return 0;
+}
+
+/*
+ * What the sched_switch program would note on every CPU: this process's mm
+ * runs there. The fault program then takes its fast path.
+ */
+static void switched_in(struct fixture *f, __u64 mm)
+{
+	for (int i = 0; i < RC_MAX_CPUS; i++) {
+		f->b.skel->bss->cpus[i].mm = mm;
+		f->b.skel->bss->cpus[i].gen = RC_GEN_STALE;
+	}
+}
+
+/* A child that only sleeps: a live process with memory of its own. */
+static pid_t sleeper(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		pause();
+		_exit(0);
+	}
+	return pid;
+}
+
+static void reap(pid_t pid)
+{
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+}
+
+TEST(fast_path_counts_per_cpu_and_hands_over_at_a_switch)
+{
+	__u64 args[3] = { 0 }, sw[4] = { 0, 0, 0, 0 }, n = 0;
+	struct track_totals t;
+	struct fixture f;
+
+	/* 128 faults per burst: added to the counters every 64 */
+	if (!setup(&f, 128))
+		goto cleanup;
+	switched_in(&f, my_mm(&f));
+	for (int i = 0; i < 200; i++)
+		ASSERT_OK(run(f.b.skel->progs.fault_raw, args, 3), "run");
+	ASSERT_OK(bpfstate_totals(&f.b, getpid(), &t), "totals");
+	ASSERT_EQ(t.faults, 192, "three batches of 64 reached the counters");
+	ring_buffer__consume(f.rb);
+	ASSERT_EQ(f.seen.n, 1, "one burst");
+	ASSERT_EQ(((struct rc_fault_burst *)f.seen.last)->faults, 128,
+		  "at 128");
+	ASSERT_EQ(((struct rc_event_hdr *)f.seen.last)->tgid, getpid(), "tgid");
+	/* switching to another task (a kernel thread: no mm) hands the
+	 * last 8 over */
+	ASSERT_OK(run(f.b.skel->progs.sw_raw, sw, 4), "switch");
+	ASSERT_OK(bpfstate_totals(&f.b, getpid(), &t), "totals");
+	ASSERT_EQ(t.faults, 200, "all counted after the switch");
+	/* untracked: the CPUs learn it without a switch */
+	switched_in(&f, my_mm(&f));
+	ASSERT_OK(bpfstate_untrack(&f.b, getpid()), "untrack");
+	for (int i = 0; i < 70; i++)
+		ASSERT_OK(run(f.b.skel->progs.fault_raw, args, 3), "run");
+	for (int i = 0; i < RC_MAX_CPUS; i++)
+		n += f.b.skel->bss->cpus[i].pending;
+	ASSERT_EQ(n, 0, "nothing counted for an untracked process");
+cleanup:
+	teardown(&f);
+}
+
 TEST(fault_of_untracked_tgid_is_ignored)
 {
-	struct fixture f;
+	pid_t other = sleeper();
 	struct track_totals t;
+	struct fixture f;
 	__u64 args[3] = { 0 };
 
 	if (!setup(&f, 1))
 		goto cleanup;
 	ASSERT_OK(bpfstate_untrack(&f.b, getpid()), "untrack");
-	ASSERT_OK(bpfstate_track(&f.b, 1), "track init");
+	ASSERT_OK(bpfstate_track(&f.b, other), "track another");
 	ASSERT_OK(run(f.b.skel->progs.fault_raw, args, 3), "run");
-	ASSERT_OK(bpfstate_totals(&f.b, 1, &t), "totals");
-	ASSERT_EQ(t.faults, 0, "faults of pid 1");
+	ASSERT_OK(bpfstate_totals(&f.b, other, &t), "totals");
+	ASSERT_EQ(t.faults, 0, "faults of the other process");
+	ASSERT_EQ(bpfstate_totals(&f.b, getpid(), &t), -ENOENT, "untracked");
 	ring_buffer__consume(f.rb);
 	ASSERT_EQ(f.seen.n, 0, "no event");
 cleanup:
 	teardown(&f);
+	reap(other);
+}
+
+TEST(many_targets_each_counted_in_its_own_slot)
+{
+	pid_t others[RC_MAX_TARGETS - 1];
+	struct track_totals t;
+	struct fixture f;
+	__u64 args[3] = { 0 };
+	int n = 0;
+
+	if (!setup(&f, 1000))
+		goto cleanup;
+	/* the index holds the whole table, with this process in it */
+	for (; n < RC_MAX_TARGETS - 1; n++) {
+		others[n] = sleeper();
+		if (!ASSERT_OK(bpfstate_track(&f.b, others[n]), "track"))
+			break;
+	}
+	ASSERT_EQ(bpfstate_track(&f.b, getppid()), -ENOSPC, "table full");
+	ASSERT_EQ(bpfstate_stat(&f.b, RC_STAT_MM_INDEX_FULL), 0, "all filed");
+	for (int i = 0; i < 7; i++)
+		ASSERT_OK(run(f.b.skel->progs.fault_raw, args, 3), "run");
+	ASSERT_OK(bpfstate_totals(&f.b, getpid(), &t), "totals");
+	ASSERT_EQ(t.faults, 7, "this process's faults");
+	ASSERT_OK(bpfstate_totals(&f.b, others[5], &t), "totals");
+	ASSERT_EQ(t.faults, 0, "not another's");
+	/* a freed slot is reused, and the untracked process is not counted */
+	ASSERT_OK(bpfstate_untrack(&f.b, getpid()), "untrack");
+	ASSERT_OK(run(f.b.skel->progs.fault_raw, args, 3), "run");
+	ASSERT_OK(bpfstate_totals(&f.b, others[5], &t), "totals");
+	ASSERT_EQ(t.faults, 0, "still not another's");
+	ASSERT_OK(bpfstate_track(&f.b, getpid()), "track again");
+	ASSERT_OK(run(f.b.skel->progs.fault_raw, args, 3), "run");
+	ASSERT_OK(bpfstate_totals(&f.b, getpid(), &t), "totals");
+	ASSERT_EQ(t.faults, 1, "counters restarted");
+cleanup:
+	teardown(&f);
+	for (int i = 0; i < n && i < RC_MAX_TARGETS - 1; i++)
+		reap(others[i]);
 }
 
 TEST(direct_reclaim_pair_makes_event_hist_and_totals)
@@ -186,6 +317,168 @@ TEST(kswapd_wake_and_sleep)
 	ASSERT_EQ(f.seen.n, 2, "second event");
 	ASSERT_EQ(e->awake, 0, "asleep");
 	ASSERT_EQ(bpfstate_stat(&f.b, RC_STAT_KSWAPD_WAKES), 1, "wakes");
+cleanup:
+	teardown(&f);
+}
+
+/* v6.2+: rss_stat(mm, member); the counters are read from the mm. */
+TEST(rss_of_mm_member_form_reads_the_counters)
+{
+	struct fixture f;
+	struct rc_rss *e;
+	char *p = NULL;
+	__u64 args[2];
+
+	if (!setup(&f, 1000))
+		goto cleanup;
+	args[0] = my_mm(&f);
+	args[1] = 1; /* MM_ANONPAGES */
+	ASSERT_NEQ(args[0], 0, "mm learnt");
+	p = mmap(NULL, 8 << 20, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	ASSERT_OK(run(f.b.skel->progs.rss_raw, args, 2), "run");
+	ring_buffer__consume(f.rb);
+	ASSERT_EQ(f.seen.n, 1, "first change is reported");
+	e = (struct rc_rss *)f.seen.last;
+	ASSERT_EQ(e->hdr.type, RC_EV_RSS, "type");
+	ASSERT_EQ(e->hdr.tgid, getpid(), "tgid");
+	ASSERT_GE(e->anon, 8 << 20, "anon covers the populated map");
+	ASSERT_EQ(e->total, e->anon + e->file + e->shmem, "total");
+	/* nothing changed by a step: no second event */
+	ASSERT_OK(run(f.b.skel->progs.rss_raw, args, 2), "run");
+	ring_buffer__consume(f.rb);
+	ASSERT_EQ(f.seen.n, 1, "no news");
+	/* another mm: not ours */
+	args[0] ^= 0x40000;
+	ASSERT_OK(run(f.b.skel->progs.rss_raw, args, 2), "run");
+	ring_buffer__consume(f.rb);
+	ASSERT_EQ(f.seen.n, 1, "another mm ignored");
+cleanup:
+	if (p)
+		munmap(p, 8 << 20);
+	teardown(&f);
+}
+
+/* v5.5-v6.1: rss_stat(mm, member, count); count is the counter's pages. */
+TEST(rss_of_mm_member_count_form_uses_the_count)
+{
+	struct fixture f;
+	struct rc_rss *e;
+	__u64 args[3];
+
+	if (!setup(&f, 1000))
+		goto cleanup;
+	args[0] = my_mm(&f);
+	args[1] = 3; /* MM_SHMEMPAGES */
+	args[2] = 100000;
+	ASSERT_OK(run(f.b.skel->progs.rss_count_raw, args, 3), "run");
+	ring_buffer__consume(f.rb);
+	ASSERT_EQ(f.seen.n, 1, "event");
+	e = (struct rc_rss *)f.seen.last;
+	ASSERT_EQ(e->hdr.tgid, getpid(), "tgid");
+	ASSERT_EQ(e->shmem, 100000ULL * getpagesize(), "shmem is the count");
+	ASSERT_GE(e->anon, 1, "anon read from the mm");
+	/* a change smaller than the step (1 page here) is not news */
+	f.b.skel->bss->targets[0].pages[3] = 100000;
+	args[2] = 100000;
+	ASSERT_OK(run(f.b.skel->progs.rss_count_raw, args, 3), "run");
+	ring_buffer__consume(f.rb);
+	ASSERT_EQ(f.seen.n, 1, "same count: no event");
+	args[2] = 100001;
+	ASSERT_OK(run(f.b.skel->progs.rss_count_raw, args, 3), "run");
+	ring_buffer__consume(f.rb);
+	ASSERT_EQ(f.seen.n, 2, "count moved by the step: event");
+	args[0] ^= 0x40000;
+	args[2] = 5;
+	ASSERT_OK(run(f.b.skel->progs.rss_count_raw, args, 3), "run");
+	ring_buffer__consume(f.rb);
+	ASSERT_EQ(f.seen.n, 2, "another mm ignored");
+cleanup:
+	teardown(&f);
+}
+
+/* v5.5-rc1: rss_stat(member, count), of the current task's own mm. */
+TEST(rss_of_member_count_form_is_the_current_mm)
+{
+	struct fixture f;
+	__u64 args[2] = { 1, 4242 };
+
+	if (!setup(&f, 1000))
+		goto cleanup;
+	ASSERT_OK(run(f.b.skel->progs.rss_nomm_raw, args, 2), "run");
+	ring_buffer__consume(f.rb);
+	ASSERT_EQ(f.seen.n, 1, "event");
+	ASSERT_EQ(((struct rc_rss *)f.seen.last)->hdr.tgid, getpid(), "tgid");
+	ASSERT_EQ(((struct rc_rss *)f.seen.last)->anon, 4242ULL * getpagesize(),
+		  "anon is the count");
+	ASSERT_OK(bpfstate_untrack(&f.b, getpid()), "untrack");
+	args[1] = 9999;
+	ASSERT_OK(run(f.b.skel->progs.rss_nomm_raw, args, 2), "run");
+	ring_buffer__consume(f.rb);
+	ASSERT_EQ(f.seen.n, 1, "untracked: no event");
+cleanup:
+	teardown(&f);
+}
+
+/* exec brings a new mm: the exec program files it for the same slot. */
+TEST(exec_files_the_new_mm)
+{
+	struct fixture f;
+	__u64 args[3] = { 0 }, old;
+
+	/* an odd burst size: every fault reaches the counters at once */
+	if (!setup(&f, 1001))
+		goto cleanup;
+	old = my_mm(&f);
+	/* pretend the old image was another mm, as after an exec */
+	ASSERT_OK(bpfstate_untrack(&f.b, getpid()), "untrack");
+	f.b.skel->bss->targets[0].tgid = getpid();
+	f.b.skel->bss->targets[0].mm = 0;
+	f.b.slots[0] = getpid();
+	ASSERT_OK(run(f.b.skel->progs.fault_raw, args, 3), "run");
+	ASSERT_EQ(f.b.skel->bss->targets[0].mm, 0, "not filed yet");
+	ASSERT_OK(run(f.b.skel->progs.exec_raw, args, 3), "exec");
+	ASSERT_EQ(f.b.skel->bss->targets[0].mm, old, "filed on exec");
+	ASSERT_OK(run(f.b.skel->progs.fault_raw, args, 3), "run");
+	ASSERT_OK(run(f.b.skel->progs.fault_raw, args, 3), "run");
+	{
+		struct track_totals t;
+
+		ASSERT_OK(bpfstate_totals(&f.b, getpid(), &t), "totals");
+		ASSERT_EQ(t.faults, 2, "faults after the exec");
+	}
+cleanup:
+	teardown(&f);
+}
+
+/* Before v6.8 mark_victim(pid): the OOM killer runs in its victim. */
+TEST(oom_victim_pid_form_reads_the_current_task)
+{
+	struct fixture f;
+	struct rc_oom_kill *e;
+	__u64 args[1] = { getpid() };
+
+	if (!setup(&f, 1000))
+		goto cleanup;
+	ASSERT_OK(run(f.b.skel->progs.oom_pid_raw, args, 1), "run");
+	ring_buffer__consume(f.rb);
+	ASSERT_EQ(f.seen.n, 1, "event");
+	e = (struct rc_oom_kill *)f.seen.last;
+	ASSERT_EQ(e->hdr.type, RC_EV_OOM_KILL, "type");
+	ASSERT_EQ(e->victim_pid, getpid(), "pid");
+	ASSERT_EQ(e->victim_uid, getuid(), "uid");
+	ASSERT_TRUE(!strncmp(e->comm, "test_bpf", 8), "comm");
+	ASSERT_GE(e->anon_rss, 1, "rss read");
+	/* another victim: only its pid is known here */
+	args[0] = getppid();
+	ASSERT_OK(run(f.b.skel->progs.oom_pid_raw, args, 1), "run");
+	ring_buffer__consume(f.rb);
+	ASSERT_EQ(f.seen.n, 2, "event");
+	ASSERT_EQ(e->victim_pid, getppid(), "pid");
+	ASSERT_EQ(e->victim_uid, RC_UID_UNKNOWN, "uid unknown");
+	ASSERT_EQ(e->comm[0], 0, "comm unknown");
+	ASSERT_EQ(e->anon_rss, 0, "rss unknown");
+	ASSERT_EQ(bpfstate_stat(&f.b, RC_STAT_OOM_KILLS), 2, "stat");
 cleanup:
 	teardown(&f);
 }

@@ -112,4 +112,69 @@ TEST(evaluate_posts_what_the_planner_decides)
 	rig_down(&r);
 }
 
+/*
+ * A table bigger than EVICT_MAX_SCORED is read and scored a window at a
+ * time: evaluation k looks at slots [k * W, (k + 1) * W) and wraps round.
+ */
+TEST(big_table_is_read_a_window_per_evaluation)
+{
+	struct evict_cfg cfg = { .policy = RC_POLICY_RAM,
+				 .ack_timeout_ns = 5000000000ULL,
+				 .dry_run = true };
+	const uint32_t nr = EVICT_MAX_SCORED * 2 + 100;
+	struct rc_thresholds thr = { .headroom_min = 1ULL << 40,
+				     .inactive_min = 1ULL << 41 };
+	uint32_t starts[4];
+	struct ctl_target tgt;
+	struct ramcache *rc;
+	struct metrics m;
+	struct evictor ev;
+	struct out out = { 0 };
+	char path[128], *log = NULL;
+	size_t log_len = 0;
+
+	snprintf(path, sizeof(path), "/dev/shm/ramcache-test-window-%d",
+		 getpid());
+	if (!ASSERT_OK(ramcache_create(&rc, path, nr, 8), "create"))
+		return;
+	for (uint32_t i = 1; i <= nr; i++) {
+		struct ramcache_entry_info e = { .id = i,
+						 .bytes = MiB,
+						 .label = "e" };
+
+		if (!ASSERT_OK(ramcache_publish(rc, &e), "publish"))
+			goto out;
+	}
+	ramcache_heartbeat(rc);
+	out.f = open_memstream(&log, &log_len);
+	out.json = true;
+	metrics_init(&m);
+	cfg.control = path;
+	tgt.pid = tgt.ns_pid = getpid();
+	tgt.uid = tgt.ns_uid = getuid();
+	if (!ASSERT_OK(evictor_init(&ev, &cfg, &out, &m, &tgt, &thr),
+		       "evictor_init"))
+		goto out_m;
+	evictor_tick(&ev, ramcache_now_ns());
+	if (!ASSERT_TRUE(ev.open, "attached"))
+		goto out_ev;
+	for (int k = 0; k < 4; k++) {
+		starts[k] = ev.win_start;
+		evictor_evaluate(&ev, ramcache_now_ns(), 0, NULL, 0);
+	}
+	ASSERT_EQ(starts[0], 0, "first window");
+	ASSERT_EQ(starts[1], EVICT_MAX_SCORED, "second window");
+	ASSERT_EQ(starts[2], 2 * EVICT_MAX_SCORED, "third window (100 slots)");
+	ASSERT_EQ(starts[3], 0, "wrapped round");
+	ASSERT_EQ(ev.win_start, EVICT_MAX_SCORED, "moving on");
+out_ev:
+	evictor_finish(&ev, ramcache_now_ns());
+out_m:
+	metrics_destroy(&m);
+	fclose(out.f);
+	free(log);
+out:
+	ramcache_destroy(rc, true);
+}
+
 TEST_MAIN()

@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * fpbench: what the agent's fault-path programs cost per run, by the
+ * kernel's BPF run-time stats, with N processes tracked at once.
+ *
+ *   fpbench [--tracked N] [--self] [--empty OBJ] [--size SIZE] [--rounds R]
+ *
+ * Loads the agent's BPF programs (as the agent does: probes chosen from
+ * BTF, tp_btf where it can), starts N sleeping processes and tracks them
+ * (N-1 and the worker with --self), then a worker faults SIZE of fresh
+ * anonymous memory R times (THP off). With --empty OBJ it loads that
+ * object's do-nothing programs instead: the floor of the measurement.
+ * Prints one JSON line: the worker's faults and CPU time, and each
+ * program's run time and run count over the worker's run (run counts
+ * include every other process's faults meanwhile).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "bpfstate.h"
+#include "pressure.skel.h"
+
+#define MAX_PROGS 64
+
+struct progstat {
+	const char *name;
+	int fd;
+	__u64 ns, cnt;
+};
+
+static int nprogs;
+static struct progstat progs[MAX_PROGS];
+
+static void add_prog(struct bpf_program *p)
+{
+	if (nprogs < MAX_PROGS && bpf_program__fd(p) >= 0) {
+		progs[nprogs].name = bpf_program__name(p);
+		progs[nprogs++].fd = bpf_program__fd(p);
+	}
+}
+
+static void snap(int sign)
+{
+	for (int i = 0; i < nprogs; i++) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+
+		if (bpf_obj_get_info_by_fd(progs[i].fd, &info, &len))
+			continue;
+		progs[i].ns += sign * info.run_time_ns;
+		progs[i].cnt += sign * info.run_cnt;
+	}
+}
+
+static unsigned long parse_size(const char *s)
+{
+	char *end;
+	unsigned long v = strtoul(s, &end, 10);
+
+	if (*end == 'G' || *end == 'g')
+		v <<= 30;
+	else if (*end == 'M' || *end == 'm')
+		v <<= 20;
+	else if (*end == 'K' || *end == 'k')
+		v <<= 10;
+	return v;
+}
+
+static pid_t sleeper(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		pause();
+		_exit(0);
+	}
+	return pid;
+}
+
+/* Fault @size @rounds times once a byte arrives on @go; CPU s to @out. */
+static void worker(int go, int out, unsigned long size, unsigned long rounds)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct rusage ru0, ru1;
+	volatile char sink = 0;
+	char c;
+	double cpu;
+
+	if (read(go, &c, 1) != 1)
+		_exit(1);
+	getrusage(RUSAGE_SELF, &ru0);
+	for (unsigned long r = 0; r < rounds; r++) {
+		char *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED)
+			_exit(1);
+		madvise(p, size, MADV_NOHUGEPAGE);
+		for (unsigned long off = 0; off < size; off += page)
+			p[off] = 1;
+		sink ^= p[0];
+		munmap(p, size);
+	}
+	getrusage(RUSAGE_SELF, &ru1);
+	cpu = ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec +
+	      (ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e6 +
+	      ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec +
+	      (ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
+	if (write(out, &cpu, sizeof(cpu)) != sizeof(cpu))
+		_exit(1);
+	_exit(sink == 42);
+}
+
+int main(int argc, char **argv)
+{
+	unsigned long size = 16UL << 20, rounds = 20, pages;
+	pid_t kids[RC_MAX_TARGETS], wpid = 0;
+	int tracked = 1, self = 0, nkids = 0, go[2], res[2];
+	int stats_fd = -1, err = 1;
+	const char *empty = NULL;
+	struct bpf_object *obj = NULL;
+	struct bpf_program *prog;
+	struct bpfstate b = {};
+	struct opts o = {};
+	double cpu = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--self"))
+			self = 1;
+		else if (!strcmp(argv[i], "--tracked") && i + 1 < argc)
+			tracked = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--empty") && i + 1 < argc)
+			empty = argv[++i];
+		else if (!strcmp(argv[i], "--size") && i + 1 < argc)
+			size = parse_size(argv[++i]);
+		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+			rounds = strtoul(argv[++i], NULL, 10);
+		else {
+			fprintf(stderr, "usage: fpbench [--tracked N] [--self] "
+					"[--empty OBJ] [--size SIZE] "
+					"[--rounds R]\n");
+			return 2;
+		}
+	}
+	if (tracked < 0 || tracked > RC_MAX_TARGETS || (self && !tracked) ||
+	    !size || !rounds) {
+		fprintf(stderr,
+			"fpbench: --tracked 0..%d (at least 1 with "
+			"--self), size and rounds above 0\n",
+			RC_MAX_TARGETS);
+		return 2;
+	}
+	if (pipe(go) || pipe(res)) {
+		perror("fpbench: pipe");
+		return 1;
+	}
+	wpid = fork();
+	if (wpid == 0) {
+		close(go[1]);
+		close(res[0]);
+		worker(go[0], res[1], size, rounds);
+	}
+	close(go[0]);
+	close(res[1]);
+
+	if (empty) {
+		obj = bpf_object__open_file(empty, NULL);
+		if (!obj || bpf_object__load(obj)) {
+			fprintf(stderr, "fpbench: failed to load %s\n", empty);
+			goto out;
+		}
+		bpf_object__for_each_program(prog, obj)
+		{
+			if (!bpf_program__attach(prog)) {
+				fprintf(stderr,
+					"fpbench: failed to attach %s\n",
+					bpf_program__name(prog));
+				goto out;
+			}
+			add_prog(prog);
+		}
+	} else {
+		o.pid = 1; /* any: filter by the tracked set */
+		o.probe_mode = PROBE_AUTO;
+		o.burst_faults = 2048;
+		o.burst_window_ns = 100000000;
+		o.rss_step = 4 << 20;
+		if (bpfstate_load(&b, &o) || bpfstate_attach(&b) <= 0) {
+			fprintf(stderr, "fpbench: failed to load the agent's "
+					"programs\n");
+			goto out;
+		}
+		for (int i = 0; i < tracked - self; i++) {
+			kids[nkids] = sleeper();
+			if (bpfstate_track(&b, kids[nkids++])) {
+				fprintf(stderr, "fpbench: failed to track\n");
+				goto out;
+			}
+		}
+		if (self && bpfstate_track(&b, wpid)) {
+			fprintf(stderr, "fpbench: failed to track the "
+					"worker\n");
+			goto out;
+		}
+		bpf_object__for_each_program(prog, b.skel->obj) add_prog(prog);
+	}
+	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	if (stats_fd < 0) {
+		fprintf(stderr, "fpbench: failed to enable BPF stats: %s\n",
+			strerror(errno));
+		goto out;
+	}
+	snap(-1);
+	if (write(go[1], "x", 1) != 1 ||
+	    read(res[0], &cpu, sizeof(cpu)) != sizeof(cpu)) {
+		fprintf(stderr, "fpbench: the worker failed\n");
+		goto out;
+	}
+	snap(1);
+	pages = rounds *
+		((size + sysconf(_SC_PAGESIZE) - 1) / sysconf(_SC_PAGESIZE));
+	printf("{\"tracked\":%d,\"self\":%s,\"empty\":%s,\"pages\":%lu,"
+	       "\"cpu_s\":%.6f,\"progs\":{",
+	       tracked, self ? "true" : "false", empty ? "true" : "false",
+	       pages, cpu);
+	for (int i = 0, n = 0; i < nprogs; i++) {
+		if (!progs[i].cnt)
+			continue;
+		printf("%s\"%s\":{\"run_time_ns\":%llu,\"runs\":%llu}",
+		       n++ ? "," : "", progs[i].name,
+		       (unsigned long long)progs[i].ns,
+		       (unsigned long long)progs[i].cnt);
+	}
+	printf("}}\n");
+	err = 0;
+out:
+	if (stats_fd >= 0)
+		close(stats_fd);
+	if (wpid > 0) {
+		kill(wpid, SIGKILL);
+		waitpid(wpid, NULL, 0);
+	}
+	for (int i = 0; i < nkids; i++) {
+		kill(kids[i], SIGKILL);
+		waitpid(kids[i], NULL, 0);
+	}
+	if (b.skel)
+		bpfstate_destroy(&b);
+	bpf_object__close(obj);
+	return err;
+}

@@ -1,0 +1,178 @@
+"""Pictures of BENCHMARKS.md, drawn by the report's code (report/rcviz)
+from bench/results.json: the reaction ramp (one trial) and the outcome runs.
+
+  bench/pictures.py [results.json] [--out DIR]
+
+bench/run.py calls render() after a run; run alone, it redraws the
+pictures from a results.json. Stdlib only.
+"""
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "report"))
+from rcviz import svg as S  # noqa: E402
+from rcviz import timeline as T  # noqa: E402
+from rcviz.chart import Chart, Mark  # noqa: E402
+from rcviz.record import STATUS_GROUP, build  # noqa: E402
+
+RAMP = "BENCHMARKS-ramp.svg"
+OUTCOMES = "BENCHMARKS-outcomes.svg"
+POLICY_NAME = {"unconstrained": "classic cache, no limit (8 GiB memcg)",
+               "none": "classic cache (--policy none)",
+               "local": "local check after each node (--policy local)",
+               "psi": "PSI trigger (--policy psi)",
+               "agent": "ramcache-bpf (--policy agent)"}
+
+
+def _rel(t_ns, t0_ns):
+    return None if t_ns is None else (t_ns - t0_ns) / 1e9
+
+
+def ramp_svg(ramp):
+    """One reaction trial: the classic cache's RSS climbing to the limit,
+    and when each mechanism noticed."""
+    t0 = ramp["t_start"]
+    tl = build(ramp["events"], t0_ns=t0)
+    tl.duration = max(tl.duration, _rel(ramp["t_end"], t0) or 0)
+    tl.memcg_limit = [(0.0, ramp["limit"]), (tl.duration, ramp["limit"])]
+    tl.mem_available = []
+    for e in ramp["events"]:
+        if e.get("pid") in tl.rss and e.get("comm"):
+            tl.comms[e["pid"]] = e["comm"]
+    t_rec = ramp.get("t_reclaim")
+
+    def ms_after(t):
+        if t_rec is None or t is None:
+            return ""
+        return f" ({(t - t_rec) / 1e6:+.0f} ms)"
+
+    marks = []
+    for key, label, color in (
+            ("t_reclaim", "first reclaim stall", "#7570b3"),
+            ("t_evict", "ramcache-bpf: first command", "#2e8b3a"),
+            ("t_psi", "PSI trigger fired", "#e08a00"),
+            ("t_oom", "OOM kill", T.OOM_COLOR)):
+        t = ramp.get(key)
+        if t is None or t > ramp["t_end"] + 10 ** 9:
+            continue
+        lab = label + ("" if key == "t_reclaim" else ms_after(t))
+        marks.append(Mark(_rel(t, t0), lab, key[2:], color,
+                          f"{label} at {_rel(t, t0):.3f} s{ms_after(t)}"))
+    c = Chart(tl.duration, width=1000, title="Reaction ramp: the classic "
+              "cache in a {} cgroup without swap (one trial)".format(
+                  S.fmt_bytes(ramp["limit"])),
+              t_label="time since the executor started (s)")
+    c.marks(marks)
+    T.memory_panel(c, tl)
+    T.eviction_panel(c, tl)
+    T.stall_panel(c, tl)
+    return c.finish()
+
+
+def outcomes_svg(runs, limit, title):
+    """One panel per policy: RSS of the demo against the limit, OOM kills,
+    evictions; one round."""
+    t_end = max((r["trace"]["t_end"] for r in runs), default=1.0)
+    c = Chart(t_end, width=1000, title=title,
+              t_label="time since the workload started (s)")
+    hi = max([limit] + [v for r in runs for _, v in r["trace"]["rss"]])
+    dom = (0, hi * 1.08)
+    ticks = S.byte_ticks(dom[1], 3)
+    for r in runs:
+        tr = r["trace"]
+        lim = tr.get("limit", limit)
+        outcome = ("finished" if r["finished"] else
+                   f"OOM-killed" if r["oom_kills"] else f"exit {r['rc']}")
+        name = POLICY_NAME.get(r["policy"], r["policy"])
+        items = [("RSS", "line", {"stroke": T.PALETTE[0],
+                                  "stroke_width": 2})]
+        if lim < dom[1]:
+            items.append(("limit", "line", {"stroke": T.OOM_COLOR,
+                                            "stroke_dasharray": "6 3"}))
+        if tr["evict"]:
+            items.append((f"{len(tr['evict'])} evictions", "rect",
+                          {"fill": T.STATUS_COLOR["evicted"]}))
+        p = c.panel(f"{name}: {outcome}", 70, items, dom, S.fmt_bytes,
+                    ticks)
+        p.add(f'<g class="series rss" data-policy="{r["policy"]}">'
+              + S.polyline(tr["rss"], c.sx, p.sy, stroke=T.PALETTE[0],
+                           stroke_width=2) + "</g>")
+        if lim < dom[1]:
+            y = p.sy(lim)
+            p.add(S.el("line", x1=c.left, y1=y, x2=c.right, y2=y,
+                       stroke=T.OOM_COLOR, stroke_dasharray="6 3"))
+        for t, status in tr["evict"]:
+            x = c.sx(t)
+            p.add(S.el("line", x1=x, y1=p.y1 - 8, x2=x, y2=p.y1 - 1,
+                       stroke=T.STATUS_COLOR.get(
+                           STATUS_GROUP.get(status, "not_found"),
+                           "#888"), class_="evict",
+                       title=f"eviction at {t:.3f} s: {status}"))
+        for t in tr["oom"]:
+            x = c.sx(t)
+            p.add(S.el("line", x1=x, y1=p.y0, x2=x, y2=p.y1,
+                       stroke=T.OOM_COLOR, stroke_width=2, class_="oom",
+                       title=f"OOM kill at {t:.3f} s"))
+            lab = "OOM kill"
+            tx = x + 4 if x + 4 + S.text_width(lab) < c.right else \
+                x - 4 - S.text_width(lab)
+            p.add(S.text(tx, p.y0 + 14, lab, fill=T.OOM_COLOR,
+                         font_weight="bold"))
+        if tr.get("finished_t") is not None and r["finished"]:
+            x = c.sx(tr["finished_t"])
+            p.add(S.el("line", x1=x, y1=p.y0, x2=x, y2=p.y1,
+                       stroke="#2e8b3a", stroke_width=2,
+                       title=f"finished at {tr['finished_t']:.2f} s"))
+            lab = "finished"
+            tx = x + 4 if x + 4 + S.text_width(lab) < c.right else \
+                x - 4 - S.text_width(lab)
+            p.add(S.text(tx, p.y0 + 14, lab, fill="#2e8b3a",
+                         font_weight="bold"))
+    return c.finish()
+
+
+def render(res, outdir):
+    """Writes the pictures res has data for; returns their file names."""
+    written = []
+    ramp = (res.get("reaction") or {}).get("ramp")
+    if ramp:
+        with open(os.path.join(outdir, RAMP), "w") as f:
+            f.write(ramp_svg(ramp))
+        written.append(RAMP)
+    parts = []
+    for key, label in (("outcomes", "with zram swap"),
+                       ("outcomes_noswap", "without swap")):
+        oc = res.get(key) or {}
+        runs = [r for r in oc.get("runs", []) if r.get("trace")
+                and r.get("round", 0) == 0]
+        if runs:
+            parts.append((runs, oc, label))
+    if parts:
+        runs, oc, label = parts[-1] if len(parts) == 1 else parts[0]
+        limit = max(r["trace"].get("limit", 0) for r in runs
+                    if r["policy"] != "unconstrained")
+        svg = outcomes_svg(runs, limit, "Outcomes: the demo workload in a "
+                           f"{S.fmt_bytes(limit)} cgroup {label}, one round")
+        with open(os.path.join(outdir, OUTCOMES), "w") as f:
+            f.write(svg)
+        written.append(OUTCOMES)
+    return written
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", nargs="?",
+                    default=os.path.join(ROOT, "bench", "results.json"))
+    ap.add_argument("--out", default=ROOT)
+    a = ap.parse_args()
+    with open(a.results) as f:
+        res = json.load(f)
+    for name in render(res, a.out):
+        print(os.path.join(a.out, name))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,308 @@
+"""ramcache-top's state and screen, pure: feed() it the agent's JSON
+events, screen() gives the lines to show, status_line() the plain one."""
+import collections
+import time
+
+from .record import LEVELS, STATUS_GROUP
+from .svg import fmt_bytes, fmt_ms
+
+
+class Executor:
+    def __init__(self, pid):
+        self.pid = pid
+        self.comm = ""
+        self.rss = None
+        self.memcg_usage = None
+        self.memcg_limit = None
+        self.headroom = None
+        self.forecast = None
+        self.eta = None
+        self.alive = True
+
+
+class Live:
+    def __init__(self, keep=200):
+        self.ex = collections.OrderedDict()
+        self.level = None
+        self.reasons = []
+        self.eta = None
+        self.headroom = None
+        self.headroom_max = 0
+        self.mem_available = None
+        self.thresholds = {}
+        self.evictions = collections.deque(maxlen=keep)
+        self._by_seq = {}
+        self.counts = collections.Counter()  # by status group
+        self.sent = 0
+        self.bytes_freed = 0
+        self.stalls = collections.deque(maxlen=keep)
+        self.stall_count = collections.Counter()
+        self.stall_ns = collections.Counter()
+        self.kswapd_awake = set()
+        self.ooms = collections.deque(maxlen=keep)
+        self.warnings = collections.deque(maxlen=keep)
+        self.drops = 0
+        self.start = None
+        self.exit = None
+        self.events = 0
+        self.t_first = None
+        self.t_last = None
+
+    def _executor(self, pid):
+        e = self.ex.get(pid)
+        if e is None:
+            e = self.ex[pid] = Executor(pid)
+        return e
+
+    def secs(self, e):
+        ts = e.get("ts_ns")
+        if not isinstance(ts, (int, float)):
+            return None
+        if self.t_first is None:
+            self.t_first = ts
+        self.t_last = ts
+        return (ts - self.t_first) / 1e9
+
+    def feed(self, e):
+        """One agent event (a dict with "type")."""
+        self.events += 1
+        t = self.secs(e)
+        typ = e.get("type")
+        pid = e.get("pid")
+        if typ == "start":
+            self.start = e
+            if e.get("pid"):
+                x = self._executor(e["pid"])
+                x.comm = str(e.get("comm", ""))
+            for k in ("headroom", "inactive"):
+                if e.get(k):
+                    self.thresholds[k] = e[k]
+        elif typ == "target":
+            if pid:
+                x = self._executor(pid)
+                x.comm = x.comm or str(e.get("comm", ""))
+                x.alive = e.get("state") == "attached"
+                for k in ("headroom", "inactive"):
+                    if e.get(k):
+                        self.thresholds[k] = e[k]
+        elif typ == "rss":
+            if pid in self.ex:
+                self.ex[pid].rss = e.get("rss")
+        elif typ == "summary":
+            self.mem_available = e.get("mem_available")
+            self.headroom = e.get("headroom")
+            self.headroom_max = max(self.headroom_max, self.headroom or 0,
+                                    self.mem_available or 0)
+            self.drops = max(self.drops, e.get("drops") or 0)
+            for k in ("headroom", "inactive"):
+                if e.get("threshold_" + k):
+                    self.thresholds[k] = e["threshold_" + k]
+            self._level(e)
+            if pid:
+                x = self._executor(pid)
+                x.rss = e.get("rss", x.rss)
+                x.memcg_usage = e.get("memcg_usage")
+                x.memcg_limit = e.get("memcg_limit")
+                x.headroom = e.get("headroom")
+                x.forecast = e.get("forecast")
+                x.eta = e.get("eta_s")
+        elif typ == "pressure":
+            self._level(e)
+            if pid and pid in self.ex:
+                self.ex[pid].eta = e.get("eta_s")
+                self.ex[pid].headroom = e.get("headroom")
+        elif typ == "evict":
+            self.sent += 1
+            ev = {"t": t, "pid": pid, "seq": e.get("seq"),
+                  "label": str(e.get("label", "")),
+                  "bytes": e.get("bytes", 0), "reason": e.get("reason"),
+                  "status": "dry run" if e.get("dry_run") else "sent",
+                  "ack_ms": None, "freed_ms": None}
+            self.evictions.append(ev)
+            if e.get("seq") is not None:
+                self._by_seq[(pid, e["seq"])] = ev
+        elif typ == "evict_done":
+            ev = self._by_seq.pop((pid, e.get("seq")), None)
+            if ev is None:
+                ev = {"t": t, "pid": pid, "seq": e.get("seq"),
+                      "label": str(e.get("label", "")),
+                      "bytes": e.get("bytes", 0), "reason": None}
+                self.evictions.append(ev)
+            ev["status"] = str(e.get("status", ""))
+            if e.get("ack_latency_ns") is not None:
+                ev["ack_ms"] = e["ack_latency_ns"] / 1e6
+            ev["freed_ms"] = (e["freed_latency_ns"] / 1e6
+                              if e.get("freed_latency_ns") else None)
+            self.counts[STATUS_GROUP.get(ev["status"], "not_found")] += 1
+            if ev["status"] == "evicted":
+                self.bytes_freed += e.get("bytes_freed") or 0
+        elif typ == "reclaim":
+            if pid in self.ex and e.get("comm"):
+                self.ex[pid].comm = str(e["comm"])
+            kind = e.get("kind", "direct")
+            self.stall_count[kind] += 1
+            self.stall_ns[kind] += e.get("latency_ns", 0)
+            self.stalls.append({"t": t, "kind": kind, "pid": pid,
+                                "comm": str(e.get("comm", "")),
+                                "ms": e.get("latency_ns", 0) / 1e6})
+        elif typ == "kswapd":
+            if e.get("state") == "wake":
+                self.kswapd_awake.add(e.get("nid"))
+            else:
+                self.kswapd_awake.discard(e.get("nid"))
+        elif typ == "oom_kill":
+            if e.get("victim_pid") in self.ex and e.get("comm"):
+                self.ex[e["victim_pid"]].comm = str(e["comm"])
+            self.ooms.append({"t": t, "pid": e.get("victim_pid"),
+                              "comm": str(e.get("comm", "")),
+                              "rss": sum(e.get(k, 0) for k in (
+                                  "anon_rss", "file_rss", "shmem_rss"))})
+        elif typ == "warning":
+            self.warnings.append((t, str(e.get("message", ""))))
+        elif typ == "error":
+            self.warnings.append((t, "error: " + str(e.get("message", ""))))
+        elif typ == "exit":
+            self.exit = e
+
+    def _level(self, e):
+        if e.get("level") in LEVELS:
+            self.level = e["level"]
+            self.reasons = [str(r) for r in e.get("reasons") or []]
+            self.eta = e.get("eta_s")
+
+    @property
+    def lost(self):
+        return self.counts["lost"]
+
+
+# ---------------------------------------------------------------- screen
+
+def bar(value, scale, width, marks=()):
+    """[#####.....] of value/scale, with | at each mark (a threshold)."""
+    if not scale or value is None:
+        return "[" + "?" * width + "]"
+    n = max(0, min(width, round(width * value / scale)))
+    cells = ["#"] * n + ["."] * (width - n)
+    for m in marks:
+        if m and m < scale:
+            i = min(width - 1, int(width * m / scale))
+            cells[i] = "|"
+    return "[" + "".join(cells) + "]"
+
+
+def eta_text(eta):
+    return "-" if eta is None else f"{eta:.1f} s"
+
+
+def fit(s, width):
+    return s if len(s) <= width else s[:max(0, width - 1)] + "~"
+
+
+def screen(st, width=80, height=24, clock=None):
+    """Lines (text, style) for one refresh; style is None, "bold",
+    "title", or a level name (for colour)."""
+    clock = clock or time.strftime("%H:%M:%S")
+    L = []
+
+    def add(s, style=None):
+        L.append((fit(s, width), style))
+
+    up = (st.t_last - st.t_first) / 1e9 if st.t_first is not None else 0
+    who = "the whole system"
+    if st.start and st.start.get("pid"):
+        who = f"pid {st.start['pid']}"
+    elif st.ex:
+        who = "--match"
+    add(f"ramcache-top - {clock}  up {up:.0f} s  following {who}  "
+        f"events {st.events}  drops {st.drops}", "title")
+    lv = (st.level or "?").upper()
+    add(f"Level: {lv}" + (f" ({', '.join(st.reasons)})" if st.reasons
+                          else "") + (f"  headroom gone in "
+                                      f"{eta_text(st.eta)}"
+                                      if st.eta is not None else "")
+        + ("  kswapd awake" if st.kswapd_awake else ""),
+        st.level or "bold")
+    th = st.thresholds
+    add(f"Thresholds: evict below {fmt_bytes(th.get('headroom'))}, "
+        f"inactive below {fmt_bytes(th.get('inactive'))}   MemAvailable "
+        f"{fmt_bytes(st.mem_available)}")
+    add("")
+    bw = max(6, min(30, width - 71))
+    add(f"{'PID':>7} {'COMMAND':<14} {'RSS':>9} {'CGROUP':>17} "
+        f"{'HEADROOM':>9} {'':{bw + 2}} {'ETA':>7}", "bold")
+    for x in list(st.ex.values())[-4:]:
+        cg = "-"
+        if x.memcg_limit and x.memcg_limit < (1 << 60):
+            cg = f"{fmt_bytes(x.memcg_usage)}/{fmt_bytes(x.memcg_limit)}"
+        scale = x.memcg_limit if x.memcg_limit and x.memcg_limit < (
+            1 << 60) else st.mem_available
+        b = bar(x.headroom, scale, bw, (th.get("headroom"),
+                                        th.get("inactive")))
+        eta = eta_text(x.eta) if x.alive else "exited"
+        add(f"{x.pid:>7} {fit(x.comm, 14):<14} "
+            f"{fmt_bytes(x.rss):>9} {cg:>17} {fmt_bytes(x.headroom):>9} "
+            f"{b} {eta:>7}", st.level if x.alive else None)
+    if not st.ex:
+        b = bar(st.headroom, st.headroom_max, bw, (th.get("headroom"),
+                                                   th.get("inactive")))
+        add(f"{'-':>7} {'(system)':<14} {'-':>9} {'-':>17} "
+            f"{fmt_bytes(st.headroom):>9} {b} {eta_text(st.eta):>7}",
+            st.level)
+    add("")
+    c = st.counts
+    add(f"Evictions: {st.sent} sent, {c['evicted']} evicted, {c['busy']} "
+        f"busy, {c['lost']} lost, {c['not_found']} not found; "
+        f"{fmt_bytes(st.bytes_freed)} freed", "bold")
+    rows_left = height - len(L) - 9
+    n_ev = max(1, min(8, rows_left // 2))
+    add(f"  {'TIME':>8} {'SEQ':>5} {'LABEL':<22} {'BYTES':>9} "
+        f"{'STATUS':<9} {'ACK':>9} {'RSS DROP':>9}")
+    for ev in list(st.evictions)[-n_ev:]:
+        add(f"  {ev['t'] or 0:>7.2f}s {ev['seq'] if ev['seq'] else '-':>5} "
+            f"{fit(ev['label'], 22):<22} {fmt_bytes(ev['bytes']):>9} "
+            f"{ev['status']:<9} {fmt_ms(ev['ack_ms']):>9} "
+            f"{fmt_ms(ev['freed_ms']):>9}",
+            "lost" if STATUS_GROUP.get(ev["status"]) == "lost" else None)
+    add("")
+    add(f"Reclaim stalls: direct {st.stall_count['direct']} "
+        f"({st.stall_ns['direct'] / 1e6:.1f} ms), memcg "
+        f"{st.stall_count['memcg']} ({st.stall_ns['memcg'] / 1e6:.1f} ms)",
+        "bold")
+    n_st = max(1, min(5, height - len(L) - 4))
+    for s in list(st.stalls)[-n_st:]:
+        add(f"  {s['t'] or 0:>7.2f}s {s['kind']:<6} {s['pid'] or '-':>7} "
+            f"{fit(s['comm'], 16):<16} {fmt_ms(s['ms']):>9}")
+    add(f"OOM kills: {len(st.ooms)}", "bold" if not st.ooms else "critical")
+    for o in list(st.ooms)[-3:]:
+        add(f"  {o['t'] or 0:>7.2f}s pid {o['pid']} ({o['comm']}), RSS "
+            f"{fmt_bytes(o['rss'])}", "critical")
+    if st.warnings:
+        add(f"warning: {st.warnings[-1][1]}", "warn")
+    if st.exit:
+        add(f"agent exited: {st.exit.get('reason')} (code "
+            f"{st.exit.get('code')}); q to quit", "bold")
+    return L[:height]
+
+
+def status_line(st, clock=None):
+    """One plain line: what a terminal would show, for a pipe or a log."""
+    clock = clock or time.strftime("%H:%M:%S")
+    parts = [clock, f"level {st.level or '?'}"
+             + (f" ({','.join(st.reasons)})" if st.reasons else "")]
+    for x in list(st.ex.values())[-4:]:
+        if not x.alive:
+            continue
+        parts.append(f"pid {x.pid} {x.comm} rss {fmt_bytes(x.rss)} "
+                     f"headroom {fmt_bytes(x.headroom)} eta "
+                     f"{eta_text(x.eta)}")
+    c = st.counts
+    last = ""
+    acked = [e for e in st.evictions if e.get("ack_ms") is not None]
+    if acked:
+        last = f", last ack {fmt_ms(acked[-1]['ack_ms'])}"
+    parts.append(f"evictions {st.sent} ({c['evicted']} evicted, {c['busy']} "
+                 f"busy, {c['lost']} lost{last})")
+    parts.append(f"stalls direct {st.stall_count['direct']} memcg "
+                 f"{st.stall_count['memcg']}")
+    parts.append(f"oom kills {len(st.ooms)}")
+    return " | ".join(parts)

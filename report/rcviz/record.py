@@ -1,0 +1,381 @@
+"""A record of the agent (`ramcache-bpf --json` lines) as a timeline.
+
+Pure: load() parses lines, Timeline holds series, intervals and marks on
+one axis, seconds since the record's `start` event. Every JSON event of the
+agent carries ts_ns (CLOCK_MONOTONIC); a line without one (an agent older
+than the record format) takes the time of the line before it.
+"""
+import json
+
+# evict_done status -> how the report groups it
+STATUS_GROUP = {
+    "evicted": "evicted",
+    "busy": "busy",
+    "pinned": "busy",
+    "not_found": "not_found",
+    "timeout": "lost",
+    "unacked": "lost",
+}
+LEVELS = ("ok", "warn", "high", "critical")
+
+
+class Eviction:
+    """One command: posted, acked by the executor, memory seen freed."""
+
+    def __init__(self, pid, seq):
+        self.pid = pid
+        self.seq = seq
+        self.id = None
+        self.label = ""
+        self.bytes = 0
+        self.reason = ""
+        self.headroom = None
+        self.forecast = None
+        self.dry_run = False
+        self.t_post = None
+        self.t_done = None
+        self.t_recv = None
+        self.t_ack = None
+        self.t_freed = None
+        self.status = None  # None: no evict_done in the record
+        self.bytes_freed = None
+        self.ack_ns = None
+        self.freed_ns = None
+
+    @property
+    def group(self):
+        if self.dry_run:
+            return "dry_run"
+        if self.status is None:
+            return "lost"
+        return STATUS_GROUP.get(self.status, "not_found")
+
+    @property
+    def t_end(self):
+        return max(t for t in (self.t_post, self.t_ack, self.t_freed,
+                               self.t_done) if t is not None)
+
+
+class Stall:
+    def __init__(self, t_end, e):
+        self.kind = e.get("kind", "direct")
+        self.latency_ns = int(e.get("latency_ns", 0))
+        self.t_end = t_end
+        self.t_start = t_end - self.latency_ns / 1e9
+        self.pid = e.get("pid")
+        self.tid = e.get("tid")
+        self.comm = str(e.get("comm", ""))
+        self.nr_reclaimed = e.get("nr_reclaimed", 0)
+
+
+class Oom:
+    def __init__(self, t, e):
+        self.t = t
+        self.victim_pid = e.get("victim_pid")
+        self.comm = str(e.get("comm", ""))
+        self.uid = e.get("uid")
+        self.anon = int(e.get("anon_rss", 0))
+        self.file = int(e.get("file_rss", 0))
+        self.shmem = int(e.get("shmem_rss", 0))
+
+    @property
+    def rss(self):
+        return self.anon + self.file + self.shmem
+
+
+class Band:
+    """The pressure level from t0 to t1, with its reasons."""
+
+    def __init__(self, t0, level, reasons, eta):
+        self.t0 = t0
+        self.t1 = t0
+        self.level = level
+        self.reasons = list(reasons)
+        self.eta = eta
+
+
+class Timeline:
+    def __init__(self):
+        self.t0_ns = None
+        self.duration = 0.0
+        self.start = {}
+        self.comms = {}  # pid -> comm of followed executors
+        self.rss = {}  # pid -> [(t, bytes)]
+        self.memcg_usage = []
+        self.memcg_limit = []
+        self.mem_available = []
+        self.headroom = []
+        self.forecast = []
+        self.thresholds = {}  # the last in force
+        self.threshold_series = {"headroom": [], "inactive": []}
+        self.bands = []
+        self.evictions = []
+        self.stalls = []
+        self.kswapd = []  # (nid, t_wake, t_sleep or None)
+        self.ooms = []
+        self.warnings = []  # (t, message)
+        self.targets = []  # (t, state, pid, comm)
+        self.drops = 0
+        self.exit = None
+        self.bad_lines = 0
+        self.events = 0
+
+    def secs(self, ts_ns):
+        return (ts_ns - self.t0_ns) / 1e9
+
+
+def parse_lines(lines):
+    """JSON objects of the lines; counts the ones that are not (a record
+    cut by a crash ends in half a line)."""
+    out, bad = [], 0
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        if isinstance(ev, dict) and isinstance(ev.get("type"), str):
+            out.append(ev)
+        else:
+            bad += 1
+    return out, bad
+
+
+def load(path):
+    with open(path, errors="replace") as f:
+        events, bad = parse_lines(f)
+    tl = build(events)
+    tl.bad_lines += bad
+    return tl
+
+
+def _num(v):
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) \
+        else None
+
+
+def build(events, t0_ns=None):
+    """A Timeline from parsed events, in record order; time 0 is t0_ns,
+    else the start event, else the first stamp."""
+    tl = Timeline()
+    stamps = [e["ts_ns"] for e in events if _num(e.get("ts_ns")) is not None]
+    starts = [e["ts_ns"] for e in events if e["type"] == "start"
+              and _num(e.get("ts_ns")) is not None]
+    if not stamps:
+        tl.t0_ns = t0_ns or 0
+        return tl
+    tl.t0_ns = t0_ns if t0_ns is not None else (
+        starts[0] if starts else min(stamps))
+    last = tl.t0_ns
+    evs = {}
+    kswapd_open = {}
+    level_now = None
+    for e in events:
+        ts = _num(e.get("ts_ns"))
+        ts = last if ts is None else ts
+        last = max(last, ts)
+        t = tl.secs(ts)
+        tl.events += 1
+        typ = e["type"]
+        pid = e.get("pid")
+        if typ == "start":
+            tl.start = e
+            if e.get("pid"):
+                tl.comms[e["pid"]] = str(e.get("comm", ""))
+            if e.get("headroom"):
+                tl.thresholds["headroom"] = e["headroom"]
+            if e.get("inactive"):
+                tl.thresholds["inactive"] = e["inactive"]
+        elif typ == "target":
+            tl.targets.append((t, e.get("state"), pid, e.get("comm")))
+            if e.get("state") == "attached" and pid:
+                tl.comms[pid] = str(e.get("comm", ""))
+                for k in ("headroom", "inactive"):
+                    if _num(e.get(k)):
+                        tl.thresholds[k] = e[k]
+            if e.get("state") == "exited" and pid in tl.rss:
+                tl.rss[pid].append((t, None))
+        elif typ == "rss":
+            if _num(e.get("rss")) is not None:
+                tl.rss.setdefault(pid, []).append((t, e["rss"]))
+        elif typ == "summary":
+            if pid and _num(e.get("rss")):
+                tl.rss.setdefault(pid, []).append((t, e["rss"]))
+            for key, series in (("memcg_usage", tl.memcg_usage),
+                                ("memcg_limit", tl.memcg_limit),
+                                ("mem_available", tl.mem_available),
+                                ("headroom", tl.headroom),
+                                ("forecast", tl.forecast)):
+                v = _num(e.get(key))
+                if v is not None:
+                    series.append((t, v))
+                elif series and series[-1][1] is not None:
+                    series.append((t, None))  # a gap: no target then
+            tl.drops = max(tl.drops, _num(e.get("drops")) or 0)
+            for k in ("headroom", "inactive"):
+                v = _num(e.get("threshold_" + k))
+                if v:
+                    tl.thresholds[k] = v
+                    tl.threshold_series[k].append((t, v))
+            if e.get("level") in LEVELS:
+                level_now = _level(tl, t, e, level_now)
+        elif typ == "pressure":
+            if e.get("level") in LEVELS:
+                level_now = _level(tl, t, e, level_now, force=True)
+            v = _num(e.get("headroom"))
+            if v is not None:
+                tl.headroom.append((t, v))
+        elif typ == "evict":
+            seq = e.get("seq")
+            ev = Eviction(pid, seq)
+            ev.dry_run = bool(e.get("dry_run")) or seq is None
+            ev.id = e.get("id")
+            ev.label = str(e.get("label", ""))
+            ev.bytes = _num(e.get("bytes")) or 0
+            ev.reason = str(e.get("reason", ""))
+            ev.headroom = _num(e.get("headroom"))
+            ev.forecast = _num(e.get("forecast"))
+            ev.t_post = t
+            tl.evictions.append(ev)
+            if seq is not None:
+                evs[(pid, seq)] = ev
+            if ev.headroom is not None:
+                tl.headroom.append((t, ev.headroom))
+            if ev.forecast is not None:
+                tl.forecast.append((t, ev.forecast))
+        elif typ == "evict_done":
+            ev = evs.pop((pid, e.get("seq")), None)
+            if ev is None:  # its post is before the record began
+                ev = Eviction(pid, e.get("seq"))
+                ev.id = e.get("id")
+                ev.label = str(e.get("label", ""))
+                ev.bytes = _num(e.get("bytes")) or 0
+                ev.t_post = t - max(_num(e.get("ack_latency_ns")) or 0,
+                                    _num(e.get("freed_latency_ns")) or 0) / 1e9
+                tl.evictions.append(ev)
+            ev.t_done = t
+            ev.status = str(e.get("status", ""))
+            ev.bytes_freed = _num(e.get("bytes_freed"))
+            ack = _num(e.get("ack_latency_ns"))
+            recv = _num(e.get("recv_latency_ns"))
+            freed = _num(e.get("freed_latency_ns"))
+            if recv is not None:
+                ev.t_recv = ev.t_post + recv / 1e9
+            if ack is not None:
+                ev.ack_ns = ack
+                ev.t_ack = ev.t_post + ack / 1e9
+            if freed:
+                ev.freed_ns = freed
+                ev.t_freed = ev.t_post + freed / 1e9
+        elif typ == "reclaim":
+            tl.stalls.append(Stall(t, e))
+            _comm(tl, pid, e)
+        elif typ == "kswapd":
+            nid = e.get("nid", 0)
+            if e.get("state") == "wake":
+                kswapd_open.setdefault(nid, t)
+            elif e.get("state") == "sleep":
+                t_wake = kswapd_open.pop(nid, None)
+                tl.kswapd.append((nid, t if t_wake is None else t_wake, t))
+        elif typ == "oom_kill":
+            tl.ooms.append(Oom(t, e))
+            _comm(tl, e.get("victim_pid"), e)
+        elif typ in ("warning", "error"):
+            tl.warnings.append((t, ("error: " if typ == "error" else "")
+                                + str(e.get("message", ""))))
+        elif typ == "exit":
+            tl.exit = e
+    tl.duration = max(0.0, tl.secs(last))
+    for nid, t_wake in kswapd_open.items():
+        tl.kswapd.append((nid, t_wake, None))
+    if tl.bands:
+        tl.bands[-1].t1 = tl.duration
+    for series in tl.rss.values():
+        series.sort(key=lambda p: p[0])
+    for s in (tl.headroom, tl.forecast):
+        s.sort(key=lambda p: p[0])
+    tl.stalls.sort(key=lambda s: s.t_end)
+    return tl
+
+
+def _comm(tl, pid, e):
+    """A followed pid's comm as the kernel last named it (the one at
+    attach time may be a wrapper's, before its exec)."""
+    if pid in tl.comms and e.get("comm"):
+        tl.comms[pid] = str(e["comm"])
+
+
+def _level(tl, t, e, now, force=False):
+    """Extends or opens a pressure band; returns the level in force."""
+    level = e["level"]
+    reasons = [str(r) for r in e.get("reasons") or []]
+    eta = _num(e.get("eta_s"))
+    if tl.bands and tl.bands[-1].level == level:
+        b = tl.bands[-1]
+        b.t1 = t
+        for r in reasons:
+            if r not in b.reasons:
+                b.reasons.append(r)
+        if eta is not None and (b.eta is None or eta < b.eta):
+            b.eta = eta
+        return level
+    if tl.bands:
+        tl.bands[-1].t1 = t
+    tl.bands.append(Band(t, level, reasons, eta))
+    return level
+
+
+# ---------------------------------------------------------------- summaries
+
+def percentile(values, p):
+    """Nearest-rank percentile of a list, None when empty."""
+    v = sorted(values)
+    if not v:
+        return None
+    k = max(0, min(len(v) - 1, int(-(-p * len(v) // 100)) - 1))
+    return v[k]
+
+
+def latency_stats(values_ns):
+    ms = [v / 1e6 for v in values_ns]
+    return {"n": len(ms), "p50": percentile(ms, 50),
+            "p90": percentile(ms, 90), "p99": percentile(ms, 99),
+            "max": max(ms) if ms else None}
+
+
+def summarize(tl):
+    """The report's tables, as plain data."""
+    real = [e for e in tl.evictions if not e.dry_run]
+    by_status = {}
+    for e in tl.evictions:
+        k = "dry run" if e.dry_run else (e.status or "no answer")
+        by_status[k] = by_status.get(k, 0) + 1
+    recv = [(e.t_recv - e.t_post) * 1e9 for e in real
+            if e.t_recv is not None]
+    out = {
+        "evictions": len(tl.evictions),
+        "by_status": by_status,
+        "post_to_recv": latency_stats(recv),
+        "post_to_ack": latency_stats([e.ack_ns for e in real
+                                      if e.ack_ns is not None]),
+        "post_to_freed": latency_stats([e.freed_ns for e in real
+                                        if e.freed_ns]),
+        "bytes_freed": sum(e.bytes_freed or 0 for e in real
+                           if e.status == "evicted"),
+        "bytes_asked": sum(e.bytes for e in real),
+        "stalls": {},
+        "kswapd_wakes": len(tl.kswapd),
+        "ooms": len(tl.ooms),
+        "drops": tl.drops,
+        "warnings": len(tl.warnings),
+        "bad_lines": tl.bad_lines,
+    }
+    for kind in ("direct", "memcg"):
+        lat = [s.latency_ns for s in tl.stalls if s.kind == kind]
+        st = latency_stats(lat)
+        st["total_ms"] = sum(lat) / 1e6
+        out["stalls"][kind] = st
+    return out
