@@ -620,6 +620,7 @@ def idle_agent(cfg, executor):
         time.sleep(2.0)
         scrape_ok = scrape_metrics(addr)
         c0, t0 = run_ns(agent.pid), mono_ns()
+        n0 = len(agent.events)
         end = time.monotonic() + cfg["idle_s"]
         while time.monotonic() < end:
             time.sleep(min(5.0, max(0.0, end - time.monotonic())))
@@ -628,8 +629,19 @@ def idle_agent(cfg, executor):
         _, rss = proc_cpu_rss(agent.pid)
         parts = rss_breakdown(agent.pid)
         agent.stop()
+        # what the kernel told the agent meanwhile: kswapd or reclaim
+        # anywhere keeps it ticking every 50 ms for 5 s (user/cadence.h)
+        told = {}
+        for e in agent.events[n0:]:
+            if e.get("type") in ("kswapd", "reclaim", "oom_kill",
+                                 "pressure"):
+                told[e["type"]] = told.get(e["type"], 0) + 1
+            if e.get("type") == "summary" and e.get("level") != "ok":
+                k = f"summaries at level {e.get('level')}"
+                told[k] = told.get(k, 0) + 1
         return {"cpu_frac": (c1 - c0) / (t1 - t0), "rss": rss,
                 "rss_parts": parts, "scrapes": scrape_ok,
+                "kernel_events": told,
                 "drops": max([s.get("drops", 0) for s in
                               agent.of_type("summary")] or [0]),
                 "seconds": (t1 - t0) / 1e9}
@@ -1523,6 +1535,12 @@ def footprint_report(f):
         L.append(f"| fault storm (~{s['faults_per_s_of_target']:.0f} "
                  f"faults/s) | {s['cpu_frac'] * 100:.1f}% of a core | - | "
                  f"{fmt_mib(s['rss'])} (peak) | - | {s['drops']} |")
+    told = {k: f[k].get("kernel_events") for k in ("idle", "idle_executor")}
+    if any(told.values()):
+        L += ["", "Kernel events the idle agents saw (kswapd waking or "
+              "reclaim anywhere on this shared machine keep the agent "
+              "ticking every 50 ms for 5 s): "
+              + "; ".join(f"{k}: {v}" for k, v in told.items() if v) + "."]
     parts = f["idle_executor"].get("rss_parts") or {}
     if parts:
         L += ["", "Where the idle agent's RSS is (following the executor, "
