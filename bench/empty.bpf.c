@@ -21,3 +21,9 @@ int BPF_PROG(rss_empty)
 {
 	return 0;
 }
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sw_empty)
+{
+	return 0;
+}

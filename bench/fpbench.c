@@ -4,6 +4,7 @@
  * kernel's BPF run-time stats, with N processes tracked at once.
  *
  *   fpbench [--tracked N] [--self] [--empty OBJ] [--size SIZE] [--rounds R]
+ *   fpbench --empty OBJ --hold
  *
  * Loads the agent's BPF programs (as the agent does: probes chosen from
  * BTF, tp_btf where it can), starts N sleeping processes and tracks them
@@ -13,6 +14,10 @@
  * Prints one JSON line: the worker's faults and CPU time, and each
  * program's run time and run count over the worker's run (run counts
  * include every other process's faults meanwhile).
+ *
+ * --hold only attaches, prints {"type":"ready"} and keeps the programs
+ * attached until its standard input ends: the end-to-end benchmark's
+ * "do-nothing programs" configuration.
  */
 #include <errno.h>
 #include <signal.h>
@@ -125,7 +130,7 @@ int main(int argc, char **argv)
 {
 	unsigned long size = 16UL << 20, rounds = 20, pages;
 	pid_t kids[RC_MAX_TARGETS], wpid = 0;
-	int tracked = 1, self = 0, nkids = 0, go[2], res[2];
+	int tracked = 1, self = 0, hold = 0, nkids = 0, go[2], res[2];
 	int stats_fd = -1, err = 1;
 	const char *empty = NULL;
 	struct bpf_object *obj = NULL;
@@ -137,6 +142,8 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--self"))
 			self = 1;
+		else if (!strcmp(argv[i], "--hold"))
+			hold = 1;
 		else if (!strcmp(argv[i], "--tracked") && i + 1 < argc)
 			tracked = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--empty") && i + 1 < argc)
@@ -148,7 +155,7 @@ int main(int argc, char **argv)
 		else {
 			fprintf(stderr, "usage: fpbench [--tracked N] [--self] "
 					"[--empty OBJ] [--size SIZE] "
-					"[--rounds R]\n");
+					"[--rounds R] [--hold]\n");
 			return 2;
 		}
 	}
@@ -158,6 +165,10 @@ int main(int argc, char **argv)
 			"fpbench: --tracked 0..%d (at least 1 with "
 			"--self), size and rounds above 0\n",
 			RC_MAX_TARGETS);
+		return 2;
+	}
+	if (hold && (!empty || self)) {
+		fprintf(stderr, "fpbench: --hold goes with --empty OBJ\n");
 		return 2;
 	}
 	if (pipe(go) || pipe(res)) {
@@ -213,6 +224,16 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		bpf_object__for_each_program(prog, b.skel->obj) add_prog(prog);
+	}
+	if (hold) {
+		char c;
+
+		printf("{\"type\":\"ready\"}\n");
+		fflush(stdout);
+		while (read(0, &c, 1) > 0)
+			;
+		err = 0;
+		goto out;
 	}
 	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	if (stats_fd < 0) {

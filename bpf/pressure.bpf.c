@@ -272,7 +272,12 @@ static __always_inline struct rc_cpu *cpu_cur(void)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 
-	return cpu < RC_MAX_CPUS ? &cpus[cpu] : NULL;
+	if (cpu >= RC_MAX_CPUS)
+		return NULL;
+	/* a 32-bit compare does not bound the helper's 64-bit result for
+	 * older verifiers (6.1): the mask does */
+	barrier_var(cpu);
+	return &cpus[cpu & (RC_MAX_CPUS - 1)];
 }
 
 /* The value of a pointer the verifier types (tp_btf, iterators). */

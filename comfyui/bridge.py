@@ -81,6 +81,7 @@ class Bridge:
         self.exec_lock = threading.RLock()
         self.pub_lock = threading.Lock()  # publish-side library calls
         self.interrupt_types = ()
+        self.hooks = []  # what hooks.install wrapped in this ComfyUI
         # what the executor is doing, set by the hooks
         self.running = None
         self.dynprompt = None
@@ -195,6 +196,7 @@ class Bridge:
               "entries": len(self._published),
               "evicted": self.evicted_total, "evicted_bytes": self.evicted_bytes,
               "rss_drop": self.freed_total, "settled": self.settled,
+              "hooks": list(self.hooks),
               "last": self._last_evictions()}
         if page is not None and not page.closed:
             st["control"] = ("memfd:" + pagemod.MEMFD_NAME) if page.memfd else page.path
@@ -371,7 +373,9 @@ class Bridge:
             return 0
         self.settled += 1
         served = 0
-        deadline = time.monotonic() + SETTLE_S
+        newly = self._newly_inactive
+        start = time.monotonic()
+        deadline = start + SETTLE_S
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -389,6 +393,13 @@ class Bridge:
             served += len(cmds)
             if not page.agent_alive() or (page.level() < 1 and page.target() == 0):
                 break
+        msg = ("prompt %d started under pressure (%d entries just became inactive): "
+               "waited %.0f ms for the agent, %d commands served")
+        args = (self.prompts, newly, (time.monotonic() - start) * 1e3, served)
+        if "settle" in self._said:
+            log.debug("ramcache: " + msg, *args)
+        else:
+            self.say_once("settle", logging.INFO, msg + " (said once)", *args)
         return served
 
     def answer(self, cmds, sink):

@@ -107,6 +107,24 @@ def _link_sources(dynprompt, node_id):
             if isinstance(v, (list, tuple)) and len(v) == 2 and isinstance(v[0], str)]
 
 
+def _pending_sources(execution_list, dynprompt):
+    """Versions whose ExecutionList keeps no execution_cache (v0.3.64 and
+    older) read a pending node's inputs from the outputs cache when it runs:
+    the pending nodes and what their links point at. None when that is not
+    enough: no pendingNodes, or a graph expansion in this prompt (an
+    expanded node reads its children through links its inputs do not show)."""
+    pending = getattr(execution_list, "pendingNodes", None)
+    if not isinstance(pending, dict) or dynprompt is None:
+        return None
+    if getattr(dynprompt, "ephemeral_prompt", None):
+        return None
+    out = set()
+    for node_id in list(pending):
+        out.add(node_id)
+        out.update(_link_sources(dynprompt, node_id))
+    return out
+
+
 def needed(outputs, running, dynprompt, execution_list):
     """{(id(cache), key)} that must stay: the running node's own entry and
     inputs, and every output a pending node of the execution list listens to.
@@ -119,9 +137,13 @@ def needed(outputs, running, dynprompt, execution_list):
             node_ids.update(_link_sources(dynprompt, running))
     if execution_list is not None:
         ec = getattr(execution_list, "execution_cache", None)
-        if not isinstance(ec, dict):
-            return None
-        for sources in list(ec.values()):
+        if isinstance(ec, dict):
+            for sources in list(ec.values()):
+                node_ids.update(sources)
+        else:
+            sources = _pending_sources(execution_list, dynprompt)
+            if sources is None:
+                return None
             node_ids.update(sources)
         staged = getattr(execution_list, "staged_node_id", None)
         if staged is not None:

@@ -213,10 +213,18 @@ def _check_cache_args():
 
 
 def _patch(owner, name, wrapper):
+    """Wrap owner.name once; its dotted name goes to BRIDGE.hooks (shown in
+    the status) when it exists in this ComfyUI."""
     orig = getattr(owner, name, None)
-    if orig is None or getattr(orig, _MARK, False):
-        return orig is not None
-    setattr(owner, name, wrapper(orig))
+    if orig is None:
+        return False
+    where = f"{getattr(owner, '__module__', None) or ''}.{owner.__name__}" \
+        if isinstance(owner, type) else owner.__name__
+    dotted = f"{where.lstrip('.')}.{name}"
+    if dotted not in BRIDGE.hooks:
+        BRIDGE.hooks.append(dotted)
+    if not getattr(orig, _MARK, False):
+        setattr(owner, name, wrapper(orig))
     return True
 
 

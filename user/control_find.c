@@ -183,7 +183,10 @@ int ctl_find(struct ctl *c, const char *proc, const struct ctl_target *t)
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
 	snprintf(dir, sizeof(dir), "%s/%d/fd", proc, (int)t->pid);
-	/* Not even a look at the fd table: a refusal too (no CAP_SYS_PTRACE). */
+	/*
+	 * No look at the fd table at all is a refusal too (EACCES: another
+	 * user's directory, and no CAP_DAC_READ_SEARCH).
+	 */
 	c->why = CTL_ERR_SYS;
 	pidfd = (int)syscall(SYS_pidfd_open, t->pid, 0);
 	if (pidfd < 0)
@@ -207,8 +210,14 @@ int ctl_find(struct ctl *c, const char *proc, const struct ctl_target *t)
 			continue;
 		snprintf(link, sizeof(link), "%s/%ld", dir, nr);
 		n = readlink(link, text, sizeof(text) - 1);
-		if (n < 0)
+		if (n < 0) {
+			/* EACCES here is ptrace access, as for pidfd_getfd */
+			if (errno == EACCES || errno == EPERM) {
+				err = -EPERM;
+				why = CTL_ERR_SYS;
+			}
 			continue;
+		}
 		text[n] = '\0';
 		if (!ctl_memfd_link(text))
 			continue;

@@ -115,6 +115,22 @@ static int grow_arrays(struct evictor *ev, uint32_t n)
 	return 0;
 }
 
+/*
+ * What a refusal by the kernel means for an agent short of privileges:
+ * /proc/<pid>/fd of another user is a directory of that user's (EACCES),
+ * its links and pidfd_getfd() want ptrace rights over the process (EPERM).
+ */
+static const char *cap_hint(const struct evictor *ev, int err)
+{
+	if (ev->cfg.control || ev->ctl.why != CTL_ERR_SYS)
+		return "";
+	if (err == -EACCES)
+		return " (the agent needs CAP_DAC_READ_SEARCH)";
+	if (err == -EPERM)
+		return " (the agent needs CAP_SYS_PTRACE)";
+	return "";
+}
+
 static void try_open(struct evictor *ev, uint64_t now)
 {
 	struct stat st;
@@ -136,11 +152,7 @@ static void try_open(struct evictor *ev, uint64_t now)
 			const char *why = ctl_strerror(&ev->ctl, err);
 
 			out_warn(ev->out, "refusing control page %s: %s%s",
-				 ev->path, why,
-				 (err == -EPERM || err == -EACCES) &&
-						 ev->ctl.why == CTL_ERR_SYS
-					 ? " (the agent needs CAP_SYS_PTRACE)"
-					 : "");
+				 ev->path, why, cap_hint(ev, err));
 			control_event(ev, "refused", why);
 		}
 		ev->last_why = ev->ctl.why;

@@ -17,7 +17,8 @@ What it does (root: a scratch memory cgroup and the agent):
   5. checks: every prompt ran, the agent's commands were acked "evicted"
      with RSS freed, 0 OOM kills; the status node kept the cache keys of
      the nodes after it (a repeated prompt is all cached); a clean exit of
-     --quick-test-for-ci;
+     --quick-test-for-ci; and, read from the source, that the stand-in has
+     every part of this ComfyUI the package uses (comfyui_api.py);
 and prints a JSON summary (--json FILE keeps it). --no-agent runs the same
 prompts without the agent: the control run, which should hit the limit.
 Exit status 0 when every check passed.
@@ -41,6 +42,9 @@ PKG = os.path.dirname(HERE)
 ROOT = os.environ.get("RAMCACHE_ROOT") or os.path.dirname(PKG)
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import rctest  # noqa: E402
+
+sys.path.insert(0, HERE)
+import comfyui_api  # noqa: E402
 
 MiB = 1 << 20
 PYTHON = "/usr/bin/python3"  # Debian's python3 with python3-torch
@@ -185,13 +189,16 @@ def cg_usage(cg):
 
 
 def image_prompt(i, side, batch):
-    """EmptyImage -> ImageInvert -> status node (an output node): two new
-    side x side x batch float tensors cached per prompt (colour i)."""
+    """EmptyImage -> ImageInvert -> ImageScaleBy 1/8 -> status node (an
+    output node): two new side x side x batch float tensors cached per
+    prompt (colour i), and a small one the status node passes through."""
     return {
         "1": {"class_type": "EmptyImage",
               "inputs": {"width": side, "height": side, "batch_size": batch, "color": i}},
         "2": {"class_type": "ImageInvert", "inputs": {"image": ["1", 0]}},
-        "3": {"class_type": "RAMCacheBPFStatus", "inputs": {"value": ["2", 0]}},
+        "3": {"class_type": "ImageScaleBy",
+              "inputs": {"image": ["2", 0], "upscale_method": "nearest-exact", "scale_by": 0.125}},
+        "4": {"class_type": "RAMCacheBPFStatus", "inputs": {"value": ["3", 0]}},
     }
 
 
@@ -323,7 +330,17 @@ def main():
                          "auto: memfd when the agent's --help mentions it")
     ap.add_argument("--no-agent", action="store_true", help="the control run")
     ap.add_argument("--json", help="write the summary here")
+    ap.add_argument("--api-only", action="store_true",
+                    help="only compare the checkout's source with the stand-in (no root)")
     a = ap.parse_args()
+    if a.api_only:
+        _, fam = cache_ram_family(os.path.abspath(a.comfyui))
+        problems = comfyui_api.compare(os.path.abspath(a.comfyui),
+                                       os.path.join(HERE, "standin"), fam)
+        for p in problems:
+            print(p)
+        print(f"{fam}: {len(comfyui_api.ITEMS) + 1} parts compared, {len(problems)} problems")
+        sys.exit(1 if problems else 0)
     if os.geteuid() != 0:
         raise SystemExit("real_comfyui.py: needs root (memory cgroup, agent)")
     if a.control == "auto":
@@ -348,6 +365,10 @@ def main():
     per_prompt_bytes = 2 * a.side * a.side * 3 * 4 * a.batch
     print(f"ComfyUI {version} ({a.commit or 'commit not given'}), {fam}: "
           f"main.py --cpu {' '.join(cmdline)}", flush=True)
+
+    problems = comfyui_api.compare(comfy, os.path.join(HERE, "standin"), fam)
+    check(results, "the stand-in has what this ComfyUI has of what the package uses",
+          not problems, problems)
 
     rc, text = quick_test(comfy, boot, a.port, tmp, a.control)
     loaded = re.search(r"seconds: .*custom_nodes/ramcache_bpf\n", text) and \
@@ -381,7 +402,7 @@ def main():
             ui.wait_up(http)
             st = http.get("/ramcache/status")
             check(results, "/ramcache/status answers before the agent", st.get("page") is True,
-                  {k: st.get(k) for k in ("page", "control", "attached", "comfyui")})
+                  {k: st.get(k) for k in ("page", "control", "attached", "comfyui", "hooks")})
             exts = http.get("/extensions")
             js = "/extensions/ramcache_bpf/ramcache.js"
             body = http.get(js, raw=True).decode(errors="replace") if js in exts else ""
@@ -416,8 +437,16 @@ def main():
                     ok = item["status"]["status_str"] == "success"
                 except (urllib.error.URLError, OSError, TimeoutError, ValueError) as e:
                     ok, item = False, {"error": str(e)}
+                now = {}
+                if ui.proc.poll() is None:
+                    try:
+                        now = http.get("/ramcache/status")
+                    except (urllib.error.URLError, OSError, ValueError):
+                        pass
                 prompts.append({"prompt": i, "ok": ok, "rss": rss(ui.pid),
-                                "cgroup": cg_usage(cg) if os.path.isdir(cg.path) else None})
+                                "cgroup": cg_usage(cg) if os.path.isdir(cg.path) else None,
+                                **{k: now.get(k) for k in ("level", "headroom", "target",
+                                                           "entries", "evicted", "settled")}})
                 print(f"  prompt {i}: {'ok' if ok else 'FAILED'}  rss "
                       f"{(prompts[-1]['rss'] or 0) / MiB:.0f} MiB  cgroup "
                       f"{(prompts[-1]['cgroup'] or 0) / MiB:.0f} MiB", flush=True)
@@ -465,13 +494,17 @@ def main():
         finally:
             if ag is not None:
                 ag.stop()
+                summary["agent_events"] = [e for e in ag.events if e.get("type") in (
+                    "evict", "evict_done", "control", "error", "warning", "start")][:400]
+                summary["agent_stderr"] = ag.stderr[-50:]
             rc = ui.stop()
             text = ui.text()
             summary["exit"] = rc
             if not a.no_agent:
                 check(results, "Ctrl-C: ComfyUI stops cleanly, no traceback from the package",
                       rc == 0 and "Stopped server" in text and "cannot join thread" not in text
-                      and not re.search(r"Traceback[^\n]*\n(.*\n){0,20}.*ramcache", text),
+                      and not re.search(r'File "[^"]*(custom_nodes/ramcache_bpf|'
+                                        + re.escape(PKG) + r')/', text),
                       {"rc": rc})
             summary["log_tail"] = text[-1500:]
     shutil.rmtree(tmp, ignore_errors=True)

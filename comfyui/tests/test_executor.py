@@ -461,6 +461,35 @@ def never_evicts_what_a_pending_node_listens_to():
 
 
 @test
+def older_execution_lists_protect_what_pending_nodes_read():
+    """v0.3.64's ExecutionList has no execution_cache: what must stay is
+    then read from pendingNodes and their links (not every active entry)."""
+    import types
+    from comfy_execution.graph import DynamicPrompt
+    w = fresh()
+    try:
+        p = {"t": node("MakeTensor", mib=1, tag="old-el"), "u": node("MakeTensor", mib=1, tag="free"),
+             "k": node("Sampler", steps=1, latent=["t", 0], tag="old-el"),
+             "s": node("Sink", value=["k", 0], other=["t", 0])}
+        assert w.run(p, ["s", "u"], "old-el")[0]
+        out = outputs(w)
+        dp = DynamicPrompt(p)
+        key = {n: (id(out), out.cache_key_set.get_data_key(n)) for n in p}
+        old_list = types.SimpleNamespace(pendingNodes={"s": True}, staged_node_id=None)
+        keep = pkg.evict.needed(out, None, dp, old_list)
+        assert keep == {key["s"], key["k"], key["t"]}, keep  # not "u"
+        keep = pkg.evict.needed(out, "k", dp, types.SimpleNamespace(pendingNodes={},
+                                                                    staged_node_id=None))
+        assert keep == {key["k"], key["t"]}, keep
+        # an expansion in this prompt, or no pendingNodes: keep every active entry
+        dp.add_ephemeral_node("x1", node("MakeTensor", mib=1), "k", "k")
+        assert pkg.evict.needed(out, None, dp, old_list) is None
+        assert pkg.evict.needed(out, None, DynamicPrompt(p), types.SimpleNamespace()) is None
+    finally:
+        w.stop()
+
+
+@test
 def lets_an_interrupt_through_and_keeps_the_worker_alive():
     w = fresh()
     a = agent()

@@ -81,6 +81,12 @@ def status_json_before_and_after_the_agent_attaches():
             assert st["attached"] is False and st["level"] == "unknown"
             assert st["headroom"] is None and st["eta_s"] is None
             assert st["comfyui"]["cache_type"] == "RAM_PRESSURE", st["comfyui"]
+            assert st["hooks"] == [
+                "execution.PromptExecutor.__init__", "execution.PromptExecutor.execute",
+                "execution.PromptExecutor.reset", "execution.execute",
+                "comfy.utils.set_progress_bar_global_hook", "comfy.utils.load_torch_file",
+                "comfy.model_management.load_models_gpu",
+                "comfy.memory_management.extra_ram_release"], st["hooks"]
 
             # the agent attaches, headroom falls 64 MiB a second
             a.start_heartbeat()

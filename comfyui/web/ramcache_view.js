@@ -9,7 +9,8 @@
  *            attached: boolean, agent_pid: number | null, level: string,
  *            headroom: number | null, target: number | null, eta_s: number | null,
  *            cache: string, entries: number, evicted: number,
- *            evicted_bytes: number, rss_drop: number, settled: number, last: Eviction[],
+ *            evicted_bytes: number, rss_drop: number, settled: number, hooks: string[],
+ *            last: Eviction[],
  *            comfyui: {version: string | null, cache_type: string,
  *                      recommended: string} | null}} Status
  * @typedef {{text: string, title: string, tone: 'off' | 'ok' | 'warn' | 'high' | 'critical'}} Badge

@@ -11,10 +11,14 @@ a hostile user, and killed.
 * Another user owns /dev/shm/ramcache-<pid> for the next few thousand pids
   before an executor starts: it is served all the same.
 * A SIGKILLed executor leaves nothing in /dev/shm.
+* The agent with only the capabilities docs/containers.md gives it finds a
+  page in a container; without CAP_SYS_PTRACE or CAP_DAC_READ_SEARCH it
+  refuses it and names the one it lacks.
 """
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -23,8 +27,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rctest import (AGENT, DEMO, MiB, ROOT, Agent, Memcg, Skip,  # noqa: E402
-                    main, memfd_page, require_root, test, wait_page)
+from rctest import (AGENT, DEMO, HELPERS, MiB, ROOT, Agent, Memcg,  # noqa
+                    Skip, main, memfd_page, require_root, test, wait_page)
 
 NOBODY = 65534
 SQUATTER = 65533
@@ -32,6 +36,9 @@ LIMIT = 384 * MiB
 WORKLOAD = ["--prompts", 8, "--nodes", 6, "--models", 2, "--model-size",
             "96M", "--output-size", "16M", "--steps", 10, "--step-ms", 20]
 DOCEXEC = os.path.join(ROOT, "tests", "helpers", "docexec.py")
+EXECUTOR = os.path.join(HELPERS, "executor")
+CONTAINERS_MD = os.path.join(ROOT, "docs", "containers.md")
+MANIFEST = os.path.join(ROOT, "contrib", "kubernetes", "ramcache-bpf.yaml")
 AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
              "--clear-groups"]
 
@@ -254,6 +261,64 @@ def sigkilled_executor_leaves_nothing_in_dev_shm():
             p.wait()
         assert not memfd_page(p.pid)
     assert shm_names() == before, shm_names() - before
+
+
+def documented_caps():
+    """--cap-add of the Docker line in docs/containers.md, and the
+    capabilities the DaemonSet adds."""
+    with open(CONTAINERS_MD) as f:
+        docker = set(re.findall(r"--cap-add=(\w+)", f.read()))
+    with open(MANIFEST) as f:
+        text = f.read()
+    add = text[text.index("add:"):text.index("seccompProfile")]
+    return docker, set(re.findall(r"^\s+- (\w+)", add, re.M))
+
+
+def brief_agent(pid, caps, seconds=2.5):
+    """The agent with no capability but @caps for @seconds; its events and
+    stderr lines."""
+    bset = "-all," + ",".join("+" + c.lower() for c in sorted(caps))
+    p = subprocess.Popen(["setpriv", f"--bounding-set={bset}",
+                          "--inh-caps=-all", AGENT, "--json", "--pid",
+                          str(pid)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    time.sleep(seconds)
+    p.send_signal(signal.SIGINT)
+    try:
+        out, err = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    evs = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+    return evs, err.splitlines()
+
+
+@test
+def agent_with_the_documented_capabilities_only():
+    require_tools()
+    docker, k8s = documented_caps()
+    assert {"BPF", "PERFMON", "SYS_PTRACE", "DAC_READ_SEARCH"} <= docker, docker
+    assert docker <= k8s, f"the DaemonSet lacks {docker - k8s}"
+    ex = subprocess.Popen(container([EXECUTOR, "--entries", 4]),
+                          stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE)
+    try:
+        pid = host_pid_of(ex)
+        assert wait_page(pid), "no memfd page in the container"
+        evs, err = brief_agent(pid, docker)
+        ctl = [e for e in evs if e.get("type") == "control"]
+        assert ctl and ctl[0]["state"] == "attached", (ctl, err[-5:])
+        assert ctl[0]["ns_pid"] == 1, ctl[0]
+        for lack in ("SYS_PTRACE", "DAC_READ_SEARCH"):
+            evs, err = brief_agent(pid, docker - {lack})
+            ctl = [e for e in evs if e.get("type") == "control"]
+            assert [e["state"] for e in ctl] == ["refused"], (lack, ctl)
+            hint = [ln for ln in err if "refusing control page" in ln]
+            assert len(hint) == 1 and f"needs CAP_{lack}" in hint[0], hint
+            assert any(e.get("type") == "start" for e in evs), "not running"
+    finally:
+        ex.kill()
+        ex.wait()
 
 
 main()

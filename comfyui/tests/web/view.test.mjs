@@ -7,7 +7,7 @@ const MiB = 1 << 20;
 const base = {
   page: true, reason: null, control: "memfd:ramcache", attached: true, agent_pid: 42,
   level: "ok", headroom: 3072 * MiB, target: 0, eta_s: null, cache: "ram", entries: 3,
-  evicted: 1, evicted_bytes: 48 * MiB, rss_drop: 52 * MiB, settled: 0,
+  evicted: 1, evicted_bytes: 48 * MiB, rss_drop: 52 * MiB, settled: 0, hooks: [],
   last: [{ id: 7, label: "4:VAEDecode", bytes: 48 * MiB, rss_drop: 52 * MiB,
            reason: "inactive", latency_ms: 12.4, time: 1000 }],
   comfyui: { version: "0.3.75", cache_type: "RAM_PRESSURE", recommended: "python main.py --cache-ram 1" },
