@@ -64,7 +64,7 @@ TARGET_OVERHEAD = 0.02
 FULL = {
     "overhead_rounds": 15, "fault_size": "16M", "fault_rounds": 15,
     "bpf_cost_rounds": 5, "tracked_counts": [1, 8, 64],
-    "idle_s": 30.0,
+    "idle_s": 30.0, "warmup_s": 2.0,
     "reaction_trials": 12, "outcome_rounds": 3, "zram": True,
     "noswap_rounds": 2,
     "limit": 384 * MiB,
@@ -81,7 +81,7 @@ FULL = {
 QUICK = {
     "overhead_rounds": 1, "fault_size": "4M", "fault_rounds": 5,
     "bpf_cost_rounds": 1, "tracked_counts": [1, 8],
-    "idle_s": 2.0,
+    "idle_s": 1.0, "warmup_s": 0.5,
     "reaction_trials": 1, "outcome_rounds": 1, "zram": False,
     "noswap_rounds": 1,
     "limit": 160 * MiB,
@@ -646,7 +646,7 @@ def idle_agent(cfg, executor):
         if executor and not agent.wait_type("control", 10):
             raise RuntimeError("agent did not attach the control page")
         # the loop's first seconds read in what it runs (MCL_ONFAULT)
-        time.sleep(2.0)
+        time.sleep(cfg["warmup_s"])
         scrape_ok = scrape_metrics(addr)
         c0, t0 = run_ns(agent.pid), mono_ns()
         n0 = len(agent.events)
@@ -707,7 +707,7 @@ def bench_footprint(cfg, overhead):
         f"sleeping process (no control page: it looks for one every "
         f"0.5 s), and following an executor with a control page (it "
         f"beats the heartbeat every 250 ms), each for {cfg['idle_s']:.0f} "
-        "s after 2 s of warm-up; CPU = run time of all its threads "
+        f"s after {cfg['warmup_s']} s of warm-up; CPU = run time of all its threads "
         "(/proc/PID/task/*/schedstat) / wall time; RSS = VmRSS (pages "
         "locked as they are used, MCL_ONFAULT), by mapping from "
         "/proc/PID/smaps; storm: the agent tracking faultbench itself "
