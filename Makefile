@@ -32,7 +32,12 @@ AGENT_LIBS = -lbpf -lelf -lz $(shell pkg-config --libs libmicrohttpd) -lm
 DEPS_PKGS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
 	     make gcc python3 libmicrohttpd-dev systemtap-sdt-dev \
 	     libclang-rt-14-dev clang-format cppcheck procps util-linux mount \
-	     binutils coreutils systemd linux-libc-dev chromium tmux
+	     binutils coreutils systemd linux-libc-dev chromium tmux \
+	     qemu-system-x86 busybox-static cpio kmod debootstrap git \
+	     ca-certificates
+# Installed without their recommends and with their services stopped and
+# disabled: prometheus is here only for promtool, never as a server.
+DEPS_PKGS_BARE := prometheus
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))
@@ -71,7 +76,8 @@ endif
 .DELETE_ON_ERROR:
 .SECONDARY: $(BPF_OBJS) $(SKELS)
 .PHONY: all deps test demo bench fuzz soak clean vmlinux format check-format \
-	lint hardening run-test run-demo run-bench run-soak run-fuzz
+	lint hardening run-test run-demo run-bench run-soak run-fuzz \
+	vmtest run-vmtest test-fresh
 
 all: $(AGENT) $(LIBSO) $(LIBA) $(if $(DEMO_SRCS),$(DEMO)) $(UNIT_BINS) \
      $(HELPER_BINS) $(BENCH_BINS)
@@ -79,16 +85,22 @@ all: $(AGENT) $(LIBSO) $(LIBA) $(if $(DEMO_SRCS),$(DEMO)) $(UNIT_BINS) \
 # The only target that queries or installs packages. Quick when everything
 # is there: one dpkg query, no network.
 deps:
-	$(Q)missing=$$(for p in $(DEPS_PKGS); do \
+	$(Q)missing() { for p in "$$@"; do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
-		grep -q 'install ok installed' || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
+		grep -q 'install ok installed' || echo $$p; done; }; \
+	missing=$$(missing $(DEPS_PKGS)); bare=$$(missing $(DEPS_PKGS_BARE)); \
+	if [ -n "$$missing$$bare" ]; then \
 		if [ "$$(id -u)" != 0 ]; then \
-			echo "ramcache-bpf: missing packages:" $$missing "(run 'sudo make deps')"; exit 1; \
+			echo "ramcache-bpf: missing packages:" $$missing $$bare "(run 'sudo make deps')"; exit 1; \
 		fi; \
-		echo "  DEPS     installing" $$missing; \
-		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+		echo "  DEPS     installing" $$missing $$bare; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq && \
+		{ [ -z "$$missing" ] || apt-get install -y -qq $$missing >/dev/null; } && \
+		{ [ -z "$$bare" ] || apt-get install -y -qq --no-install-recommends $$bare >/dev/null; } && \
+		for s in $$bare; do { systemctl disable --now $$s || \
+			{ invoke-rc.d $$s stop; update-rc.d $$s disable; }; } >/dev/null 2>&1 || true; \
+		done; \
 	fi
 	$(Q)if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
 		if [ "$$(id -u)" != 0 ]; then \
@@ -101,11 +113,21 @@ deps:
 
 # User-facing targets that need packages: deps, then a fresh make that reads
 # the installed tools (pkg-config, bpftool) from scratch.
-test demo bench soak fuzz: deps
+test demo bench soak fuzz vmtest: deps
 	$(Q)$(MAKE) --no-print-directory run-$@
 
 run-test: all hardening comfyui-web
-	$(Q)OUTPUT=$(OUTPUT) PYTHON=$(PYTHON) $(PYTHON) tests/run.py
+	$(Q)OUTPUT=$(OUTPUT) PYTHON=$(PYTHON) $(PYTHON) tests/run.py --no-vm
+
+# The suites that need a real kernel, on this one and on Debian 12's 6.1
+# (cgroup v2) in QEMU: tests/vm/run.sh fetches and boots it.
+run-vmtest: all
+	$(Q)OUTPUT=$(OUTPUT) PYTHON=$(PYTHON) $(PYTHON) tests/run.py --kernels
+
+# `make test` as the README says, in a clean clone of HEAD on a freshly
+# debootstrap'd Debian 12 root (tests/fresh/run.sh).
+test-fresh: deps
+	$(Q)tests/fresh/run.sh test
 
 run-demo: all
 	$(Q)OUTPUT=$(OUTPUT) demo/run-demo.sh

@@ -20,6 +20,7 @@ from rcviz.record import STATUS_GROUP, build  # noqa: E402
 
 RAMP = "BENCHMARKS-ramp.svg"
 OUTCOMES = "BENCHMARKS-outcomes.svg"
+OUTCOMES_NOSWAP = "BENCHMARKS-outcomes-noswap.svg"
 POLICY_NAME = {"unconstrained": "classic cache, no limit (8 GiB memcg)",
                "none": "classic cache (--policy none)",
                "local": "local check after each node (--policy local)",
@@ -85,7 +86,7 @@ def outcomes_svg(runs, limit, title):
         tr = r["trace"]
         lim = tr.get("limit", limit)
         outcome = ("finished" if r["finished"] else
-                   f"OOM-killed" if r["oom_kills"] else f"exit {r['rc']}")
+                   "OOM-killed" if r["oom_kills"] else f"exit {r['rc']}")
         name = POLICY_NAME.get(r["policy"], r["policy"])
         items = [("RSS", "line", {"stroke": T.PALETTE[0],
                                   "stroke_width": 2})]
@@ -93,7 +94,8 @@ def outcomes_svg(runs, limit, title):
             items.append(("limit", "line", {"stroke": T.OOM_COLOR,
                                             "stroke_dasharray": "6 3"}))
         if tr["evict"]:
-            items.append((f"{len(tr['evict'])} evictions", "rect",
+            items.append((f"{len(tr['evict'])} evictions (ticks: green "
+                          "evicted, orange busy, red lost)", "rect",
                           {"fill": T.STATUS_COLOR["evicted"]}))
         p = c.panel(f"{name}: {outcome}", 70, items, dom, S.fmt_bytes,
                     ticks)
@@ -142,23 +144,23 @@ def render(res, outdir):
         with open(os.path.join(outdir, RAMP), "w") as f:
             f.write(ramp_svg(ramp))
         written.append(RAMP)
-    parts = []
-    for key, label in (("outcomes", "with zram swap"),
-                       ("outcomes_noswap", "without swap")):
+    for key, label, name in (("outcomes", "with zram swap", OUTCOMES),
+                             ("outcomes_noswap", "without swap",
+                              OUTCOMES_NOSWAP)):
         oc = res.get(key) or {}
         runs = [r for r in oc.get("runs", []) if r.get("trace")
                 and r.get("round", 0) == 0]
-        if runs:
-            parts.append((runs, oc, label))
-    if parts:
-        runs, oc, label = parts[-1] if len(parts) == 1 else parts[0]
+        if not runs:
+            continue
+        label = label if oc.get("swap", key == "outcomes") else \
+            "without swap"
         limit = max(r["trace"].get("limit", 0) for r in runs
                     if r["policy"] != "unconstrained")
         svg = outcomes_svg(runs, limit, "Outcomes: the demo workload in a "
                            f"{S.fmt_bytes(limit)} cgroup {label}, one round")
-        with open(os.path.join(outdir, OUTCOMES), "w") as f:
+        with open(os.path.join(outdir, name), "w") as f:
             f.write(svg)
-        written.append(OUTCOMES)
+        written.append(name)
     return written
 
 

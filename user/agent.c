@@ -492,6 +492,21 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s)
 	s->psi = a->lw.in.psi_present;
 	s->psi_some = a->lw.in.psi_some_avg10;
 	s->psi_full = a->lw.in.psi_full_avg10;
+	if (a->lw.have_prev) {
+		s->refaults_from = a->lw.refault_memcg ? "memcg" : "system";
+		s->swap_from = a->lw.swap_memcg ? "memcg" : "system";
+		s->psi_from = a->lw.psi_memcg ? "memcg" : "system";
+	}
+	if (sm->has_cg) {
+		const struct rc_cgroup_events *e = &sm->cs.self.ev;
+
+		s->has_limit_events = e->has_limit_events;
+		s->memcg_high = e->high;
+		s->memcg_max = e->max;
+		s->has_swap_events = e->has_swap_events;
+		s->swap_max = e->swap_max;
+		s->swap_fail = e->swap_fail;
+	}
 	if (t->evicting) {
 		s->evict_sent = t->ev.st.sent;
 		s->evict_acked = t->ev.st.acked;

@@ -108,19 +108,21 @@ static bool find_key(const char *text, const char *key, uint64_t *v)
 	return false;
 }
 
-static int read_key(const char *dir, const char *name, const char *key1,
-		    const char *key2, uint64_t *v)
+/* A counter file that a kernel may lack: *has says whether it was there. */
+static int read_counter_has(const char *dir, const char *name, uint64_t *v,
+			    bool *has)
 {
-	char buf[RC_CGFILE_MAX];
+	char buf[64];
 	int err;
 
 	*v = 0;
+	*has = false;
 	err = read_optional(dir, name, buf, sizeof(buf));
 	if (err <= 0)
 		return err;
-	if (!find_key(buf, key1, v) && key2)
-		find_key(buf, key2, v);
-	return 0;
+	err = parse_u64_text(buf, v);
+	*has = !err;
+	return err;
 }
 
 /* @pfx@name (v1's hierarchical total_ keys), else @name. */
@@ -184,6 +186,50 @@ static void memsw_to_swap(struct rc_cgroup_mem *m)
 						       : 0;
 }
 
+/* oom_kill, and the counts of hitting the limits (rc_cgroup_events). */
+static int read_events(const char *dir, int version, struct rc_cgroup_mem *m)
+{
+	/* v1: a charge fails at memsw first when both limits are alike */
+	static const char *const failcnt[] = { "memory.failcnt",
+					       "memory.memsw.failcnt" };
+	struct rc_cgroup_events *e = &m->ev;
+	char buf[RC_CGFILE_MAX];
+	int err;
+
+	err = read_optional(dir, cg_names[CG_EVENTS][version - 1], buf,
+			    sizeof(buf));
+	if (err < 0)
+		return err;
+	if (err) {
+		find_key(buf, "oom_kill", &m->oom_kill);
+		if (version == 2)
+			e->has_limit_events = find_key(buf, "high", &e->high) &&
+					      find_key(buf, "max", &e->max);
+	}
+	if (version == 1) {
+		for (size_t i = 0; i < sizeof(failcnt) / sizeof(*failcnt);
+		     i++) {
+			uint64_t n;
+			bool has;
+
+			err = read_counter_has(dir, failcnt[i], &n, &has);
+			if (err)
+				return err;
+			e->max += n;
+			e->has_limit_events |= has;
+		}
+		return 0;
+	}
+	/* absent without swap accounting (swapaccount=0) */
+	err = read_optional(dir, "memory.swap.events", buf, sizeof(buf));
+	if (err < 0)
+		return err;
+	if (err)
+		e->has_swap_events = find_key(buf, "max", &e->swap_max) &&
+				     find_key(buf, "fail", &e->swap_fail);
+	return 0;
+}
+
 /* The files of cgroup @version (1 or 2) both have. */
 static int read_mem(const char *dir, int version, struct rc_cgroup_mem *m)
 {
@@ -199,14 +245,19 @@ static int read_mem(const char *dir, int version, struct rc_cgroup_mem *m)
 		err = read_limit(dir, cg_names[CG_SWAP_LIMIT][v],
 				 &m->swap_limit);
 	if (!err)
-		err = read_counter(dir, cg_names[CG_SWAP_USAGE][v],
-				   &m->swap_usage);
+		err = read_counter_has(dir, cg_names[CG_SWAP_USAGE][v],
+				       &m->swap_usage, &m->ev.has_swap_bytes);
 	if (!err)
-		err = read_key(dir, cg_names[CG_EVENTS][v], "oom_kill", NULL,
-			       &m->oom_kill);
-	if (!err && version == 1)
+		err = read_events(dir, version, m);
+	if (err)
+		return err;
+	if (version == 1) {
 		memsw_to_swap(m);
-	return err;
+		m->ev.has_swap_bytes = false; /* memsw is not swap alone */
+	} else {
+		m->ev.swap_bytes = m->swap_usage;
+	}
+	return 0;
 }
 
 static int read_v2(const char *dir, struct rc_cgroup_mem *m)

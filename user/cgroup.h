@@ -44,15 +44,26 @@ int rc_cgroup_find(const char *proc_root, const char *cg_root, int pid,
 int rc_cgroup_dir_ino(const char *path, uint64_t *ino);
 
 /*
- * Counters of memory.stat, the cgroup and its descendants (v1: the total_
- * keys). Refaults need 5.9 or later; v2 has pswpin/pswpout since 6.x, v1
- * never: when a key is absent its has_ flag is false.
+ * Counters of the cgroup and its descendants. From memory.stat (v1: the
+ * total_ keys): refaults (5.9 or later), pswpin/pswpout (v2 only, and only
+ * on kernels newer than Debian 12's 6.1), pgmajfault. From memory.events
+ * (v2): times over memory.high (throttled) and at memory.max (reclaimed to
+ * stay under it); on v1, memory.failcnt plus memory.memsw.failcnt count the
+ * latter where the kernel keeps them (6.18 leaves both at 0 when a memsw
+ * limit is set). From memory.swap.events (v2): swap-outs refused by memory.swap.max
+ * or failed for want of swap space. swap_bytes is memory.swap.current (v2): on a
+ * kernel without per-cgroup pswpout its growth is the cgroup's net swap-out.
+ * When a file or key is absent its has_ flag is false.
  */
 struct rc_cgroup_events {
 	bool has_refault, has_swap;
 	uint64_t refault_anon, refault_file; /* pages */
 	uint64_t pswpin, pswpout;	     /* pages */
 	uint64_t pgmajfault;
+	bool has_limit_events, has_swap_events, has_swap_bytes;
+	uint64_t high, max;	      /* memory.events */
+	uint64_t swap_max, swap_fail; /* memory.swap.events */
+	uint64_t swap_bytes;	      /* memory.swap.current */
 };
 
 /* One cgroup directory's own memory numbers. */

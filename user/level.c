@@ -83,8 +83,17 @@ static void period_counts(struct level_watch *lw, const struct level_ctx *c,
 		in->kswapd_awake |= lw->kswapd_awake[i] != 0;
 	in->direct_reclaims = delta(c->direct_stalls, lw->prev_direct);
 	in->memcg_reclaims = delta(c->memcg_stalls, lw->prev_memcg);
+	if (c->cg && r->cg.has_limit_events) {
+		/* the cgroup's own count of reclaim at memory.high/max */
+		uint64_t hits = delta(r->cg.high, lw->prev_cg.high) +
+				delta(r->cg.max, lw->prev_cg.max);
+
+		if (hits > in->memcg_reclaims)
+			in->memcg_reclaims = hits;
+	}
 	lw->refault_memcg = c->cg && r->cg.has_refault;
-	lw->swap_memcg = c->cg && r->cg.has_swap;
+	lw->swap_memcg = c->cg && (r->cg.has_swap ||
+				   (r->cg.has_swap_bytes && r->cg.has_refault));
 	lw->psi_memcg = c->cg && c->cg->psi.available;
 	if (lw->refault_memcg) {
 		in->refault_anon =
@@ -97,9 +106,19 @@ static void period_counts(struct level_watch *lw, const struct level_ctx *c,
 		in->refault_file = delta(r->vm.workingset_refault_file,
 					 pv->workingset_refault_file);
 	}
-	if (lw->swap_memcg) {
+	if (lw->swap_memcg && r->cg.has_swap) {
 		in->swap_in = delta(r->cg.pswpin, lw->prev_cg.pswpin);
 		in->swap_out = delta(r->cg.pswpout, lw->prev_cg.pswpout);
+	} else if (lw->swap_memcg) {
+		/*
+		 * v2 without pswpin/pswpout (6.1): anon refaults are the pages
+		 * read back from swap, the growth of memory.swap.current the
+		 * net swap-out (in the 4 KiB pages the thresholds count).
+		 */
+		in->swap_in =
+			delta(r->cg.refault_anon, lw->prev_cg.refault_anon);
+		in->swap_out =
+			delta(r->cg.swap_bytes, lw->prev_cg.swap_bytes) / 4096;
 	} else {
 		in->swap_in = delta(r->vm.pswpin, pv->pswpin);
 		in->swap_out = delta(r->vm.pswpout, pv->pswpout);

@@ -5,10 +5,14 @@
  * faults, PSI, reclaim stalls seen by BPF, kswapd state, headroom and its
  * forecast. Refaults, swap and PSI are the target's memory cgroup's when it
  * has them (memory.stat, v2 memory.pressure): a storm in the cgroup is then
- * told apart from whatever else the machine does. Without a cgroup, or for
- * what the cgroup lacks (swap counters on v1 and before 6.x, PSI on v1),
- * they are system-wide (/proc/vmstat, /proc/pressure/memory). The maths is rc_pressure_eval() in policy.c; this file
- * gathers the inputs and keeps the previous counters.
+ * told apart from whatever else the machine does. On v2 without per-cgroup
+ * pswpin/pswpout (6.1), swap-in is the cgroup's anon refaults and swap-out
+ * the growth of memory.swap.current. Memcg reclaim is the larger of the
+ * stalls BPF saw and the cgroup's own count of hits of memory.high/max
+ * (memory.events; v1: memory.failcnt). Without a cgroup, or for what it
+ * lacks (swap counters on v1, PSI on v1), they are system-wide
+ * (/proc/vmstat, /proc/pressure/memory). The maths is rc_pressure_eval() in
+ * policy.c; this file gathers the inputs and keeps the previous counters.
  */
 #ifndef RAMCACHE_LEVEL_H
 #define RAMCACHE_LEVEL_H

@@ -354,6 +354,19 @@ static void summary_json(struct out *o, const struct summary *s)
 		jw_double(&w, "psi_some_avg10", s->psi_some);
 		jw_double(&w, "psi_full_avg10", s->psi_full);
 	}
+	if (s->refaults_from) {
+		jw_str(&w, "refaults_from", s->refaults_from);
+		jw_str(&w, "swap_from", s->swap_from);
+		jw_str(&w, "psi_from", s->psi_from);
+	}
+	if (s->has_limit_events) {
+		jw_u64(&w, "memcg_high_events", s->memcg_high);
+		jw_u64(&w, "memcg_max_events", s->memcg_max);
+	}
+	if (s->has_swap_events) {
+		jw_u64(&w, "memcg_swap_max_events", s->swap_max);
+		jw_u64(&w, "memcg_swap_fail_events", s->swap_fail);
+	}
 	jw_u64(&w, "evict_sent", s->evict_sent);
 	jw_u64(&w, "evict_acked", s->evict_acked);
 	jw_u64(&w, "evict_timeouts", s->evict_timeouts);

@@ -71,7 +71,12 @@ struct summary {
 	double swap_in_s, swap_out_s;
 	double majflt_s; /* of the target */
 	bool psi;
-	double psi_some, psi_full;			  /* avg10, percent */
+	double psi_some, psi_full; /* avg10, percent */
+	/* where refaults, swap and PSI came from: "memcg" or "system" */
+	const char *refaults_from, *swap_from, *psi_from;
+	/* the memcg's own counts (cgroup.h rc_cgroup_events), cumulative */
+	bool has_limit_events, has_swap_events;
+	uint64_t memcg_high, memcg_max, swap_max, swap_fail;
 	uint64_t evict_sent, evict_acked, evict_timeouts; /* since start */
 	uint64_t bytes_evicted;
 };

@@ -107,7 +107,7 @@ def render(tl, source="record"):
               S.fmt_bytes(o.shmem)] for o in tl.ooms], "ooms"))
     if tl.warnings:
         tables.append(_table(
-            "Agent warnings", ["time", "message"],
+            "Agent warnings and errors", ["time", "message"],
             [[f"{t:.3f} s", m] for t, m in tl.warnings[:50]], "warnings"))
 
     title = "ramcache-bpf report"

@@ -9,7 +9,8 @@
  *            the agent can attach before anything happens
  * --touch N  map N fresh pages and write one byte in each, then print
  *            {"type":"faults","delta":D} with D the change of minflt+majflt
- *            in /proc/self/stat over that work
+ *            in /proc/self/stat over that work (huge pages are turned off
+ *            for the region: one fault per page even where THP is `always`)
  * --grow S   allocate and touch S bytes in 1 MiB steps at --rate MB/s
  *            (0 = as fast as possible), printing {"type":"grown",...}
  * --thrash T after --grow, write every page of the grown region again, pass
@@ -218,6 +219,8 @@ int main(int argc, char **argv)
 			perror("memhog: mmap");
 			return 1;
 		}
+		if (madvise(p, touch * page, MADV_NOHUGEPAGE))
+			perror("memhog: madvise");
 		for (unsigned long i = 0; i < touch; i++)
 			p[i * page] = 1;
 		after = stat_faults();

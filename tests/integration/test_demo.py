@@ -12,6 +12,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -46,6 +47,21 @@ class Demo:
             preexec_fn=memcg.preexec() if memcg else None)
         self.out = self.err = ""
         self.events = []
+        self._err_lines = None
+
+    def follow_stderr(self):
+        """Read stderr as it comes, for said(); wait() collects it."""
+        self._err_lines = []
+        err, self.proc.stderr = self.proc.stderr, None
+
+        def read():
+            for line in err:
+                self._err_lines.append(line)
+        self._err_thread = threading.Thread(target=read, daemon=True)
+        self._err_thread.start()
+
+    def said(self, text):
+        return any(text in line for line in self._err_lines)
 
     def control_path(self):
         """The page's memfd in /proc/<pid>/fd, "" until it exists."""
@@ -58,6 +74,10 @@ class Demo:
             self.proc.kill()
             self.out, self.err = self.proc.communicate()
             raise AssertionError(f"demo still running after {timeout} s")
+        finally:
+            if self._err_lines is not None:
+                self._err_thread.join(timeout=10)
+                self.err = "".join(self._err_lines)
         self.events = [json.loads(line) for line in self.out.splitlines()
                        if line.startswith("{")]
         return self.proc.returncode
@@ -307,8 +327,11 @@ def agent_loss_falls_back_to_local():
         try:
             wait_page(demo.proc.pid)
             page = ControlPage(demo.control_path())
-            # alive long enough to be seen, then silent; no commands
-            for _ in range(10):
+            # alive until the demo has seen it (a slow machine takes long
+            # to load the models), then silent; no commands
+            demo.follow_stderr()
+            end = time.monotonic() + 60
+            while not demo.said("agent attached") and time.monotonic() < end:
                 page.beat()
                 time.sleep(0.05)
             rc = demo.wait()

@@ -355,6 +355,36 @@ def report_of_a_cut_or_empty_record():
 
 
 @test
+def installed_programs_run_from_anywhere():
+    """make install puts ramcache-report and ramcache-top in bin with their
+    modules in lib/ramcache-bpf; they run from / on a record."""
+    from rctest import OUTPUT
+    dest = os.path.join(work(), "stage")
+    p = subprocess.run(["make", "-s", "-C", ROOT, "install", f"DESTDIR={dest}",
+                        "PREFIX=/usr", f"OUTPUT={OUTPUT}"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    rec = os.path.join(work(), "small.jsonl")
+    with open(rec, "w") as f:
+        f.write('{"type":"start","ts_ns":1000000000,"pid":7,"comm":"x"}\n'
+                '{"type":"oom_kill","ts_ns":2000000000,"victim_pid":7,'
+                '"comm":"x","anon_rss":1048576}\n'
+                '{"type":"exit","ts_ns":3000000000,"reason":"done",'
+                '"code":0}\n')
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = os.path.join(work(), "installed.html")
+    p = subprocess.run([os.path.join(dest, "usr/bin/ramcache-report"), rec,
+                        "-o", out], cwd="/", env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert len(find_class(svg_of(open(out).read()), "oom")) == 1
+    p = subprocess.run([os.path.join(dest, "usr/bin/ramcache-top"),
+                        "--input", rec], cwd="/", env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "oom kills 1" in p.stdout, p.stderr
+
+
+@test
 def report_in_headless_chromium():
     """The report of the real record opens in Chromium without a console
     error or a network request, and every eviction is in its DOM."""

@@ -43,6 +43,11 @@ TEST(v1_find_and_read)
 	ASSERT_EQ(st.self.ev.refault_file, 40, "total_ file refaults");
 	ASSERT_EQ(st.self.ev.pgmajfault, 50, "total_pgmajfault");
 	ASSERT_FALSE(st.self.ev.has_swap, "no pswpin on v1");
+	ASSERT_TRUE(st.self.ev.has_limit_events, "memory.failcnt");
+	ASSERT_EQ(st.self.ev.max, 10,
+		  "failcnt + memsw.failcnt: hits of a limit");
+	ASSERT_FALSE(st.self.ev.has_swap_events || st.self.ev.has_swap_bytes,
+		     "no swap events or swap.current on v1");
 	/* The parent's 1 GiB limit binds: 1024 - 900 + 100 MiB of room. */
 	ASSERT_EQ(st.limit, RC_GIB, "parent limit");
 	ASSERT_EQ(st.usage, 900 * RC_MIB, "parent usage");
@@ -117,6 +122,14 @@ TEST(v2_parent_limit_binds)
 	ASSERT_EQ(st.self.ev.pswpin, 7, "pswpin");
 	ASSERT_EQ(st.self.ev.pswpout, 8, "pswpout");
 	ASSERT_EQ(st.self.ev.pgmajfault, 9, "pgmajfault");
+	ASSERT_TRUE(st.self.ev.has_limit_events, "memory.events");
+	ASSERT_EQ(st.self.ev.high, 3, "events high");
+	ASSERT_EQ(st.self.ev.max, 12, "events max, not oom");
+	ASSERT_TRUE(st.self.ev.has_swap_events, "memory.swap.events");
+	ASSERT_EQ(st.self.ev.swap_max, 4, "swap.events max, not high");
+	ASSERT_EQ(st.self.ev.swap_fail, 2, "swap.events fail");
+	ASSERT_TRUE(st.self.ev.has_swap_bytes, "memory.swap.current");
+	ASSERT_EQ(st.self.ev.swap_bytes, 4096, "swap bytes");
 	/* Own room 1024-350+10 = 684 MiB; parent's 512-400+20 = 132 MiB. */
 	ASSERT_EQ(st.limit, 512 * RC_MIB, "parent limit");
 	ASSERT_EQ(st.limit_depth, 1, "depth");
@@ -146,6 +159,11 @@ TEST(v2_own_limit_binds)
 	ASSERT_EQ(st.limit_ino, cg.ino, "own inode");
 	ASSERT_EQ(st.self.swap_limit, 0, "swap.max 0");
 	ASSERT_FALSE(st.self.psi.available, "no memory.pressure");
+	/* as a kernel without these files: not zeros that look like data */
+	ASSERT_FALSE(st.self.ev.has_limit_events, "no memory.events");
+	ASSERT_FALSE(st.self.ev.has_swap_events, "no memory.swap.events");
+	ASSERT_FALSE(st.self.ev.has_swap_bytes, "no memory.swap.current");
+	ASSERT_FALSE(st.self.ev.has_swap, "no pswpin in memory.stat");
 }
 
 TEST(v2_hybrid_unified)

@@ -60,6 +60,57 @@ TEST(without_swap_counters_the_system_is_used)
 	ASSERT_EQ(lw.cur.rates.swap_in, 0, "no swap-in");
 }
 
+TEST(v2_without_pswpin_uses_swap_current_and_anon_refaults)
+{
+	/* Debian 12's 6.1: memory.stat has no pswpin, memory.swap.current is */
+	struct rc_cgroup_mem cg = { .ev = { .has_refault = true,
+					    .has_swap_bytes = true } };
+	struct level_watch lw;
+	struct level_ctx c;
+
+	ctx(&lw, &c, &cg);
+	level_update(&lw, 1 * SEC, &c);
+	cg.ev.swap_bytes = 4000ULL * 4096; /* 4000 pages out in 1 s */
+	cg.ev.refault_anon = 300;
+	ASSERT_EQ(level_update(&lw, 2 * SEC, &c), LEVEL_CHANGED, "storm");
+	ASSERT_TRUE(lw.swap_memcg, "the cgroup's swap");
+	ASSERT_EQ(lw.cur.level, RAMCACHE_LEVEL_HIGH, "4000 pages/s out: high");
+	ASSERT_TRUE(lw.cur.reasons & RC_R_SWAP_OUT, "swap_out");
+	ASSERT_TRUE(lw.cur.rates.swap_out > 3999 &&
+			    lw.cur.rates.swap_out < 4001,
+		    "out rate");
+	ASSERT_TRUE(lw.cur.rates.swap_in > 299 && lw.cur.rates.swap_in < 301,
+		    "in rate");
+	/* swap freed is not swap-in */
+	cg.ev.swap_bytes = 0;
+	level_update(&lw, 3 * SEC, &c);
+	ASSERT_EQ(lw.cur.rates.swap_out, 0, "shrinking swap is no swap-out");
+}
+
+TEST(cgroup_limit_hits_are_memcg_reclaim)
+{
+	struct rc_cgroup_mem cg = { .ev = { .has_refault = true,
+					    .has_limit_events = true } };
+	struct level_watch lw;
+	struct level_ctx c;
+
+	ctx(&lw, &c, &cg);
+	cg.ev.max = 7; /* hits before the agent started are not news */
+	ASSERT_EQ(level_update(&lw, 1 * SEC, &c), 0, "baseline");
+	cg.ev.high = 2;
+	ASSERT_EQ(level_update(&lw, 2 * SEC, &c), LEVEL_CHANGED, "high hit");
+	ASSERT_EQ(lw.cur.level, RAMCACHE_LEVEL_HIGH, "memcg reclaim is high");
+	ASSERT_TRUE(lw.cur.reasons & RC_R_MEMCG_RECLAIM, "memcg_reclaim");
+	ASSERT_EQ(lw.in.memcg_reclaims, 2, "two hits");
+	/* BPF saw more stalls than the cgroup counted: the larger wins */
+	c.memcg_stalls = 5;
+	cg.ev.max = 8;
+	level_update(&lw, 3 * SEC, &c);
+	ASSERT_EQ(lw.in.memcg_reclaims, 5, "not added twice");
+	level_update(&lw, 4 * SEC, &c);
+	ASSERT_EQ(lw.cur.level, RAMCACHE_LEVEL_OK, "quiet again");
+}
+
 TEST(another_cgroup_starts_afresh)
 {
 	struct rc_cgroup_mem cg = { .ev = { .has_refault = true } };

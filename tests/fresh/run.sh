@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+# make test-fresh: run the README's `make test` in a clean clone of HEAD on a
+# freshly debootstrap'd Debian 12 (bookworm, minbase) root, chrooted, so a
+# missing install step fails here instead of on a user's first run. The host
+# kernel runs the BPF programs; /proc, /sys (with the cgroup mounts and the
+# BTF), /dev and resolv.conf are lent to the chroot.
+#
+# Only the bare debootstrap result is cached ($RAMCACHE_CACHE, default
+# /var/cache/ramcache-bpf/bookworm-minbase): every package the Makefile needs
+# is installed by `make test` itself on each run. The VM suites do not run in
+# the chroot (RAMCACHE_NO_VM=1): they boot their own root.
+#
+# Usage: tests/fresh/run.sh [TARGET...]     (root; default target: test)
+set -euo pipefail
+
+CACHE=${RAMCACHE_CACHE:-/var/cache/ramcache-bpf}
+BASE=$CACHE/bookworm-minbase
+SCRATCH_DIR=${RAMCACHE_SCRATCH:-/var/tmp}
+
+die() { echo "ramcache-bpf: failed to $*" >&2; exit 1; }
+say() { printf '  %-8s %s\n' "$1" "$2"; }
+
+[ "$(id -u)" = 0 ] || die "build a fresh root: not root (run 'sudo make test-fresh')"
+command -v debootstrap >/dev/null || die "find debootstrap (run 'sudo make deps')"
+src=$(git -C "$(dirname "$0")/../.." rev-parse --show-toplevel) ||
+	die "find the repository to clone"
+[ $# -gt 0 ] || set -- test
+
+# The Debian archive the host's apt uses (deb822 or one-line sources).
+mirror() {
+	local f u
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
+		/etc/apt/sources.list.d/*.sources; do
+		[ -r "$f" ] || continue
+		u=$(sed -n -e 's/^URIs: *\([^ ]*\).*/\1/p' \
+			-e 's/^deb \(\[[^]]*\] \)\{0,1\}\([^ ]*\) .*/\2/p' "$f" |
+			grep -v -e security -e '^cdrom:' | grep '/debian/\{0,1\}$' | head -n 1)
+		[ -n "$u" ] && { echo "${u%/}"; return; }
+	done
+	echo http://deb.debian.org/debian
+}
+MIRROR=$(mirror)
+
+# --- the bare base, built once ------------------------------------------
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.bookworm-minbase.lock"
+flock 9
+if [ ! -e "$BASE/.done" ]; then
+	say DEBOOT "bookworm minbase from $MIRROR (once, into $BASE)"
+	rm -rf --one-file-system "$BASE.tmp"
+	debootstrap --variant=minbase bookworm "$BASE.tmp" "$MIRROR" \
+		>"$CACHE/debootstrap.log" 2>&1 ||
+		die "debootstrap bookworm (log: $CACHE/debootstrap.log)"
+	# nothing downloaded stays: the next run installs what it needs itself
+	rm -rf "$BASE.tmp"/var/cache/apt/archives/*.deb "$BASE.tmp"/var/lib/apt/lists/*
+	touch "$BASE.tmp/.done"
+	rm -rf --one-file-system "$BASE"
+	mv "$BASE.tmp" "$BASE"
+fi
+flock -u 9
+
+# --- a scratch copy of it, with a clean clone of HEAD ---------------------
+scratch=$(mktemp -d "$SCRATCH_DIR/ramcache-fresh.XXXXXX")
+root=$scratch/root
+mounted=()
+
+# Processes whose root is the fresh root: none may outlive `make test`
+# (a package's service that `make deps` left running shows up here).
+left() {
+	local link pid
+	for link in /proc/[0-9]*/root; do
+		[ "$(readlink "$link" 2>/dev/null)" = "$root" ] || continue
+		pid=${link#/proc/}
+		echo "${pid%/root}"
+	done
+}
+
+cleanup() {
+	local rc=$? pid i
+	for pid in $(left); do
+		kill -9 "$pid" 2>/dev/null || true
+	done
+	for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
+		umount -R "${mounted[i]}" 2>/dev/null || umount -R -l "${mounted[i]}" 2>/dev/null || true
+	done
+	if findmnt -rn -o TARGET | grep -q "^$scratch"; then
+		echo "ramcache-bpf: mounts remain under $scratch; not removing it" >&2
+		rc=1
+	else
+		rm -rf --one-file-system "$scratch"
+	fi
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say COPY "$BASE -> $root"
+cp -a "$BASE" "$root"
+rm -f "$root/.done"
+branch=$(git -C "$src" symbolic-ref -q --short HEAD || true)
+head=$(git -C "$src" rev-parse HEAD)
+say CLONE "$src ($head)"
+git clone -q ${branch:+--branch "$branch"} "$src" "$root/root/ramcache-bpf"
+git -C "$root/root/ramcache-bpf" checkout -q --detach "$head"
+
+cat >"$root/etc/apt/sources.list" <<SRC
+deb $MIRROR bookworm main
+deb $MIRROR bookworm-updates main
+SRC
+# This machine's network set-up, as any machine of its kind has it: the
+# resolver, local certificate authorities (ca-certificates, once `make deps`
+# installs it, adds them to the bundle) and npm's system-wide settings.
+cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+mkdir -p "$root/usr/local/share/ca-certificates"
+cp -L /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/" 2>/dev/null || true
+[ -e /etc/npmrc ] && cp -L /etc/npmrc "$root/etc/npmrc"
+
+bind() { # bind DIR: the host's DIR and everything under it, not propagated back
+	mount --rbind "$1" "$root$1"
+	mount --make-rslave "$root$1"
+	mounted+=("$root$1")
+}
+# The fresh root is a mount point of its own, as / is on a booted system
+# (unshare --mount and friends change its propagation).
+mount --bind "$root" "$root"
+mount --make-private "$root"
+mounted+=("$root")
+mount -t proc proc "$root/proc"
+mounted+=("$root/proc")
+bind /sys
+bind /dev
+
+# A clean environment, less what points tools at the certificates and
+# proxies of this machine.
+passenv=()
+for v in $(compgen -e); do
+	case $v in
+	*_CA_CERTS | *_CA_BUNDLE | *_CAINFO | SSL_CERT_* | PIP_CERT | \
+		http_proxy | https_proxy | no_proxy | HTTP_PROXY | HTTPS_PROXY | NO_PROXY)
+		passenv+=("$v=${!v}") ;;
+	esac
+done
+in_root() {
+	chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
+		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+		DEBIAN_FRONTEND=noninteractive RAMCACHE_NO_VM=1 CI="${CI:-}" \
+		"${passenv[@]}" "$@"
+}
+# The README's prerequisites on a bare system: make (the clone came in from
+# outside, as a user's `git clone` would).
+say APT "make (the README's only prerequisite)"
+in_root sh -c 'apt-get update -qq && apt-get install -y -qq --no-install-recommends make >/dev/null' ||
+	die "install make in the fresh root"
+say CHROOT "make $* in a fresh bookworm root"
+rc=0
+in_root sh -c 'cd /root/ramcache-bpf && exec make "$@"' make "$@" </dev/null || rc=$?
+sleep 1
+for pid in $(left); do
+	echo "ramcache-bpf: left running in the fresh root: $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) (pid $pid)" >&2
+	rc=1
+done
+exit $rc
