@@ -8,6 +8,7 @@
 OUTPUT ?= build
 CLANG ?= clang
 BPFTOOL ?= bpftool
+LLVM_STRIP ?= llvm-strip
 CC ?= cc
 PYTHON ?= /usr/bin/python3
 ARCH_DIR := $(shell uname -m)
@@ -138,6 +139,7 @@ $(OUTPUT)/tests $(OUTPUT)/bench:
 $(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(VMLINUX_DIR)/vmlinux.h | $(OUTPUT)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+	$(Q)$(LLVM_STRIP) -g $@ # DWARF: the agent embeds the object; BTF stays
 
 $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)

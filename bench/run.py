@@ -2,6 +2,7 @@
 """ramcache-bpf benchmarks, side by side in one run (`make bench`).
 
   bench/run.py [--quick] [--out DIR] [--md PATH] [--only SECTIONS]
+               [--merge RESULTS]
 
 Sections (all measured in this run; every figure is a ratio against a
 baseline of the same run or a distribution):
@@ -20,7 +21,9 @@ baseline of the same run or a distribution):
              for the classic cache, local, PSI-driven and ramcache-bpf
   eviction   post -> ack and post -> RSS drop (from the outcome runs)
 
---quick runs every section once on a small workload in seconds, into
+--only S1,S2 --merge bench/results.json measures those sections again and
+keeps the others from that file (BENCHMARKS.md says which run measured
+what). --quick runs every section once on a small workload in seconds, into
 build/bench/quick/, so that the harness is tested by `make test`.
 Writes results.json and BENCHMARKS.md. Needs root for the memcg and BPF
 parts; without root those sections are recorded as skipped.
@@ -64,7 +67,7 @@ TARGET_OVERHEAD = 0.02
 FULL = {
     "overhead_rounds": 15, "fault_size": "16M", "fault_rounds": 15,
     "bpf_cost_rounds": 5, "tracked_counts": [1, 8, 64],
-    "idle_s": 5.0,
+    "idle_s": 30.0, "warmup_s": 2.0,
     "reaction_trials": 12, "vm_reaction_trials": 6, "outcome_rounds": 3,
     "zram": True,
     "noswap_rounds": 2,
@@ -82,7 +85,7 @@ FULL = {
 QUICK = {
     "overhead_rounds": 1, "fault_size": "4M", "fault_rounds": 5,
     "bpf_cost_rounds": 1, "tracked_counts": [1, 8],
-    "idle_s": 1.0,
+    "idle_s": 1.0, "warmup_s": 0.5,
     "reaction_trials": 1, "vm_reaction_trials": 0, "outcome_rounds": 1,
     "zram": False,
     "noswap_rounds": 1,
@@ -578,33 +581,153 @@ def bpf_cost(cfg):
 
 # ------------------------------------------------------------ 5. footprint
 
+TARGET_RSS = 8 * MiB
+TARGET_IDLE_CPU = 0.001  # of a core
+EXECUTOR = os.path.join(OUTPUT, "tests", "executor")
+# what a resident page of the agent is, by the mapping it is in
+RSS_CLASSES = (
+    ("BPF ring buffer and maps", ("anon_inode:bpf",)),
+    ("the agent's binary", ("ramcache-bpf",)),
+    ("libmicrohttpd and its TLS libraries", (
+        "libmicrohttpd", "libgnutls", "libp11-kit", "libnettle",
+        "libhogweed", "libgmp", "libunistring", "libidn2", "libtasn1",
+        "libffi")),
+    ("libbpf, libelf, libz", ("libbpf", "libelf", "libz.")),
+    ("libc, libm, ld.so", ("libc.", "libm.", "ld-linux")),
+)
+
+
+def run_ns(pid):
+    """CPU time of every thread of @pid (schedstat), in ns."""
+    t = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                t += int(f.read().split()[0])
+    return t
+
+
+def rss_breakdown(pid):
+    """Resident bytes of @pid by RSS_CLASSES, thread stacks, the rest."""
+    sps = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(f"/proc/{pid}/task/{tid}/syscall") as f:
+                sps.add(int(f.read().split()[-2], 16))
+    out = {}
+    name = None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split(" ", 1)[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                path = line.split()[5] if len(line.split()) > 5 else ""
+                name = next((c for c, keys in RSS_CLASSES
+                             if any(k in path for k in keys)), None)
+                if name is None:
+                    name = ("stacks" if path == "[stack]" or any(
+                        lo <= sp < hi for sp in sps)
+                        else "heap and other anonymous memory"
+                        if path in ("", "[heap]") else "other files")
+            elif line.startswith("Rss:"):
+                out[name] = out.get(name, 0) + int(line.split()[1]) * 1024
+    return out
+
+
+def idle_agent(cfg, executor):
+    """The agent with --metrics following a sleeping process (memhog) or
+    an executor with a control page (heartbeat every 250 ms), scraped every
+    5 s as Prometheus would: CPU of all its threads over idle_s, RSS."""
+    if executor:
+        tgt = Proc([EXECUTOR, "--entries", 16, "--bytes", 1 << 20],
+                   stdin=True)
+        if not tgt.wait_type("ready", 10):
+            tgt.kill()
+            raise RuntimeError("executor did not start: "
+                               + " ".join(tgt.err[-3:]))
+    else:
+        tgt = Proc([MEMHOG, "--hold", "3600"])
+    addr = f"127.0.0.1:{free_port()}"
+    agent = None
+    try:
+        agent = start_agent(tgt.pid, "--metrics", addr)
+        if executor and not agent.wait_type("control", 10):
+            raise RuntimeError("agent did not attach the control page")
+        # the loop's first seconds read in what it runs (MCL_ONFAULT)
+        time.sleep(cfg["warmup_s"])
+        scrape_ok = scrape_metrics(addr)
+        c0, t0 = run_ns(agent.pid), mono_ns()
+        n0 = len(agent.events)
+        end = time.monotonic() + cfg["idle_s"]
+        while time.monotonic() < end:
+            time.sleep(min(5.0, max(0.0, end - time.monotonic())))
+            scrape_ok += scrape_metrics(addr)
+        c1, t1 = run_ns(agent.pid), mono_ns()
+        _, rss = proc_cpu_rss(agent.pid)
+        parts = rss_breakdown(agent.pid)
+        agent.stop()
+        # what the kernel told the agent meanwhile: kswapd or reclaim
+        # anywhere keeps it ticking every 50 ms for 5 s (user/cadence.h)
+        told = {}
+        for e in agent.events[n0:]:
+            if e.get("type") in ("kswapd", "reclaim", "oom_kill",
+                                 "pressure"):
+                told[e["type"]] = told.get(e["type"], 0) + 1
+            if e.get("type") == "summary" and e.get("level") != "ok":
+                k = f"summaries at level {e.get('level')}"
+                told[k] = told.get(k, 0) + 1
+        return {"cpu_frac": (c1 - c0) / (t1 - t0), "rss": rss,
+                "rss_parts": parts, "scrapes": scrape_ok,
+                "kernel_events": told,
+                "drops": max([s.get("drops", 0) for s in
+                              agent.of_type("summary")] or [0]),
+                "seconds": (t1 - t0) / 1e9}
+    finally:
+        if agent:
+            agent.kill()
+        tgt.kill()
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape_metrics(addr):
+    import urllib.request
+    with contextlib.suppress(OSError):
+        with urllib.request.urlopen(f"http://{addr}/metrics",
+                                    timeout=5) as r:
+            return int(r.status == 200 and bool(r.read()))
+    return 0
+
+
 def bench_footprint(cfg, overhead):
     if not is_root():
         return {"skipped": "needs root for the agent"}
-    other = Proc([MEMHOG, "--hold", "3600"])
-    try:
-        agent = start_agent(other.pid, "--no-evict")
-        time.sleep(0.5)
-        cpu0, _ = proc_cpu_rss(agent.pid)
-        time.sleep(cfg["idle_s"])
-        cpu1, rss = proc_cpu_rss(agent.pid)
-        agent.stop()
-        idle = {"cpu_frac": (cpu1 - cpu0) / cfg["idle_s"], "rss": rss,
-                "maxrss": agent.rusage.ru_maxrss * 1024,
-                "drops": max([s.get("drops", 0) for s in
-                              agent.of_type("summary")] or [0]),
-                "seconds": cfg["idle_s"]}
-    finally:
-        other.kill()
+    idle = idle_agent(cfg, executor=False)
+    idle_ex = idle_agent(cfg, executor=True)
     storm = overhead.get("storm_agents") or []
     out = {"method": (
-        "idle: agent --no-evict tracking a sleeping process for "
-        f"{cfg['idle_s']} s, CPU from /proc/PID/stat, RSS = VmRSS "
-        "(the agent mlocks its memory); storm: the agent tracking "
-        "faultbench itself (overhead section), CPU from wait4 over the "
-        "agent's life (start-up included) / the benchmark's wall time, "
-        "RSS = peak (ru_maxrss), drops from its last summary"),
-        "idle": idle}
+        f"idle: the agent with --metrics (scraped every 5 s) following a "
+        f"sleeping process (no control page: it looks for one every "
+        f"0.5 s), and following an executor with a control page (it "
+        f"beats the heartbeat every 250 ms), each for {cfg['idle_s']:.0f} "
+        f"s after {cfg['warmup_s']} s of warm-up; CPU = run time of all its threads "
+        "(/proc/PID/task/*/schedstat) / wall time; RSS = VmRSS (pages "
+        "locked as they are used, MCL_ONFAULT), by mapping from "
+        "/proc/PID/smaps; storm: the agent tracking faultbench itself "
+        "(overhead section), CPU from wait4 over the agent's life "
+        "(start-up included) / the benchmark's wall time, RSS = peak "
+        "(ru_maxrss), drops from its last summary"),
+        "idle": idle, "idle_executor": idle_ex,
+        "targets": {"rss": TARGET_RSS, "cpu_frac": TARGET_IDLE_CPU}}
+    worst = max(idle, idle_ex, key=lambda x: x["rss"])
+    busiest = max(idle, idle_ex, key=lambda x: x["cpu_frac"])
+    out["met"] = {"rss": worst["rss"] <= TARGET_RSS,
+                  "cpu": busiest["cpu_frac"] <= TARGET_IDLE_CPU}
     if storm:
         out["storm"] = {
             "cpu_frac": statistics.median(a["cpu_frac"] for a in storm),
@@ -1190,19 +1313,23 @@ def latency_rows(done):
                                          for e in done
                                          if e.get("freed_latency_ns")])}
 
-def bench_eviction(outcomes, noswap, comfy):
+def bench_eviction(cfg, outcomes, noswap, comfy):
     if ("runs" not in outcomes and "runs" not in noswap
             and "runs" not in comfy):
         return {"skipped": outcomes.get("skipped", "no outcome runs")}
     done = [e for r in outcomes.get("runs", []) + noswap.get("runs", [])
             if r["policy"] == "agent" for e in r["evict_done"]]
+    wl = cfg["workload"]
+    step_ms = float(wl[wl.index("--step-ms") + 1])
     res = {"method": (
         "every eviction command of the ramcache-bpf outcome runs (both "
         "variants) and of the ComfyUI stand-in runs: post = issue_ns on "
         "the control page; received = the executor's recv_ns; ack = its "
         "ack_ns; RSS drop = the first rss_stat event (BPF) after which RSS "
         "fell by half the entry's size from its peak since the post"),
-        "c_demo": latency_rows(done)}
+        "c_demo": latency_rows(done),
+        # one safe-point interval plus 2 ms
+        "target_ms": {"c_demo": step_ms + 2.0}}
     if "runs" in comfy:
         res["comfyui_standin"] = latency_rows(
             [e for r in comfy["runs"] for e in r["evict_done"]])
@@ -1270,12 +1397,19 @@ def report(res):
     L = ["# Benchmarks", "",
          f"Generated by `{res['command']}` on {res['date']} "
          f"({'quick mode: a smoke run, not a measurement' if res['quick'] else 'full run'}).",
-         "",
-         f"Machine: {m['cpus']} CPUs, {m['mem_gib']:.0f} GiB, kernel "
-         f"{m['kernel']}, cgroup v{m['cgroup']}, {m['cpu_model']}; "
-         f"load average at start {m['loadavg']}. Shared and noisy: every "
-         "figure is a ratio against a baseline of this same run or a "
-         "distribution from it.", ""]
+         ""]
+    if res.get("merged"):
+        mg = res["merged"]
+        L[-2] = "S" + "; ".join(
+            f"sections {', '.join(r['sections'])} measured by "
+            f"`{r['command']}` on {r['date']}" for r in mg["runs"])[1:] + (
+            f"; the others are from `{mg['base_command']}` on "
+            f"{mg['base_date']} (full run).")
+    L += [f"Machine: {m['cpus']} CPUs, {m['mem_gib']:.0f} GiB, kernel "
+          f"{m['kernel']}, cgroup v{m['cgroup']}, {m['cpu_model']}; "
+          f"load average at start {m['loadavg']}. Shared and noisy: every "
+          "figure is a ratio against a baseline of this same run or a "
+          "distribution from it.", ""]
     o = res["overhead"]
     L += ["## 1. Fault-path overhead", ""]
     if "skipped" in o:
@@ -1373,22 +1507,7 @@ def report(res):
                   f"{t['ratio_wall_iqr'][0]:.3f}-"
                   f"{t['ratio_wall_iqr'][1]:.3f})."]
         L.append("")
-    f = res["footprint"]
-    L += ["## 5. Footprint", ""]
-    if "skipped" in f:
-        L += [f"Skipped: {f['skipped']}", ""]
-    else:
-        L += [f["method"] + ".", "",
-              "| state | agent CPU | agent RSS | ring-buffer drops |",
-              "|---|---|---|---|",
-              f"| idle | {f['idle']['cpu_frac'] * 100:.2f}% of a core | "
-              f"{fmt_mib(f['idle']['rss'])} | {f['idle']['drops']} |"]
-        if "storm" in f:
-            s = f["storm"]
-            L.append(f"| fault storm (~{s['faults_per_s_of_target']:.0f} "
-                     f"faults/s) | {s['cpu_frac'] * 100:.1f}% of a core | "
-                     f"{fmt_mib(s['rss'])} | {s['drops']} |")
-        L.append("")
+    L += footprint_report(res["footprint"])
     L += reaction_md(res["reaction"], "## 2. Reaction latency",
                      picture(res, "BENCHMARKS-ramp.svg", "one trial of the "
                              "reaction ramp: RSS against the limit, the "
@@ -1422,9 +1541,16 @@ def report(res):
         L += ["", f"Command statuses: C demo {e['c_demo']['statuses']}"
               + (f", ComfyUI stand-in {cs['statuses']}"
                  if "statuses" in cs else "")
-              + ". The demo obeys commands only at safe points (after each "
-              "sampling step or node, --step-ms apart), which is most of "
-              "its post -> ack."]
+              + ". The demo obeys commands at its safe points: between "
+              "nodes, after each sampling step (--step-ms apart), after "
+              "every MiB it copies or fills, and at once while it waits on "
+              "its \"GPU\" (the command thread wakes it)."]
+        if e["c_demo"]["post_to_ack_ms"]["n"] and "target_ms" in e:
+            p99 = e["c_demo"]["post_to_ack_ms"]["p99"]
+            tgt = e["target_ms"]["c_demo"]
+            L += ["", f"Target: C demo post -> ack p99 within one safe-point "
+                  f"interval plus 2 ms ({tgt:.0f} ms): {fmt_ms(p99)} ms, "
+                  f"**{pass_missed(p99 <= tgt)}**."]
         if "method" in cs:
             L.append(f"ComfyUI stand-in: {cs['method']}; runs: "
                      + ", ".join(f"rc {r['rc']}, {r['oom_kills']} OOM kills"
@@ -1442,6 +1568,51 @@ def report(res):
     L += ["## Targets and misses", ""] + [f"- {n}" for n in res["verdicts"]]
     L.append("")
     return "\n".join(L)
+
+
+def pass_missed(ok):
+    return "PASS" if ok else "MISSED"
+
+
+def footprint_report(f):
+    L = ["## 5. Footprint", ""]
+    if "skipped" in f:
+        return L + [f"Skipped: {f['skipped']}", ""]
+    t = f["targets"]
+    L += [f["method"] + ".", "",
+          "| state | agent CPU | target | agent RSS | target | "
+          "ring-buffer drops |", "|---|---|---|---|---|---|"]
+    for name, k in (("idle, following a process without a page",
+                     "idle"),
+                    ("idle, following an executor (heartbeat)",
+                     "idle_executor")):
+        d = f[k]
+        L.append(f"| {name} | {d['cpu_frac'] * 100:.3f}% of a core | "
+                 f"<= {t['cpu_frac'] * 100:.1f}%: "
+                 f"**{pass_missed(d['cpu_frac'] <= t['cpu_frac'])}** | "
+                 f"{d['rss'] / MiB:.1f} MiB | <= {t['rss'] // MiB} MiB: "
+                 f"**{pass_missed(d['rss'] <= t['rss'])}** | "
+                 f"{d['drops']} |")
+    if "storm" in f:
+        s = f["storm"]
+        L.append(f"| fault storm (~{s['faults_per_s_of_target']:.0f} "
+                 f"faults/s) | {s['cpu_frac'] * 100:.1f}% of a core | - | "
+                 f"{fmt_mib(s['rss'])} (peak) | - | {s['drops']} |")
+    told = {k: f[k].get("kernel_events") for k in ("idle", "idle_executor")}
+    if any(told.values()):
+        L += ["", "Kernel events the idle agents saw (kswapd waking or "
+              "reclaim anywhere on this shared machine keep the agent "
+              "ticking every 50 ms for 5 s): "
+              + "; ".join(f"{k}: {v}" for k, v in told.items() if v) + "."]
+    parts = f["idle_executor"].get("rss_parts") or {}
+    if parts:
+        L += ["", "Where the idle agent's RSS is (following the executor, "
+              "KiB resident):", "",
+              "| mapping | KiB |", "|---|---|"]
+        for name, b in sorted(parts.items(), key=lambda kv: -kv[1]):
+            L.append(f"| {name} | {b // 1024} |")
+    L.append("")
+    return L
 
 
 def reaction_md(r, title, pic=()):
@@ -1570,8 +1741,26 @@ def verdicts(res):
             v.append(f"MISSED ({var}): ramcache-bpf's executor stalled "
                      f"longer in reclaim ({fmt_ms(a['stall_ms_median'])} ms)"
                      f" than with {', '.join(worse)}.")
+    f = res.get("footprint", {})
+    if "met" in f:
+        rss = max(f["idle"]["rss"], f["idle_executor"]["rss"])
+        cpu = max(f["idle"]["cpu_frac"], f["idle_executor"]["cpu_frac"])
+        v.append(f"{pass_missed(f['met']['rss'])}: idle agent RSS "
+                 f"{rss / MiB:.1f} MiB with --metrics (target <= "
+                 f"{f['targets']['rss'] // MiB} MiB).")
+        v.append(f"{pass_missed(f['met']['cpu'])}: idle agent CPU "
+                 f"{cpu * 100:.3f}% of a core (target <= "
+                 f"{f['targets']['cpu_frac'] * 100:.1f}%).")
     if not v:
         v.append("No target was measured (sections skipped).")
+    ev = res.get("eviction", {})
+    if (ev.get("c_demo", {}).get("post_to_ack_ms", {}).get("n")
+            and "target_ms" in ev):
+        p99 = ev["c_demo"]["post_to_ack_ms"]["p99"]
+        tgt = ev["target_ms"]["c_demo"]
+        v.append(f"{pass_missed(p99 <= tgt)}: C demo eviction post -> ack "
+                 f"p99 {fmt_ms(p99)} ms (target <= {tgt:.0f} ms, one "
+                 "safe-point interval plus 2 ms).")
     cs = res["eviction"].get("comfyui_standin", {})
     if "skipped" in cs:
         v.append("Not measured: eviction latency of the ComfyUI package's "
@@ -1595,6 +1784,40 @@ def machine():
             "cgroup": rctest.memcg_version(),
             "loadavg": " ".join(open("/proc/loadavg").read().split()[:3]),
             "hostname_hash": None}
+
+
+SECTIONS = ("overhead", "footprint", "reaction", "outcomes_noswap",
+            "outcomes", "eviction")
+
+
+def merge_from(res, path, only):
+    """Sections that were not run come from the results at @path; the
+    eviction section is measured on the outcome runs, so it goes with
+    them. res["merged"] says which run measured which section."""
+    with open(path) as f:
+        old = json.load(f)
+    ran = set(only)
+    if "outcomes" in ran:
+        ran |= {"outcomes_noswap", "eviction"}
+    for k in SECTIONS:
+        if k not in ran and k in old:
+            res[k] = old[k]
+    # the storm row is measured by the overhead section
+    if ("footprint" in ran and "overhead" not in ran
+            and "storm" in old.get("footprint", {})
+            and "storm" not in res["footprint"]):
+        res["footprint"]["storm"] = old["footprint"]["storm"]
+    om = old.get("merged", {})
+    runs = [r for r in om.get("runs", [])
+            if not set(r["sections"]) <= ran]
+    for r in runs:
+        r["sections"] = [k for k in r["sections"] if k not in ran]
+    runs.append({"sections": sorted(k for k in SECTIONS if k in ran),
+                 "command": res["command"], "date": res["date"]})
+    res["merged"] = {"runs": runs,
+                     "base_command": om.get("base_command",
+                                            old.get("command")),
+                     "base_date": om.get("base_date", old.get("date"))}
 
 
 def draw_pictures(res, outdir):
@@ -1624,6 +1847,10 @@ def main():
     ap.add_argument("--json", help="write results.json here instead")
     ap.add_argument("--only", default="",
                     help="comma-separated sections to run")
+    ap.add_argument("--merge", metavar="RESULTS",
+                    help="with --only: take the sections not run from "
+                    "this results.json (a full run's), so one section can "
+                    "be measured again without the rest")
     ap.add_argument("--trials", type=int, help="reaction trials and "
                     "outcome rounds (fewer: e.g. to redraw the pictures)")
     args = ap.parse_args()
@@ -1665,8 +1892,10 @@ def main():
     comfy = (bench_comfy(cfg) if want("eviction") or want("outcomes")
              else skipped)
     res["outcomes"] = bench_outcomes(cfg) if want("outcomes") else skipped
-    res["eviction"] = bench_eviction(res["outcomes"],
+    res["eviction"] = bench_eviction(cfg, res["outcomes"],
                                      res["outcomes_noswap"], comfy)
+    if args.merge and only:
+        merge_from(res, args.merge, only)
     res["verdicts"] = verdicts(res)
     res["seconds"] = time.monotonic() - t0
     jpath = args.json or os.path.join(out, "results.json")

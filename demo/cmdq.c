@@ -2,10 +2,12 @@
 /*
  * The agent's commands arrive at any time but may only be obeyed at a safe
  * point of the executor. A thread blocks in ramcache_wait() and queues each
- * command; the executor pops them at node boundaries and sampling steps.
+ * command; the executor pops them at its safe points, and one that waits
+ * (its "GPU" time) is woken at once to obey them.
  */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "demo.h"
@@ -33,6 +35,7 @@ static void *cmdq_thread(void *arg)
 		while (q->tail - q->head == CMDQ_LEN && !q->stop)
 			pthread_cond_wait(&q->space, &q->lock);
 		q->q[q->tail++ % CMDQ_LEN] = cmd;
+		pthread_cond_signal(&q->ready);
 		pthread_mutex_unlock(&q->lock);
 	}
 	return NULL;
@@ -40,12 +43,17 @@ static void *cmdq_thread(void *arg)
 
 int cmdq_start(struct cmdq *q, struct ramcache *rc)
 {
+	pthread_condattr_t attr;
 	int err;
 
 	memset(q, 0, sizeof(*q));
 	q->rc = rc;
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_cond_init(&q->space, NULL);
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&q->ready, &attr);
+	pthread_condattr_destroy(&attr);
 	err = pthread_create(&q->thread, NULL, cmdq_thread, q);
 	if (err)
 		return -err;
@@ -60,6 +68,7 @@ void cmdq_stop(struct cmdq *q)
 	pthread_mutex_lock(&q->lock);
 	__atomic_store_n(&q->stop, 1, __ATOMIC_RELAXED);
 	pthread_cond_broadcast(&q->space);
+	pthread_cond_broadcast(&q->ready);
 	pthread_mutex_unlock(&q->lock);
 	pthread_join(q->thread, NULL);
 	q->running = false;
@@ -79,4 +88,31 @@ bool cmdq_pop(struct cmdq *q, struct ramcache_command *cmd)
 	}
 	pthread_mutex_unlock(&q->lock);
 	return got;
+}
+
+void cmdq_wait(struct cmdq *q, uint64_t deadline_ns)
+{
+	struct timespec ts = {
+		.tv_sec = (time_t)(deadline_ns / 1000000000ULL),
+		.tv_nsec = (long)(deadline_ns % 1000000000ULL),
+	};
+
+	if (!q->running) {
+		uint64_t now = ramcache_now_ns();
+
+		if (now < deadline_ns) {
+			ts.tv_sec =
+				(time_t)((deadline_ns - now) / 1000000000ULL);
+			ts.tv_nsec =
+				(long)((deadline_ns - now) % 1000000000ULL);
+			nanosleep(&ts, NULL);
+		}
+		return;
+	}
+	pthread_mutex_lock(&q->lock);
+	/* ramcache_now_ns is CLOCK_MONOTONIC, the condition's clock */
+	while (q->head == q->tail && !q->stop &&
+	       pthread_cond_timedwait(&q->ready, &q->lock, &ts) == 0)
+		;
+	pthread_mutex_unlock(&q->lock);
 }

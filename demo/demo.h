@@ -125,6 +125,7 @@ uint64_t memavail_read(const struct memavail *m);
 struct cmdq {
 	pthread_mutex_t lock;
 	pthread_cond_t space;
+	pthread_cond_t ready; /* CLOCK_MONOTONIC: a command was queued */
 	struct ramcache_command q[CMDQ_LEN];
 	unsigned int head, tail;
 	struct ramcache *rc;
@@ -135,6 +136,8 @@ struct cmdq {
 int cmdq_start(struct cmdq *q, struct ramcache *rc);
 void cmdq_stop(struct cmdq *q);
 bool cmdq_pop(struct cmdq *q, struct ramcache_command *cmd);
+/* Sleep until @deadline_ns (ramcache_now_ns) or until a command is queued. */
+void cmdq_wait(struct cmdq *q, uint64_t deadline_ns);
 
 /* psi.c: a thread polling a PSI trigger, for --policy psi */
 struct psi_watch {

@@ -14,7 +14,8 @@
 
 #include "demo.h"
 
-#define CHUNK (4 * MiB)
+/* a safe point (tick) after each chunk */
+#define CHUNK MiB
 
 /* Write @size bytes to @path, then drop them from the page cache. */
 int model_generate(const char *path, uint64_t size, unsigned int seed,

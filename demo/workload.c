@@ -7,9 +7,12 @@
  * the nodes from it on are recomputed, as in ComfyUI. Prompts use the
  * models in turn, two prompts each.
  *
- * Safe points: between nodes and after each sampling step. There the
- * executor beats its heartbeat, obeys queued agent commands and, for the
- * local policy, checks its own available memory.
+ * Safe points: between nodes, after each sampling step, after every MiB of
+ * a node's output or a model's copy, and at once when a command comes while
+ * a node waits on its "GPU" (a sleep the command thread wakes). At each the
+ * executor beats its heartbeat and obeys queued agent commands; between
+ * nodes the local policy checks its own available memory. An entry a node
+ * is using is marked busy first, so a command for it is answered busy.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -80,36 +83,6 @@ static uint64_t ms_since(uint64_t t0)
 	return (ramcache_now_ns() - t0) / 1000000;
 }
 
-/* Called often, even inside long copies: keep the heartbeat fresh. */
-static void tick(void *arg)
-{
-	struct run *r = arg;
-	uint64_t now;
-
-	if (!r->rc)
-		return;
-	now = ramcache_now_ns();
-	if (now - r->last_beat_ns >= RAMCACHE_HEARTBEAT_PERIOD_NS) {
-		ramcache_heartbeat(r->rc);
-		r->last_beat_ns = now;
-	}
-}
-
-/* The "GPU" time of a step: asleep, but beating the heartbeat. */
-static void sleep_ms(struct run *r, unsigned int ms)
-{
-	uint64_t end = ramcache_now_ns() + ms * 1000000ULL, now;
-
-	while (!demo_stop_signal && (now = ramcache_now_ns()) < end) {
-		uint64_t left = end - now;
-		struct timespec ts = { 0, left < 50000000 ? (long)left
-							  : 50000000 };
-
-		nanosleep(&ts, NULL);
-		tick(r);
-	}
-}
-
 static void report_evict(const char *by, const char *label, uint64_t id,
 			 uint64_t seq, uint32_t status, uint64_t bytes,
 			 uint64_t latency_ns)
@@ -171,6 +144,41 @@ static void serve_command(struct run *r, const struct ramcache_command *cmd)
 		     ramcache_now_ns() - cmd->issue_ns);
 }
 
+/*
+ * A safe point: called often, even inside long copies. Keeps the heartbeat
+ * fresh and obeys the agent's queued commands (none but with --policy
+ * agent).
+ */
+static void tick(void *arg)
+{
+	struct run *r = arg;
+	struct ramcache_command cmd;
+	uint64_t now;
+
+	if (!r->rc)
+		return;
+	now = ramcache_now_ns();
+	if (now - r->last_beat_ns >= RAMCACHE_HEARTBEAT_PERIOD_NS) {
+		ramcache_heartbeat(r->rc);
+		r->last_beat_ns = now;
+	}
+	while (cmdq_pop(&r->cmdq, &cmd))
+		serve_command(r, &cmd);
+}
+
+/* The "GPU" time of a step: asleep, woken by commands to obey them. */
+static void sleep_ms(struct run *r, unsigned int ms)
+{
+	uint64_t end = ramcache_now_ns() + ms * 1000000ULL, now;
+
+	while (!demo_stop_signal && (now = ramcache_now_ns()) < end) {
+		/* at least every 50 ms: the heartbeat */
+		cmdq_wait(&r->cmdq,
+			  end - now < 50000000 ? end : now + 50000000);
+		tick(r);
+	}
+}
+
 /* Evict what the running node does not need until @want is available. */
 static void evict_until(struct run *r, uint64_t want)
 {
@@ -222,8 +230,6 @@ static void make_room(struct run *r, uint64_t bytes)
 /* @boundary: between nodes, where the local policy runs too. */
 static void safe_point(struct run *r, bool boundary)
 {
-	struct ramcache_command cmd;
-
 	tick(r);
 	if (r->cache.bytes > r->st->peak_cached)
 		r->st->peak_cached = r->cache.bytes;
@@ -241,11 +247,8 @@ static void safe_point(struct run *r, bool boundary)
 		return;
 	}
 	if (r->o->policy == DEMO_POLICY_AGENT) {
-		bool alive;
-
-		while (cmdq_pop(&r->cmdq, &cmd))
-			serve_command(r, &cmd);
-		alive = ramcache_agent_alive(r->rc);
+		/* tick() above obeyed the queued commands */
+		bool alive = ramcache_agent_alive(r->rc);
 		if (alive && !r->agent_alive)
 			report_msg("agent attached: obeying its commands");
 		else if (!alive && r->agent_alive)
@@ -263,9 +266,12 @@ static void safe_point(struct run *r, bool boundary)
 		evict_until(r, r->o->local_headroom);
 }
 
-/* Write every page of [off, off + len) of @e, reading @in as we go. */
-static void fill(struct demo_entry *e, const struct demo_entry *in, size_t off,
-		 size_t len)
+/*
+ * Write every page of [off, off + len) of @e, reading @in as we go, with a
+ * safe point every MiB.
+ */
+static void fill(struct run *r, struct demo_entry *e,
+		 const struct demo_entry *in, size_t off, size_t len)
 {
 	const unsigned char *src = in ? in->anon : NULL;
 	unsigned char *dst = e->anon;
@@ -278,6 +284,8 @@ static void fill(struct demo_entry *e, const struct demo_entry *in, size_t off,
 		if (src)
 			v ^= src[p % in->anon_len];
 		memset(dst + p, v | 1, n);
+		if ((p + page) % MiB == 0)
+			tick(r);
 	}
 }
 
@@ -316,17 +324,17 @@ static struct demo_entry *compute_node(struct run *r, unsigned int i,
 			size_t off = (size_t)s * per;
 
 			if (off < e->anon_len)
-				fill(e, in, off,
+				fill(r, e, in, off,
 				     e->anon_len - off < per ? e->anon_len - off
 							     : per);
 			sleep_ms(r, o->step_ms);
 			safe_point(r, false);
 		}
 		if ((size_t)o->steps * per < e->anon_len)
-			fill(e, in, o->steps * per,
+			fill(r, e, in, o->steps * per,
 			     e->anon_len - o->steps * per);
 	} else {
-		fill(e, in, 0, e->anon_len);
+		fill(r, e, in, 0, e->anon_len);
 		sleep_ms(r, o->step_ms);
 	}
 	e->cost_ns = ramcache_now_ns() - t0;

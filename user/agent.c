@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <link.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,6 +26,7 @@
 
 #include "agent.h"
 #include "bpfstate.h"
+#include "cadence.h"
 #include "clock.h"
 #include "evict.h"
 #include "hist.h"
@@ -38,8 +41,6 @@
 #include "readfile.h"
 #include "sampler.h"
 
-#define TICK_NS		   (50 * 1000000ULL)
-#define LEVEL_PERIOD_NS	   (500 * 1000000ULL)
 #define MATCH_PERIOD_NS	   NSEC_PER_SEC
 #define FORECAST_WINDOW_NS NSEC_PER_SEC
 #define EVAL_MIN_GAP_NS	   (2 * 1000000ULL)
@@ -56,8 +57,6 @@
 #define CGROUP_PERIOD_NS NSEC_PER_SEC
 #define BTF_PATH	 "/sys/kernel/btf/vmlinux"
 #define DROP_WARN_NS	 (10 * NSEC_PER_SEC)
-/* /proc and cgroup files are read every tick only when memory is short */
-#define READ_IDLE_NS (250 * 1000000ULL)
 
 struct target {
 	pid_t pid; /* 0: none */
@@ -97,8 +96,11 @@ struct agent {
 	uint64_t end_ns;
 	uint64_t drops_told, out_told, next_drop_warn_ns;
 	uint64_t next_read_ns;
-	uint64_t next_cg_ns; /* when to look for a cgroup move again */
-	pid_t refused_told;  /* --match: last refused pid warned about */
+	uint64_t last_event_ns; /* last reclaim, kswapd or OOM event */
+	struct cadence cad;	/* as planned at the last tick */
+	uint64_t armed_ns;	/* when the timer fires next */
+	uint64_t next_cg_ns;	/* when to look for a cgroup move again */
+	pid_t refused_told;	/* --match: last refused pid warned about */
 	/* eviction latency of every target followed, for --hist */
 	struct hist ack_hist, freed_hist;
 	bool had_evictor;
@@ -316,6 +318,49 @@ static void run_eval(struct agent *a)
 	a->next_eval_ns = now + cost + gap;
 }
 
+/* Close to a threshold, or commands out: follow headroom every tick. */
+static bool pressing(const struct agent *a)
+{
+	const struct target *t = &a->t;
+
+	if (!t->pid)
+		return false;
+	if (t->evicting && t->ev.nr_inflight)
+		return true;
+	return t->sm.headroom / 2 < t->thr.inactive_min;
+}
+
+/* Wake the loop at @when (CLOCK_MONOTONIC): the timer is one-shot. */
+static void arm(struct agent *a, uint64_t when)
+{
+	struct itimerspec its = { 0 };
+
+	a->armed_ns = when;
+
+	its.it_value.tv_sec = (time_t)(when / NSEC_PER_SEC);
+	its.it_value.tv_nsec = (long)(when % NSEC_PER_SEC);
+	if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
+		its.it_value.tv_nsec = 1; /* zero would disarm it */
+	timerfd_settime(a->timerfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+/* Calm no more: read and judge at once, then tick as when busy. */
+static void wake_now(struct agent *a, uint64_t now)
+{
+	a->cad.calm = false;
+	a->next_read_ns = now;
+	a->next_level_ns = now;
+	arm(a, now);
+}
+
+/* A reclaim stall, kswapd awake or an OOM kill: memory is being fought for. */
+static void kernel_told(struct agent *a, uint64_t now)
+{
+	a->last_event_ns = now;
+	if (a->cad.calm)
+		wake_now(a, now);
+}
+
 static int handle_event(void *ctx, void *data, size_t len)
 {
 	struct agent *a = ctx;
@@ -348,18 +393,22 @@ static int handle_event(void *ctx, void *data, size_t len)
 			&a->m, ((const struct rc_reclaim *)data)->kind,
 			((const struct rc_reclaim *)data)->latency_ns);
 		evaluate(a, now, RAMCACHE_REASON_RECLAIM);
+		kernel_told(a, now);
 		break;
 	case RC_EV_KSWAPD:
 		if (len < sizeof(struct rc_kswapd))
 			break;
 		level_kswapd(&a->lw, ((const struct rc_kswapd *)data)->nid,
 			     ((const struct rc_kswapd *)data)->awake);
-		if (((const struct rc_kswapd *)data)->awake)
+		if (((const struct rc_kswapd *)data)->awake) {
 			evaluate(a, now, RAMCACHE_REASON_RECLAIM);
+			kernel_told(a, now);
+		}
 		break;
 	case RC_EV_OOM_KILL:
 		metrics_oom_kill(&a->m);
 		a->next_read_ns = 0; /* the cgroup's count, at the next tick */
+		kernel_told(a, now);
 		if (len >= sizeof(oom) && oom_victim_partial(data)) {
 			/* a pid-only kernel: /proc may still know the rest */
 			memcpy(&oom, data, sizeof(oom));
@@ -372,6 +421,9 @@ static int handle_event(void *ctx, void *data, size_t len)
 		evaluate(a, now, 0);
 		break;
 	}
+	/* the target's growth or a command posted: not calm any more */
+	if (a->cad.calm && pressing(a))
+		wake_now(a, now);
 	out_event(&a->out, data, len);
 	return 0;
 }
@@ -628,42 +680,68 @@ static void recheck_cgroup(struct agent *a, uint64_t now)
 			  has ? cg.version : 0);
 }
 
-/* Close to a threshold, or commands out: follow headroom every tick. */
-static bool pressing(const struct agent *a)
+/* The next time the loop must wake when nothing else wakes it. */
+static uint64_t next_tick(struct agent *a, uint64_t now)
 {
-	const struct target *t = &a->t;
+	uint64_t next = a->next_read_ns;
 
-	if (!t->pid)
-		return false;
-	if (t->evicting && t->ev.nr_inflight)
-		return true;
-	return t->sm.headroom / 2 < t->thr.inactive_min;
+	if (!a->cad.calm)
+		return now + CADENCE_TICK_NS;
+	if (a->next_level_ns < next)
+		next = a->next_level_ns;
+	if (a->last_summary_ns + a->o->interval_ns < next)
+		next = a->last_summary_ns + a->o->interval_ns;
+	if (a->t.evicting && evictor_next_ns(&a->t.ev) < next)
+		next = evictor_next_ns(&a->t.ev);
+	if (a->o->match && !a->t.pid && a->next_match_ns < next)
+		next = a->next_match_ns;
+	if (a->end_ns && a->end_ns < next)
+		next = a->end_ns;
+	if (a->t.pid && a->next_cg_ns < next)
+		next = a->next_cg_ns;
+	if (a->eval_due && a->next_eval_ns < next)
+		next = a->next_eval_ns;
+	return next > now + CADENCE_TICK_NS ? next : now + CADENCE_TICK_NS;
 }
 
 static void on_tick(struct agent *a)
 {
 	uint64_t now = now_ns();
+	struct cadence_in ci = { 0 };
 	struct sampler *sm;
+	bool fresh = false;
 
 	if (a->o->match && !a->t.pid && now >= a->next_match_ns)
 		find_match(a, now);
 	recheck_cgroup(a, now);
 	sm = sampler_of(a);
-	if (now >= a->next_read_ns || pressing(a)) {
+	ci.near = pressing(a);
+	ci.above_ok = a->lw.cur.level > RAMCACHE_LEVEL_OK;
+	ci.since_event_ns = now - a->last_event_ns;
+	ci.headroom = sm->headroom;
+	ci.near_at = 2 * (a->t.pid ? a->t.thr.inactive_min
+				   : a->sys_thr.inactive_min);
+	cadence_plan(&ci, &a->cad);
+	if (now >= a->next_read_ns || !a->cad.read_ns) {
 		report_err(a, &a->read_err, sampler_read(sm, now),
 			   "memory and cgroup counters");
-		a->next_read_ns = now + READ_IDLE_NS;
+		a->next_read_ns = now + a->cad.read_ns;
+		fresh = true;
 	}
 	if (a->t.evicting) {
 		evictor_tick(&a->t.ev, now);
-		evaluate(a, now, 0);
+		/* calm: nothing new to judge but what was just read */
+		if (fresh || !a->cad.calm)
+			evaluate(a, now, 0);
 		run_eval(a);
 	}
 	if (now >= a->next_level_ns) {
 		update_level(a, now);
-		a->next_level_ns = now + LEVEL_PERIOD_NS;
+		a->next_level_ns = now + a->cad.level_ns;
+		check_drops(a, now);
+	} else if (!a->cad.calm) {
+		check_drops(a, now);
 	}
-	check_drops(a, now);
 	if (now - a->last_summary_ns >= a->o->interval_ns)
 		summary(a, now);
 	onlevel_reap();
@@ -671,6 +749,7 @@ static void on_tick(struct agent *a)
 		a->stop = true;
 		a->exit_reason = "duration reached";
 	}
+	arm(a, next_tick(a, now));
 }
 
 static void on_target_exit(struct agent *a)
@@ -689,6 +768,7 @@ static void on_target_exit(struct agent *a)
 	}
 	out_target(&a->out, "exited", pid, a->t.comm);
 	a->next_match_ns = 0;
+	arm(a, now_ns()); /* look for the next one now */
 }
 
 static void on_signal(struct agent *a)
@@ -757,10 +837,7 @@ static int setup_bpf(struct agent *a)
 
 static int setup_fds(struct agent *a)
 {
-	struct itimerspec its = {
-		.it_interval = { 0, TICK_NS },
-		.it_value = { 0, TICK_NS },
-	};
+	struct itimerspec its = { .it_value = { 0, CADENCE_TICK_NS } };
 	sigset_t mask;
 	int err;
 
@@ -825,6 +902,10 @@ static void loop(struct agent *a)
 			case TAG_RB:
 				ring_buffer__consume(a->rb);
 				run_eval(a);
+				/* a paced evaluation is run by the timer */
+				if (a->eval_due &&
+				    a->next_eval_ns < a->armed_ns)
+					arm(a, a->next_eval_ns);
 				break;
 			case TAG_TIMER:
 				if (read(a->timerfd, &ticks, sizeof(ticks)) > 0)
@@ -885,11 +966,50 @@ static int setup_target(struct agent *a)
 	return 0;
 }
 
+/* Read in the agent's own segments (the first object is the program). */
+static int populate_self(struct dl_phdr_info *info, size_t size, void *data)
+{
+	long page = sysconf(_SC_PAGESIZE);
+
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo, hi;
+
+		if (ph->p_type != PT_LOAD)
+			continue;
+		lo = (info->dlpi_addr + ph->p_vaddr) & ~(uintptr_t)(page - 1);
+		hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+		for (uintptr_t p = lo; p < hi; p += page)
+			(void)*(volatile const char *)p;
+	}
+	return 1;
+}
+
+/*
+ * Before any thread starts (a thread started earlier would have its whole
+ * stack locked in). MCL_ONFAULT locks pages as they are first used instead
+ * of reading every library in whole: libmicrohttpd's TLS libraries alone
+ * are 2 MiB the agent never runs. The agent's own code and data are read
+ * in up front; what the loop uses of libc and libbpf is in after its first
+ * ticks.
+ */
+static int lock_memory(void)
+{
+	malloc_trim(0); /* the kernel BTF parsed at load is freed memory */
+	if (mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT)) {
+		/* kernels before 4.4 have no MCL_ONFAULT */
+		if (errno != EINVAL || mlockall(MCL_CURRENT | MCL_FUTURE))
+			return -errno;
+	}
+	dl_iterate_phdr(populate_self, NULL);
+	return 0;
+}
+
 /* Everything before the loop; an exit code on failure (told already). */
 static int setup(struct agent *a)
 {
 	const struct opts *o = a->o;
-	int code;
+	int code, err;
 
 	if (o->pid && kill(o->pid, 0) && errno == ESRCH)
 		return out_fail(&a->out, EXIT_NO_PROCESS, "no such process: %d",
@@ -903,16 +1023,15 @@ static int setup(struct agent *a)
 				"failed to set up the event loop: %s",
 				strerror(errno));
 	code = setup_target(a);
-	if (!code)
-		code = setup_metrics(a);
 	if (code)
 		return code;
-	if (o->mlock && mlockall(MCL_CURRENT | MCL_FUTURE))
+	err = o->mlock ? lock_memory() : 0;
+	if (err)
 		out_warn(
 			&a->out,
 			"failed to lock the agent's memory: %s; it may be paged out under pressure",
-			strerror(errno));
-	return 0;
+			strerror(-err));
+	return setup_metrics(a);
 }
 
 /* After the loop: last summary, histograms, the exit event. */
@@ -974,6 +1093,8 @@ int agent_run(const struct opts *o)
 	sigaddset(&pipe, SIGPIPE);
 	sigprocmask(SIG_BLOCK, &pipe, NULL);
 	out_set_verbose_libbpf(o->verbose);
+	/* one malloc arena: a thread's own would reserve 64 MiB, locked */
+	mallopt(M_ARENA_MAX, 1);
 	a.out.f = o->quiet ? outstream_null() : NULL;
 	if (!a.out.f)
 		a.out.f = outstream_open(STDOUT_FILENO, stdout);

@@ -443,6 +443,13 @@ void evictor_tick(struct evictor *ev, uint64_t now)
 	complete(ev, now);
 }
 
+uint64_t evictor_next_ns(const struct evictor *ev)
+{
+	if (ev->nr_inflight)
+		return 0;
+	return ev->open ? ev->next_beat_ns : ev->next_open_ns;
+}
+
 static bool cooling(struct evictor *ev, uint64_t id, uint64_t now)
 {
 	for (int i = 0; i < EVICT_MAX_COOLDOWN; i++)

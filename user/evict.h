@@ -115,6 +115,12 @@ void evictor_free(struct evictor *ev);
 void evictor_tick(struct evictor *ev, uint64_t now_ns);
 
 /*
+ * When evictor_tick is next needed: the heartbeat, or the next look for
+ * the page; 0 (as soon as possible) while commands are out.
+ */
+uint64_t evictor_next_ns(const struct evictor *ev);
+
+/*
  * Decide with the current @headroom and its forecast @f (may be NULL) and
  * post commands. @why is the trigger (enum ramcache_reason) when the
  * kernel is already reclaiming, 0 otherwise.

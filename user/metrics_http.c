@@ -5,14 +5,22 @@
  * "NULL") and port 0 can be read back. MHD gets a duplicate it owns and
  * closes in MHD_stop_daemon; whether it closes it when it fails to start is
  * not documented, so we only ever close our own copy.
+ *
+ * Idle connections cannot lock scrapes out: a connection that holds no
+ * request (never sent one, or waits between keep-alive requests) is shut
+ * down, oldest first, when a new one arrives and MAX_IDLE are already idle.
+ * Every callback runs on MHD's one polling thread, so the table needs no
+ * lock.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -30,15 +38,37 @@ typedef int mhd_result;
 #define MHD_USE_INTERNAL_POLLING_THREAD MHD_USE_SELECT_INTERNALLY
 #endif
 
-#define CONTENT_TYPE	     "text/plain; version=0.0.4; charset=utf-8"
-#define MAX_CONNECTIONS	     16
-#define CONNECTION_TIMEOUT_S 10
+#define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+/* hard cap; requests in progress beyond MAX_IDLE are slow readers */
+#define MAX_CONNECTIONS	       64
+#define MAX_CONNECTIONS_PER_IP 48
+#define MAX_IDLE	       8
+#define LISTEN_BACKLOG	       64
+#define CONNECTION_TIMEOUT_S   10
+/* the handler renders into a heap buffer: MHD's own frames need ~20 KiB */
+#define THREAD_STACK_SIZE (128 * 1024)
+
+struct conn {
+	struct MHD_Connection *c; /* NULL: free slot */
+	int fd;
+	bool busy;	  /* a request is being answered */
+	uint64_t idle_ns; /* since when it holds no request */
+};
 
 struct metrics_http {
 	struct MHD_Daemon *daemon;
 	struct metrics *m;
 	uint16_t port;
+	struct conn conns[MAX_CONNECTIONS];
 };
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
 
 static int parse_port(const char *s, uint16_t *port)
 {
@@ -163,12 +193,84 @@ static mhd_result serve_metrics(struct metrics_http *h,
 	return ret;
 }
 
+static struct conn *conn_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return ci ? ci->socket_context : NULL;
+}
+
+/* Shut the oldest idle connection but @keep down when MAX_IDLE are idle. */
+static void shed_idle(struct metrics_http *h, const struct conn *keep)
+{
+	struct conn *oldest = NULL;
+	int idle = 0;
+
+	for (int i = 0; i < MAX_CONNECTIONS; i++) {
+		struct conn *k = &h->conns[i];
+
+		if (!k->c || k->busy || k == keep || k->fd < 0)
+			continue;
+		idle++;
+		if (!oldest || k->idle_ns < oldest->idle_ns)
+			oldest = k;
+	}
+	/* MHD sees end of file on its next poll and closes the connection */
+	if (idle >= MAX_IDLE && oldest) {
+		shutdown(oldest->fd, SHUT_RDWR);
+		oldest->fd = -1;
+	}
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **sctx,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct metrics_http *h = cls;
+	const union MHD_ConnectionInfo *ci;
+	struct conn *k = *sctx;
+
+	if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		if (k)
+			memset(k, 0, sizeof(*k));
+		*sctx = NULL;
+		return;
+	}
+	for (int i = 0; i < MAX_CONNECTIONS && !k; i++)
+		if (!h->conns[i].c)
+			k = &h->conns[i];
+	if (!k)
+		return; /* MHD never has more than MAX_CONNECTIONS */
+	ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	k->c = c;
+	k->fd = ci ? ci->connect_fd : -1;
+	k->busy = false;
+	k->idle_ns = mono_ns();
+	*sctx = k;
+	shed_idle(h, k);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct conn *k = conn_of(c);
+
+	if (k) {
+		k->busy = false;
+		k->idle_ns = mono_ns();
+	}
+}
+
 static mhd_result answer(void *cls, struct MHD_Connection *conn,
 			 const char *url, const char *method,
 			 const char *version, const char *upload_data,
 			 size_t *upload_data_size, void **req_cls)
 {
 	struct metrics_http *h = cls;
+	struct conn *k = conn_of(conn);
+
+	if (k)
+		k->busy = true;
 
 	/* HEAD is GET without the body, which MHD drops for us */
 	if (strcmp(method, MHD_HTTP_METHOD_GET) &&
@@ -194,7 +296,7 @@ static int listen_on(const struct sockaddr_storage *ss, socklen_t sslen,
 	/* restarts must not wait for TIME_WAIT; a live listener still wins */
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
 	    bind(fd, (const struct sockaddr *)ss, sslen) ||
-	    listen(fd, MAX_CONNECTIONS) ||
+	    listen(fd, LISTEN_BACKLOG) ||
 	    getsockname(fd, (struct sockaddr *)&bound, &blen)) {
 		err = -errno;
 		close(fd);
@@ -240,11 +342,19 @@ int metrics_http_start(struct metrics_http **out, struct metrics *m,
 #if MHD_VERSION >= 0x00095300
 	flags |= MHD_USE_AUTO;
 #endif
-	h->daemon = MHD_start_daemon(
-		flags, 0, NULL, NULL, answer, h, MHD_OPTION_LISTEN_SOCKET,
-		mhd_fd, MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned int)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-		(unsigned int)CONNECTION_TIMEOUT_S, MHD_OPTION_END);
+	h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, answer, h,
+				     MHD_OPTION_LISTEN_SOCKET, mhd_fd,
+				     MHD_OPTION_CONNECTION_LIMIT,
+				     (unsigned int)MAX_CONNECTIONS,
+				     MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+				     (unsigned int)MAX_CONNECTIONS_PER_IP,
+				     MHD_OPTION_CONNECTION_TIMEOUT,
+				     (unsigned int)CONNECTION_TIMEOUT_S,
+				     MHD_OPTION_NOTIFY_CONNECTION,
+				     on_connection, h,
+				     MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+				     h, MHD_OPTION_THREAD_STACK_SIZE,
+				     (size_t)THREAD_STACK_SIZE, MHD_OPTION_END);
 	close(fd);
 	if (!h->daemon) {
 		free(h);

@@ -70,6 +70,12 @@ def quick_run_writes_results_json():
                              "agent"}
         for r in rows.values():
             assert r["runs"] >= 1
+        fp = res["footprint"]
+        for k in ("idle", "idle_executor"):
+            assert fp[k]["rss"] > 0 and fp[k]["cpu_frac"] >= 0, fp[k]
+            assert fp[k]["scrapes"] >= 1, ("metrics never answered", fp[k])
+            assert fp[k]["rss_parts"], fp[k]
+        assert set(fp["met"]) == {"rss", "cpu"}, fp
         ev = res["eviction"]
         assert "c_demo" in ev and "comfyui_standin" in ev, ev
         if os.path.isdir(os.path.join(ROOT, "comfyui", "tests")):

@@ -237,15 +237,20 @@ def squatted(n):
     what any local user could do to the old fixed names."""
     with open("/proc/sys/kernel/ns_last_pid") as f:
         last = int(f.read())
-    names = [f"/dev/shm/ramcache-{p}" for p in range(last + 1, last + n + 1)]
+    made = {}
     try:
-        for path in names:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        for pid in range(last + 1, last + n + 1):
+            path = f"/dev/shm/ramcache-{pid}"
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                continue  # someone else's: neither ours to count nor to remove
+            made[pid] = path
             os.fchown(fd, SQUATTER, SQUATTER)
             os.close(fd)
-        yield range(last + 1, last + n + 1)
+        yield set(made)
     finally:
-        for path in names:
+        for path in made.values():
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
 

@@ -7,8 +7,10 @@ evictions acknowledged."""
 import contextlib
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 from rctest import AGENT, HELPERS, ROOT, Skip, main, require_root, test
@@ -102,36 +104,54 @@ def agent_evicts_under_the_units_limits():
     for w in s["CapabilityBoundingSet"]:
         want |= {c.lower().removeprefix("cap_") for c in w.split()}
     mask = sum(1 << CAP_NAMES.index(c) for c in want)
-    with nobody_executor(tag) as ex:
-        argv = unitsandbox.wrap(UNIT, [
-            AGENT, "--json", "--match", tag, "--user", "nobody",
-            "--cgroup", "/", "--headroom", "100T", "--ack-timeout", "1s",
-            "--interval", "1s", "--metrics", "127.0.0.1:0",
-            "--duration", "4s"])
-        a = subprocess.Popen(argv, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-        seen = None
-        for _ in range(40):  # the agent itself, once exec'd
-            time.sleep(0.05)
-            with contextlib.suppress(FileNotFoundError, subprocess.SubprocessError):
-                out = subprocess.run(["pgrep", "-P", str(a.pid), "-f",
-                                      "ramcache-bpf"], capture_output=True,
-                                     text=True).stdout.split()
-                kids = out or [str(a.pid)]
-                for k in kids:
-                    with open(f"/proc/{k}/cmdline", "rb") as f:
-                        if f.read().startswith(AGENT.encode()):
-                            seen = capbnd(k)
-                if seen:
-                    break
-        try:
-            out, err = a.communicate(timeout=30)
-        finally:
-            if a.poll() is None:
-                a.kill()
-                a.wait()
-    print(f"# agent exit {a.returncode}; stderr: {err.strip()[-300:]}")
-    assert a.returncode == 0, (a.returncode, err)
+    # The unit hides /tmp, /var/tmp and /home: run copies of the agent and
+    # of the sandbox helper from /run, where a checkout anywhere still works.
+    stage = tempfile.mkdtemp(prefix="ramcache-unit-", dir="/run")
+    try:
+        agent = shutil.copy2(AGENT, stage)
+        here = shutil.copy2(unitsandbox.__file__, stage)
+        with nobody_executor(tag):
+            out, err, rc, seen = run_sandboxed(tag, agent, here)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    check_sandboxed(out, err, rc, seen, mask)
+
+
+def run_sandboxed(tag, agent, here):
+    """The agent as the unit runs it; its output and its CapBnd/NNP/seccomp."""
+    argv = unitsandbox.wrap(UNIT, [
+        agent, "--json", "--match", tag, "--user", "nobody",
+        "--cgroup", "/", "--headroom", "100T", "--ack-timeout", "1s",
+        "--interval", "1s", "--metrics", "127.0.0.1:0",
+        "--duration", "4s"], here=here)
+    a = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    seen = None
+    for _ in range(40):  # the agent itself, once exec'd
+        time.sleep(0.05)
+        with contextlib.suppress(FileNotFoundError, subprocess.SubprocessError):
+            out = subprocess.run(["pgrep", "-P", str(a.pid), "-f",
+                                  "ramcache-bpf"], capture_output=True,
+                                 text=True).stdout.split()
+            kids = out or [str(a.pid)]
+            for k in kids:
+                with open(f"/proc/{k}/cmdline", "rb") as f:
+                    if f.read().startswith(agent.encode()):
+                        seen = capbnd(k)
+            if seen:
+                break
+    try:
+        out, err = a.communicate(timeout=30)
+    finally:
+        if a.poll() is None:
+            a.kill()
+            a.wait()
+    return out, err, a.returncode, seen
+
+
+def check_sandboxed(out, err, rc, seen, mask):
+    print(f"# agent exit {rc}; stderr: {err.strip()[-300:]}")
+    assert rc == 0, (rc, err)
     assert seen, "never saw the agent's process"
     bnd, nnp, sec = seen
     assert bnd == mask, f"CapBnd {bnd:#x}, unit says {mask:#x}"

@@ -126,10 +126,13 @@ def caps_arg(bounding):
     return "-all" + "".join(f",+{c}" for c in caps)
 
 
-def wrap(unit, argv):
-    """argv run under the unit's limits (to hand to subprocess)."""
+def wrap(unit, argv, here=None):
+    """argv run under the unit's limits (to hand to subprocess).
+
+    here: a copy of this file where the sandbox can see it (a checkout
+    under /tmp, /var/tmp or /home is hidden by PrivateTmp/ProtectHome)."""
     s = unit_service(unit)
-    here = os.path.abspath(__file__)
+    here = here or os.path.abspath(__file__)
     cmd = []
     allow, deny = syscall_set(s.get("SystemCallFilter", []))
     if allow is not None:

@@ -627,6 +627,150 @@ cleanup:
 	ASSERT_EQ(count_fds(), fds_before, "every socket closed");
 }
 
+/* A connected TCP socket to 127.0.0.1:@port that sends @text, or -errno. */
+static int open_idle(uint16_t port, const char *text)
+{
+	struct sockaddr_in sin = {
+		.sin_family = AF_INET,
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+		.sin_port = htons(port),
+	};
+	struct timeval tv = { .tv_sec = 5 };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), err;
+
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) ||
+	    (text && send(fd, text, strlen(text), MSG_NOSIGNAL) < 0)) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+#define FLOOD 64
+
+/*
+ * Connections that send nothing, half a request, or wait after a keep-alive
+ * reply hold no request: they are shed, oldest first, and a scrape that
+ * comes after 64 of them is answered.
+ */
+TEST(http_idle_connection_flood_does_not_block_scrapes)
+{
+	static const char *const kinds[] = { NULL,
+					     "GET /metrics HTTP/1.1\r\nHost: "
+					     "x\r\n",
+					     "GET /metrics HTTP/1.1\r\nHost: "
+					     "x\r\n\r\n" };
+	struct metrics_http *h = NULL;
+	int fds[FLOOD], opened = 0;
+	struct metrics m;
+	char buf[256];
+	ssize_t n;
+
+	metrics_init(&m);
+	if (!ASSERT_OK(metrics_http_start(&h, &m, "127.0.0.1:0"), "start"))
+		goto cleanup;
+	for (; opened < FLOOD; opened++) {
+		fds[opened] =
+			open_idle(metrics_http_port(h), kinds[opened % 3]);
+		if (!ASSERT_GE(fds[opened], 0, "idle connection"))
+			break;
+	}
+	ASSERT_TRUE(scrape(metrics_http_port(h), "scrape after the flood"),
+		    "scrape");
+	ASSERT_GE(parse_exposition(reply.body), 100, "body parses");
+	ASSERT_TRUE(scrape(metrics_http_port(h), "second scrape"), "scrape");
+	/* the first idle connection was shut down by the server: end of file */
+	if (opened) {
+		n = recv(fds[0], buf, sizeof(buf), 0);
+		ASSERT_EQ(n, 0, "oldest idle connection closed by the server");
+	}
+cleanup:
+	while (opened-- > 0)
+		close(fds[opened]);
+	metrics_http_stop(h);
+	metrics_destroy(&m);
+}
+
+/* The stack pointer of thread @tid blocked in a system call, or 0. */
+static unsigned long thread_sp(pid_t tid)
+{
+	unsigned long v[9];
+	char path[64];
+	FILE *f;
+	int n;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	n = fscanf(f, "%lu %lx %lx %lx %lx %lx %lx %lx %lx", &v[0], &v[1],
+		   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]);
+	fclose(f);
+	return n == 9 ? v[7] : 0;
+}
+
+/* Size of the mapping that holds @addr, or 0. */
+static unsigned long mapping_size(unsigned long addr)
+{
+	unsigned long lo, hi, size = 0;
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && lo <= addr &&
+		    addr < hi)
+			size = hi - lo;
+	fclose(f);
+	return size;
+}
+
+/* The server thread's stack is sized to what it uses, not glibc's 8 MiB. */
+TEST(http_thread_stack_is_small)
+{
+	struct metrics_http *h = NULL;
+	struct metrics m;
+	struct dirent *d;
+	int threads = 0;
+	DIR *dir;
+
+	metrics_init(&m);
+	if (!ASSERT_OK(metrics_http_start(&h, &m, "127.0.0.1:0"), "start"))
+		goto cleanup;
+	if (!scrape(metrics_http_port(h), "scrape"))
+		goto cleanup;
+	dir = opendir("/proc/self/task");
+	if (!ASSERT_OK_PTR(dir, "open /proc/self/task"))
+		goto cleanup;
+	while ((d = readdir(dir))) {
+		pid_t tid = atoi(d->d_name);
+		unsigned long sp = 0;
+
+		if (tid <= 0 || tid == getpid())
+			continue;
+		/* blocked in poll or epoll_wait once the reply is out */
+		for (int i = 0; i < 500 && !sp; i++) {
+			sp = thread_sp(tid);
+			if (!sp)
+				usleep(10000);
+		}
+		if (!ASSERT_NEQ(sp, 0, "server thread in a system call"))
+			continue;
+		threads++;
+		ASSERT_LE(mapping_size(sp), 256 * 1024, "thread stack size");
+	}
+	closedir(dir);
+	ASSERT_EQ(threads, 1, "one server thread");
+cleanup:
+	metrics_http_stop(h);
+	metrics_destroy(&m);
+}
+
 TEST(http_paths_and_methods)
 {
 	struct metrics_http *h = NULL;

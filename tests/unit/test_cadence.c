@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * cadence_plan(): every tick while memory is short or the kernel has just
+ * reclaimed; reads spaced by how fast the headroom above the near point
+ * could be taken while calm, within their bounds.
+ */
+#include "cadence.h"
+#include "test.h"
+
+#define MS  1000000ULL
+#define GiB (1ULL << 30)
+
+static struct cadence plan(bool near, bool above_ok, uint64_t since_event,
+			   uint64_t headroom, uint64_t near_at)
+{
+	struct cadence_in in = {
+		.near = near,
+		.above_ok = above_ok,
+		.since_event_ns = since_event,
+		.headroom = headroom,
+		.near_at = near_at,
+	};
+	struct cadence c;
+
+	cadence_plan(&in, &c);
+	return c;
+}
+
+TEST(near_a_threshold_reads_every_tick)
+{
+	struct cadence c = plan(true, false, UINT64_MAX, GiB, 2 * GiB);
+
+	ASSERT_FALSE(c.calm, "not calm");
+	ASSERT_EQ(c.read_ns, 0, "read every tick");
+	ASSERT_EQ(c.level_ns, CADENCE_LEVEL_BUSY_NS, "level");
+}
+
+TEST(a_level_or_a_recent_kernel_event_is_busy)
+{
+	struct cadence c = plan(false, true, UINT64_MAX, 20 * GiB, 2 * GiB);
+
+	ASSERT_FALSE(c.calm, "level above ok");
+	ASSERT_EQ(c.read_ns, CADENCE_READ_BUSY_NS, "reads as before");
+	c = plan(false, false, CADENCE_SETTLE_NS - 1, 20 * GiB, 2 * GiB);
+	ASSERT_FALSE(c.calm, "reclaim a moment ago");
+	ASSERT_EQ(c.level_ns, CADENCE_LEVEL_BUSY_NS, "level");
+	c = plan(false, false, CADENCE_SETTLE_NS, 20 * GiB, 2 * GiB);
+	ASSERT_TRUE(c.calm, "settled");
+}
+
+TEST(calm_reads_are_spaced_by_the_distance)
+{
+	struct cadence c;
+
+	/* 1 GiB above the near point at 4 GiB/s: 250 ms */
+	c = plan(false, false, UINT64_MAX, 3 * GiB, 2 * GiB);
+	ASSERT_TRUE(c.calm, "calm");
+	ASSERT_EQ(c.read_ns, 250 * MS, "1 GiB away");
+	ASSERT_EQ(c.level_ns, CADENCE_LEVEL_CALM_NS, "level");
+	/* 6 GiB away: 1.5 s */
+	c = plan(false, false, UINT64_MAX, 8 * GiB, 2 * GiB);
+	ASSERT_EQ(c.read_ns, 1500 * MS, "6 GiB away");
+	/* bounded both ways */
+	c = plan(false, false, UINT64_MAX, 2 * GiB + 4096, 2 * GiB);
+	ASSERT_EQ(c.read_ns, CADENCE_READ_MIN_NS, "just above");
+	c = plan(false, false, UINT64_MAX, 1000 * GiB, 2 * GiB);
+	ASSERT_EQ(c.read_ns, CADENCE_READ_MAX_NS, "far away");
+	c = plan(false, false, UINT64_MAX, UINT64_MAX, 0);
+	ASSERT_EQ(c.read_ns, CADENCE_READ_MAX_NS, "no overflow");
+	c = plan(false, false, UINT64_MAX, GiB, 2 * GiB);
+	ASSERT_EQ(c.read_ns, CADENCE_READ_MIN_NS, "below near but not near");
+}
+
+TEST_MAIN()

@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include "cadence.h"
+
+void cadence_plan(const struct cadence_in *in, struct cadence *out)
+{
+	uint64_t far, read_ns;
+
+	out->calm = !in->near && !in->above_ok &&
+		    in->since_event_ns >= CADENCE_SETTLE_NS;
+	if (!out->calm) {
+		out->read_ns = in->near ? 0 : CADENCE_READ_BUSY_NS;
+		out->level_ns = CADENCE_LEVEL_BUSY_NS;
+		return;
+	}
+	far = in->headroom > in->near_at ? in->headroom - in->near_at : 0;
+	/* far / rate in ns: fits 64 bits for any byte count */
+	read_ns = (uint64_t)((unsigned __int128)far * 1000000000ULL /
+			     CADENCE_ALLOC_RATE);
+	if (read_ns < CADENCE_READ_MIN_NS)
+		read_ns = CADENCE_READ_MIN_NS;
+	if (read_ns > CADENCE_READ_MAX_NS)
+		read_ns = CADENCE_READ_MAX_NS;
+	out->read_ns = read_ns;
+	out->level_ns = CADENCE_LEVEL_CALM_NS;
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * How often the agent's loop reads memory figures: every tick while memory
+ * is short or anything is happening, seldom while it is calm. Pure.
+ *
+ * Busy (near a threshold, commands out, a level above ok, or a reclaim,
+ * kswapd or OOM event in the last CADENCE_SETTLE_NS): a tick every
+ * CADENCE_TICK_NS. Calm: the headroom cannot shrink faster than memory can
+ * be taken, so /proc and cgroup files are read once the headroom above the
+ * near point could be gone at CADENCE_ALLOC_RATE (never sooner than
+ * CADENCE_READ_MIN_NS apart, never later than CADENCE_READ_MAX_NS), the
+ * level is updated every CADENCE_LEVEL_CALM_NS, and in between the loop
+ * sleeps until the kernel tells it something: an RSS step of the target, a
+ * reclaim stall, kswapd waking, an OOM kill (BPF events).
+ */
+#ifndef RAMCACHE_CADENCE_H
+#define RAMCACHE_CADENCE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CADENCE_TICK_NS	      (50 * 1000000ULL)
+#define CADENCE_READ_BUSY_NS  (250 * 1000000ULL)
+#define CADENCE_READ_MIN_NS   (250 * 1000000ULL)
+#define CADENCE_READ_MAX_NS   (2000 * 1000000ULL)
+#define CADENCE_LEVEL_BUSY_NS (500 * 1000000ULL)
+#define CADENCE_LEVEL_CALM_NS (2000 * 1000000ULL)
+#define CADENCE_SETTLE_NS     (5000 * 1000000ULL)
+/* faster than page faults fill memory on a few cores (bytes per second) */
+#define CADENCE_ALLOC_RATE (4ULL << 30)
+
+struct cadence_in {
+	bool near;		 /* headroom under near_at, or commands out */
+	bool above_ok;		 /* the level is above ok */
+	uint64_t since_event_ns; /* since the last reclaim/kswapd/OOM event */
+	uint64_t headroom;	 /* bytes, last estimate */
+	uint64_t near_at;	 /* headroom under which memory is short */
+};
+
+struct cadence {
+	bool calm;
+	uint64_t read_ns; /* between reads of /proc and cgroup files; 0: every tick */
+	uint64_t level_ns; /* between level updates */
+};
+
+void cadence_plan(const struct cadence_in *in, struct cadence *out);
+
+#endif /* RAMCACHE_CADENCE_H */
