@@ -286,8 +286,10 @@ class Agent:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             rc = self.proc.wait()
-        self._t.join(timeout=5)
-        self._e.join(timeout=5)
+        # the readers end at EOF; a slow (emulated) machine may still be
+        # draining a backlog of lines after the agent exited
+        self._t.join(timeout=60)
+        self._e.join(timeout=60)
         return rc
 
     def wait(self, timeout=30.0):

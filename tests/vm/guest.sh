@@ -3,6 +3,7 @@
 # PID 1 of the VM on the host's root (overlay): mount what a booted system
 # has, cgroup v2 with the memory controller, the kernel's modules; run the
 # command tests/vm/run.sh wrote; report its exit code on ttyS1; power off.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 out=/dev/ttyS1
 mount -t proc proc /proc
 mount -t sysfs sys /sys

@@ -1,7 +1,8 @@
 #!/bin/busybox sh
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 # /init of the VM's initramfs (tests/vm/run.sh builds it): load the modules
-# that reach the host's root over 9p, lay a tmpfs overlay on it and hand over
+# that reach the host's root over 9p, lay an overlay on it whose writable
+# layer is the scratch ext4 disk (/dev/vda), and hand over
 # to tests/vm/guest.sh there.
 /bin/busybox --install -s /bin
 export PATH=/bin
@@ -25,7 +26,7 @@ for a in $(cat /proc/cmdline); do
 done
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=262144 hostroot /lower ||
 	fail "mount the host's root over 9p"
-mount -t tmpfs -o mode=0755 rw /rw || fail "mount tmpfs"
+mount -t ext4 /dev/vda /rw || fail "mount the scratch disk"
 mkdir -p /rw/upper /rw/work
 mount -t overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work overlay /newroot ||
 	fail "mount the overlay"

@@ -6,13 +6,15 @@
 #   tests/vm/run.sh [CMD ARG...]      (default: an interactive-less `uname -a`)
 #
 # The guest sees this machine's root file system read-only over 9p under a
-# writable tmpfs overlay, so the command runs on the same paths with the same
-# binaries; nothing it writes comes back. The command's output (stdout and
+# writable overlay on a scratch ext4 disk (so files it writes have a real
+# page cache, as on a booted machine), and runs the command on the same paths
+# with the same binaries; nothing it writes comes back. The command's output (stdout and
 # stderr together) streams to our stdout; kernel messages go to a log that is
 # printed when the guest does not report an exit code.
 #
 # Settings (environment): RAMCACHE_VM_MEM (MiB, default 4096),
-# RAMCACHE_VM_CPUS (2), RAMCACHE_VM_TIMEOUT (seconds, 1500),
+# RAMCACHE_VM_CPUS (2), RAMCACHE_VM_DISK (scratch disk, 8G),
+# RAMCACHE_VM_TIMEOUT (seconds, 1500),
 # RAMCACHE_VM_ACCEL (kvm|tcg; default: kvm only where it can run a stock
 # kernel), RAMCACHE_VM_ENV (names of variables to pass in, besides
 # OUTPUT PYTHON RAMCACHE_* ).
@@ -27,7 +29,7 @@ die() { echo "ramcache-bpf: failed to $*" >&2; exit 2; }
 
 [ $# -gt 0 ] || set -- uname -a
 [ "$(id -u)" = 0 ] || die "start the VM: not root (run as root)"
-for t in qemu-system-x86_64 busybox cpio modprobe; do
+for t in qemu-system-x86_64 busybox cpio modprobe mkfs.ext4; do
 	command -v $t >/dev/null || die "find $t (run 'sudo make deps')"
 done
 BUSYBOX=$(command -v busybox)
@@ -68,7 +70,7 @@ ird=$tmp/initramfs
 mkdir -p "$ird"/{bin,mod,proc,sys,dev,lower,rw,newroot}
 cp "$BUSYBOX" "$ird/bin/busybox"
 : >"$ird/mod/order"
-for m in virtio_pci 9pnet_virtio 9p overlay; do
+for m in virtio_pci 9pnet_virtio 9p overlay virtio_blk ext4; do
 	modprobe -d "$kdir" -S "$kver" --show-depends "$m" | while read -r op path _; do
 		[ "$op" = insmod ] || continue
 		b=$(basename "$path")
@@ -94,6 +96,9 @@ chmod +x "$ird/init"
 } >"$tmp/cmd"
 
 : >"$tmp/out"
+# the writable layer: sparse, discarded with $tmp
+truncate -s "${RAMCACHE_VM_DISK:-8G}" "$tmp/rw.img"
+mkfs.ext4 -q -F "$tmp/rw.img" || die "make the VM's scratch disk (mkfs.ext4)"
 timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 \
 	"${accel_args[@]}" -smp "$CPUS" -m "$MEM" -nodefaults -no-reboot \
 	-display none -monitor none \
@@ -101,6 +106,7 @@ timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 \
 	-append "console=ttyS0 panic=-1 quiet loglevel=4 rdinit=/init ramcache.guest=$HERE/guest.sh ramcache.cmd=$tmp/cmd ramcache.kdir=$kdir" \
 	-serial "file:$tmp/klog" -serial "file:$tmp/out" \
 	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+	-drive "file=$tmp/rw.img,if=virtio,format=raw,cache=unsafe" \
 	-device virtio-rng-pci </dev/null &
 qpid=$!
 tail -n +1 -s 0.2 -f --pid="$qpid" "$tmp/out" 2>/dev/null |
