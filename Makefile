@@ -117,7 +117,7 @@ test demo bench soak fuzz vmtest: deps
 	$(Q)$(MAKE) --no-print-directory run-$@
 
 run-test: all hardening comfyui-web
-	$(Q)OUTPUT=$(OUTPUT) PYTHON=$(PYTHON) $(PYTHON) tests/run.py --no-vm
+	$(Q)OUTPUT=$(OUTPUT) PYTHON=$(PYTHON) $(PYTHON) tests/run.py
 
 # The suites that need a real kernel, on this one and on Debian 12's 6.1
 # (cgroup v2) in QEMU: tests/vm/run.sh fetches and boots it.
