@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import (AGENT, MiB, ROOT, Agent, Memcg, Skip, main,  # noqa: E402
-                    require_root, test)
+                    require_root, test, wait_event)
 
 DOCEXEC = os.path.join(ROOT, "tests", "helpers", "docexec.py")
 LIMIT = 256 * MiB
@@ -48,20 +48,8 @@ class DocExec:
         self.q.put(None)
 
     def wait_type(self, typ, timeout=20.0):
-        end = time.monotonic() + timeout
-        for ev in list(self.events):
-            if ev.get("type") == typ:
-                return ev
-        while time.monotonic() < end:
-            try:
-                ev = self.q.get(timeout=max(0.01, end - time.monotonic()))
-            except queue.Empty:
-                return None
-            if ev is None:
-                return None
-            if ev.get("type") == typ:
-                return ev
-        return None
+        return wait_event(self.events, self.q,
+                          lambda ev: ev.get("type") == typ, timeout)
 
     def wait(self, timeout=120):
         try:
