@@ -18,7 +18,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cdp  # noqa: E402
 import test_report as tr  # noqa: E402
-from rctest import DEMO, AGENT, Memcg  # noqa: E402
+from rctest import DEMO, AGENT, Memcg, wait_page  # noqa: E402
 
 COLORS = ["#000", "#c33", "#3a3", "#c90", "#36c", "#a3a", "#3aa", "#ccc"]
 
@@ -79,11 +79,7 @@ def top_png(out):
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             preexec_fn=cg.preexec())
         try:
-            ctl = f"/dev/shm/ramcache-{demo.pid}"
-            for _ in range(200):
-                if os.path.exists(ctl):
-                    break
-                time.sleep(0.02)
+            wait_page(demo.pid, timeout=4)  # its memfd page, then the agent
             tm.keys("ramcache-top() { " + sys.executable + " " + tr.TOP
                     + ' "$@"; }; clear', "Enter")
             tm.keys(f"ramcache-top --agent {AGENT} --record {rec} --pid "

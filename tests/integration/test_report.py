@@ -22,7 +22,7 @@ import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import (AGENT, DEMO, ROOT, MiB, Memcg, Skip, main,  # noqa: E402
-                    require_root, test)
+                    require_root, test, wait_page)
 
 REPORT = os.path.join(ROOT, "report", "ramcache-report")
 TOP = os.path.join(ROOT, "report", "ramcache-top")
@@ -500,11 +500,7 @@ def top_on_a_running_demo_in_tmux():
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             preexec_fn=cg.preexec())
         try:
-            ctl = f"/dev/shm/ramcache-{demo.pid}"
-            for _ in range(200):
-                if os.path.exists(ctl):
-                    break
-                time.sleep(0.02)
+            wait_page(demo.pid, timeout=4)  # its memfd page, then the agent
             tm.keys(top_cmd("--agent", AGENT, "--record", rec, "--pid",
                             demo.pid, *AGENT_FLAGS), "Enter")
             s = tm.wait_screen(lambda s: re.search(
