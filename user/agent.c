@@ -245,10 +245,11 @@ static int target_attach(struct agent *a, pid_t pid,
 		t->ev.rss = t->sm.rss;
 		t->evicting = !err;
 	}
-	metrics_set_rss(&a->m, t->sm.rss);
 	err = epoll_add(a->epfd, t->pidfd, TAG_PID);
 	if (err)
 		goto fail;
+	metrics_exec_bind(&a->m, 0, pid, t->comm, NULL, 0);
+	metrics_set_rss(&a->m, 0, t->sm.rss);
 	return 0;
 fail:
 	bpfstate_untrack(&a->bpf, pid);
@@ -270,6 +271,7 @@ static void target_detach(struct agent *a)
 		a->had_evictor = true;
 	}
 	t->evicting = false;
+	metrics_exec_unbind(&a->m, 0);
 	if (t->sm.has_cg && t->sm.cg.ino)
 		bpfstate_unwatch_memcg(&a->bpf, t->sm.cg.ino);
 	bpfstate_untrack(&a->bpf, t->pid);
@@ -309,7 +311,7 @@ static void run_eval(struct agent *a)
 		evictor_evaluate(&t->ev, now, t->sm.headroom, NULL, why);
 	else
 		evictor_evaluate(&t->ev, now, t->sm.headroom, &f, why);
-	metrics_set_target(&a->m, t->ev.target);
+	metrics_set_target(&a->m, 0, t->ev.target);
 	metrics_evaluation(&a->m);
 	a->evals++;
 	cost = now_ns() - now;
@@ -383,7 +385,7 @@ static int handle_event(void *ctx, void *data, size_t len)
 		t->has_rss_file = true;
 		if (t->evicting)
 			evictor_rss(&t->ev, h->ts_ns, t->sm.rss);
-		metrics_set_rss(&a->m, t->sm.rss);
+		metrics_set_rss(&a->m, 0, t->sm.rss);
 		evaluate(a, now, 0);
 		break;
 	case RC_EV_RECLAIM:
@@ -416,6 +418,10 @@ static int handle_event(void *ctx, void *data, size_t len)
 			data = &oom;
 			len = sizeof(oom);
 		}
+		if (len >= sizeof(oom) && a->t.pid &&
+		    (pid_t)((const struct rc_oom_kill *)data)->victim_pid ==
+			    a->t.pid)
+			metrics_exec_oom_kill(&a->m, 0);
 		break;
 	case RC_EV_FAULT_BURST:
 		evaluate(a, now, 0);
@@ -524,6 +530,28 @@ static void summary(struct agent *a, uint64_t now)
 	a->last_summary_ns = now;
 }
 
+/* The one target's memory domain: its limiting cgroup, or the machine. */
+static void metrics_domain(struct agent *a, const struct sampler *sm,
+			   uint64_t eta_ns)
+{
+	bool limited = a->t.pid && sm->has_cg && sm->cs.limit != RC_UNLIMITED;
+	char name[PATH_MAX] = "machine";
+
+	if (limited) {
+		snprintf(name, sizeof(name), "%s", sm->cg.rel);
+		for (int d = 0; d < sm->cs.limit_depth; d++) {
+			char *slash = strrchr(name, '/');
+
+			if (!slash || slash == name)
+				break;
+			*slash = '\0';
+		}
+	}
+	metrics_domain_set(&a->m, 0, name,
+			   limited ? sm->cs.limit : sm->mi.mem_total,
+			   (int64_t)sm->headroom, eta_ns, a->lw.cur.level);
+}
+
 static void update_level(struct agent *a, uint64_t now)
 {
 	struct sampler *sm = sampler_of(a);
@@ -549,8 +577,7 @@ static void update_level(struct agent *a, uint64_t now)
 	changed = level_update(&a->lw, now, &c);
 	report_err(a, &a->level_err, changed < 0 ? changed : 0,
 		   "the kernel's reclaim counters");
-	metrics_set_level(&a->m, a->lw.cur.level);
-	metrics_set_headroom(&a->m, (int64_t)sm->headroom);
+	metrics_domain(a, sm, c.has_eta ? c.eta_ns : METRICS_NO_ETA);
 	if (a->t.evicting)
 		evictor_set_level(&a->t.ev, a->lw.cur.level);
 	if (changed <= 0)
@@ -676,6 +703,7 @@ static void recheck_cgroup(struct agent *a, uint64_t now)
 	thresholds(a, has ? t->sm.cs.limit : RC_UNLIMITED, &t->thr);
 	if (t->evicting)
 		t->ev.thr = t->thr;
+	metrics_exec_relabel(&a->m, 0, has ? cg.rel : NULL, 0);
 	out_target_cgroup(&a->out, t->pid, t->comm, has ? cg.path : NULL,
 			  has ? cg.version : 0);
 }

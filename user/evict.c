@@ -95,7 +95,7 @@ __attribute__((format(printf, 4, 5))) static void anomaly(struct evictor *ev,
 	vsnprintf(detail, sizeof(detail), fmt, ap);
 	va_end(ap);
 	if (kind < METRICS_ANOM_NR)
-		metrics_anomaly(ev->m, kind, 1);
+		metrics_anomaly(ev->m, ev->mslot, kind, 1);
 	out_anomaly(ev->out, ev->pid,
 		    kind < METRICS_ANOM_NR ? metrics_anomaly_name(kind)
 					   : "executor_resumed",
@@ -255,7 +255,7 @@ static void complete(struct evictor *ev, uint64_t now)
 			if (f->freed_ns) {
 				hist_add(&ev->freed_hist,
 					 (f->freed_ns - f->issue_ns) / 1000);
-				metrics_evict_freed(ev->m,
+				metrics_evict_freed(ev->m, ev->mslot,
 						    f->freed_ns - f->issue_ns);
 			}
 			done_event(ev, f, ramcache_status_name(f->ack.status));
@@ -264,7 +264,7 @@ static void complete(struct evictor *ev, uint64_t now)
 		}
 		if (now - f->issue_ns > ev->cfg.ack_timeout_ns) {
 			ev->st.timeouts++;
-			metrics_command_timeout(ev->m);
+			metrics_command_timeout(ev->m, ev->mslot);
 			cool(ev, f->id, now + COOL_TIMEOUT_NS);
 			done_event(ev, f, "timeout");
 			retire(ev, i);
@@ -283,14 +283,15 @@ static void accept_ack(struct evictor *ev, struct inflight *f,
 	ev->st.acked++;
 	if (f->ack.status < 5)
 		ev->st.by_status[f->ack.status]++;
-	metrics_command_acked(ev->m, f->ack.status);
+	metrics_command_acked(ev->m, ev->mslot, f->ack.status);
 	if (f->ack.status == RAMCACHE_ACK_EVICTED) {
 		ev->st.bytes_freed += f->ack.bytes_freed;
-		metrics_bytes_evicted(ev->m, f->ack.bytes_freed);
+		metrics_bytes_evicted(ev->m, ev->mslot, f->ack.bytes_freed);
 	}
 	if (f->ack.ack_ns >= f->issue_ns) {
 		hist_add(&ev->ack_hist, (f->ack.ack_ns - f->issue_ns) / 1000);
-		metrics_evict_ack(ev->m, f->ack.ack_ns - f->issue_ns);
+		metrics_evict_ack(ev->m, ev->mslot,
+				  f->ack.ack_ns - f->issue_ns);
 	}
 	if (f->ack.status == RAMCACHE_ACK_BUSY)
 		cool(ev, f->id, now + COOL_BUSY_NS);
@@ -349,7 +350,8 @@ static void read_acks(struct evictor *ev, uint64_t now)
 			(unsigned long long)d,
 			(unsigned long long)ev->ctl.cmd_head);
 		if (d > 1)
-			metrics_anomaly(ev->m, METRICS_ANOM_INVALID_ACK, d - 1);
+			metrics_anomaly(ev->m, ev->mslot,
+					METRICS_ANOM_INVALID_ACK, d - 1);
 		ev->acks_bad_told = ev->ctl.acks_bad;
 	}
 	if (ev->ctl.acks_lost > ev->acks_lost_told) {
@@ -359,7 +361,8 @@ static void read_acks(struct evictor *ev, uint64_t now)
 			"%llu acks overwritten before they were read",
 			(unsigned long long)d);
 		if (d > 1)
-			metrics_anomaly(ev->m, METRICS_ANOM_ACK_OVERRUN, d - 1);
+			metrics_anomaly(ev->m, ev->mslot,
+					METRICS_ANOM_ACK_OVERRUN, d - 1);
 		ev->acks_lost_told = ev->ctl.acks_lost;
 	}
 }

@@ -68,6 +68,7 @@ struct evictor {
 	struct evict_cfg cfg;
 	struct out *out;
 	struct metrics *m;
+	unsigned int mslot; /* the executor's metrics slot (0 after init) */
 	pid_t pid;
 	struct ctl_target tgt; /* pid and uid here and in its namespaces */
 	char path[PATH_MAX];   /* --control, or /proc/<pid>/fd to search */

@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "metrics.h"
 #include "policy.h"
+#include "sanitize.h"
 
 #ifndef RAMCACHE_VERSION
 #define RAMCACHE_VERSION "unknown"
@@ -28,6 +29,10 @@ _Static_assert((int)METRICS_RECLAIM_DIRECT == (int)RC_RECLAIM_DIRECT &&
 		       (int)METRICS_RECLAIM_MEMCG == (int)RC_RECLAIM_MEMCG &&
 		       (int)METRICS_RECLAIM_KINDS == (int)RC_RECLAIM_KINDS,
 	       "reclaim kinds follow bpf/pressure.h");
+_Static_assert(METRICS_SLOTS == RC_MAX_TARGETS,
+	       "one metrics slot per BPF target");
+_Static_assert(METRICS_DOMAINS >= METRICS_SLOTS,
+	       "every executor can be a domain of its own");
 
 static const struct {
 	uint64_t ns;
@@ -109,50 +114,158 @@ static void hist_observe(struct metrics_hist *h, uint64_t ns)
 	h->sum_ns += ns;
 }
 
-/* Every update is one short critical section, under the HTTP reader. */
-static void observe(struct metrics *m, struct metrics_hist *h, uint64_t ns)
+/* The slot's values when @slot is attached, under m->lock. */
+static struct metrics_exec *exec_of(struct metrics *m, unsigned int slot)
 {
+	if (slot >= METRICS_SLOTS ||
+	    m->v.exec[slot].state != METRICS_EXEC_ATTACHED)
+		return NULL;
+	return &m->v.exec[slot];
+}
+
+/* Copy @src, sanitised and cut at a character boundary, into @dst. */
+static void label_copy(char *dst, size_t len, const char *src)
+{
+	char tmp[TEXT_SANITIZED_LEN(METRICS_CGROUP_LEN)];
+
+	text_sanitize(tmp, len < sizeof(tmp) ? len : sizeof(tmp),
+		      src ? src : "", src ? strlen(src) : 0);
+	memcpy(dst, tmp, strlen(tmp) + 1);
+}
+
+int metrics_exec_bind(struct metrics *m, unsigned int slot, int pid,
+		      const char *comm, const char *cgroup, unsigned int dom)
+{
+	struct metrics_exec e = { .state = METRICS_EXEC_ATTACHED };
+
+	if (slot >= METRICS_SLOTS || dom >= METRICS_DOMAINS)
+		return -EINVAL;
+	e.pid = pid;
+	e.domain = dom;
+	label_copy(e.comm, sizeof(e.comm), comm);
+	label_copy(e.cgroup, sizeof(e.cgroup), cgroup);
 	pthread_mutex_lock(&m->lock);
-	hist_observe(h, ns);
+	m->v.exec[slot] = e;
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
+int metrics_exec_relabel(struct metrics *m, unsigned int slot,
+			 const char *cgroup, unsigned int dom)
+{
+	char cg[METRICS_CGROUP_LEN];
+	struct metrics_exec *e;
+	int err = -EINVAL;
+
+	if (dom >= METRICS_DOMAINS)
+		return -EINVAL;
+	label_copy(cg, sizeof(cg), cgroup);
+	pthread_mutex_lock(&m->lock);
+	e = exec_of(m, slot);
+	if (e) {
+		memcpy(e->cgroup, cg, sizeof(cg));
+		e->domain = dom;
+		err = 0;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return err;
+}
+
+void metrics_exec_unbind(struct metrics *m, unsigned int slot)
+{
+	struct metrics_exec *e;
+
+	pthread_mutex_lock(&m->lock);
+	e = exec_of(m, slot);
+	if (e) {
+		e->state = METRICS_EXEC_EXITED;
+		e->rss_bytes = 0;
+		e->target_bytes = 0;
+	}
 	pthread_mutex_unlock(&m->lock);
 }
 
-static void store(struct metrics *m, uint64_t *field, uint64_t v)
+int metrics_domain_set(struct metrics *m, unsigned int dom, const char *name,
+		       uint64_t limit_bytes, int64_t headroom_bytes,
+		       uint64_t eta_ns, uint32_t level)
 {
+	struct metrics_domain d = { .set = true };
+
+	if (dom >= METRICS_DOMAINS)
+		return -EINVAL;
+	label_copy(d.name, sizeof(d.name), name);
+	d.limit_bytes = limit_bytes;
+	d.headroom_bytes = headroom_bytes;
+	d.eta_ns = eta_ns;
+	d.level = level;
 	pthread_mutex_lock(&m->lock);
-	*field = v;
+	m->v.dom[dom] = d;
 	pthread_mutex_unlock(&m->lock);
+	return 0;
 }
 
-static void add(struct metrics *m, uint64_t *field, uint64_t v)
+void metrics_domain_clear(struct metrics *m, unsigned int dom)
 {
+	if (dom >= METRICS_DOMAINS)
+		return;
 	pthread_mutex_lock(&m->lock);
-	*field += v;
+	memset(&m->v.dom[dom], 0, sizeof(m->v.dom[dom]));
 	pthread_mutex_unlock(&m->lock);
 }
 
 void metrics_reclaim_stall(struct metrics *m, unsigned int kind, uint64_t ns)
 {
-	if (kind < METRICS_RECLAIM_KINDS)
-		observe(m, &m->v.reclaim_stall[kind], ns);
+	if (kind >= METRICS_RECLAIM_KINDS)
+		return;
+	pthread_mutex_lock(&m->lock);
+	hist_observe(&m->v.reclaim_stall[kind], ns);
+	pthread_mutex_unlock(&m->lock);
 }
 
-void metrics_evict_ack(struct metrics *m, uint64_t ns)
+/*
+ * Observe @ns in the total histogram and in the slot's at @off. Every
+ * update is one short critical section, under the HTTP reader.
+ */
+static void exec_observe(struct metrics *m, unsigned int slot,
+			 struct metrics_hist *total, size_t off, uint64_t ns)
 {
-	observe(m, &m->v.evict_ack, ns);
+	struct metrics_exec *e;
+
+	pthread_mutex_lock(&m->lock);
+	hist_observe(total, ns);
+	e = exec_of(m, slot);
+	if (e)
+		hist_observe((struct metrics_hist *)((char *)e + off), ns);
+	pthread_mutex_unlock(&m->lock);
 }
 
-void metrics_evict_freed(struct metrics *m, uint64_t ns)
+void metrics_evict_ack(struct metrics *m, unsigned int slot, uint64_t ns)
 {
-	observe(m, &m->v.evict_freed, ns);
+	exec_observe(m, slot, &m->v.evict_ack,
+		     offsetof(struct metrics_exec, evict_ack), ns);
 }
 
-static void count_command(struct metrics *m, enum metrics_cmd_status s)
+void metrics_evict_freed(struct metrics *m, unsigned int slot, uint64_t ns)
 {
-	add(m, &m->v.commands[s], 1);
+	exec_observe(m, slot, &m->v.evict_freed,
+		     offsetof(struct metrics_exec, evict_freed), ns);
 }
 
-void metrics_command_acked(struct metrics *m, uint32_t status)
+static void count_command(struct metrics *m, unsigned int slot,
+			  enum metrics_cmd_status s)
+{
+	struct metrics_exec *e;
+
+	pthread_mutex_lock(&m->lock);
+	m->v.commands[s]++;
+	e = exec_of(m, slot);
+	if (e)
+		e->commands[s]++;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_command_acked(struct metrics *m, unsigned int slot,
+			   uint32_t status)
 {
 	enum metrics_cmd_status s;
 
@@ -173,62 +286,96 @@ void metrics_command_acked(struct metrics *m, uint32_t status)
 		s = METRICS_CMD_INVALID;
 		break;
 	}
-	count_command(m, s);
+	count_command(m, slot, s);
 }
 
-void metrics_command_timeout(struct metrics *m)
+void metrics_command_timeout(struct metrics *m, unsigned int slot)
 {
-	count_command(m, METRICS_CMD_TIMEOUT);
+	count_command(m, slot, METRICS_CMD_TIMEOUT);
 }
 
-void metrics_anomaly(struct metrics *m, unsigned int kind, uint64_t n)
+void metrics_anomaly(struct metrics *m, unsigned int slot, unsigned int kind,
+		     uint64_t n)
 {
-	if (kind < METRICS_ANOM_NR)
-		add(m, &m->v.anomalies[kind], n);
+	struct metrics_exec *e;
+
+	if (kind >= METRICS_ANOM_NR)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->v.anomalies[kind] += n;
+	e = exec_of(m, slot);
+	if (e)
+		e->anomalies[kind] += n;
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* Add @n to the slot's field at @off (and to @total when not NULL). */
+static void exec_add(struct metrics *m, unsigned int slot, uint64_t *total,
+		     size_t off, uint64_t n)
+{
+	struct metrics_exec *e;
+
+	pthread_mutex_lock(&m->lock);
+	if (total)
+		*total += n;
+	e = exec_of(m, slot);
+	if (e)
+		*(uint64_t *)((char *)e + off) += n;
+	pthread_mutex_unlock(&m->lock);
+}
+
+static void exec_set(struct metrics *m, unsigned int slot, size_t off,
+		     uint64_t v)
+{
+	struct metrics_exec *e;
+
+	pthread_mutex_lock(&m->lock);
+	e = exec_of(m, slot);
+	if (e)
+		*(uint64_t *)((char *)e + off) = v;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_bytes_evicted(struct metrics *m, unsigned int slot, uint64_t bytes)
+{
+	exec_add(m, slot, &m->v.evicted_bytes,
+		 offsetof(struct metrics_exec, evicted_bytes), bytes);
+}
+
+void metrics_exec_oom_kill(struct metrics *m, unsigned int slot)
+{
+	exec_add(m, slot, NULL, offsetof(struct metrics_exec, oom_kills), 1);
+}
+
+void metrics_set_rss(struct metrics *m, unsigned int slot, uint64_t bytes)
+{
+	exec_set(m, slot, offsetof(struct metrics_exec, rss_bytes), bytes);
+}
+
+void metrics_set_target(struct metrics *m, unsigned int slot, uint64_t bytes)
+{
+	exec_set(m, slot, offsetof(struct metrics_exec, target_bytes), bytes);
 }
 
 void metrics_evaluation(struct metrics *m)
 {
-	add(m, &m->v.evaluations, 1);
-}
-
-void metrics_bytes_evicted(struct metrics *m, uint64_t bytes)
-{
-	add(m, &m->v.evicted_bytes, bytes);
+	pthread_mutex_lock(&m->lock);
+	m->v.evaluations++;
+	pthread_mutex_unlock(&m->lock);
 }
 
 void metrics_oom_kill(struct metrics *m)
 {
-	add(m, &m->v.oom_kills, 1);
+	pthread_mutex_lock(&m->lock);
+	m->v.oom_kills++;
+	pthread_mutex_unlock(&m->lock);
 }
 
 void metrics_set_ringbuf_drops(struct metrics *m, uint64_t total)
 {
-	store(m, &m->v.ringbuf_drops, total);
-}
-
-void metrics_set_level(struct metrics *m, uint32_t level)
-{
 	pthread_mutex_lock(&m->lock);
-	m->v.level = level;
+	m->v.ringbuf_drops = total;
 	pthread_mutex_unlock(&m->lock);
-}
-
-void metrics_set_headroom(struct metrics *m, int64_t bytes)
-{
-	pthread_mutex_lock(&m->lock);
-	m->v.headroom_bytes = bytes;
-	pthread_mutex_unlock(&m->lock);
-}
-
-void metrics_set_target(struct metrics *m, uint64_t bytes)
-{
-	store(m, &m->v.target_bytes, bytes);
-}
-
-void metrics_set_rss(struct metrics *m, uint64_t bytes)
-{
-	store(m, &m->v.rss_bytes, bytes);
 }
 
 void metrics_snapshot(struct metrics *m, struct metrics_values *out)
@@ -334,13 +481,78 @@ static void put_u64(struct textbuf *o, const char *name, const char *type,
 	put(o, "%s %" PRIu64 "\n", name, v);
 }
 
+static const char *domain_name(const struct metrics_values *v, unsigned int dom,
+			       char *buf, size_t len)
+{
+	if (dom < METRICS_DOMAINS && v->dom[dom].set)
+		return v->dom[dom].name;
+	snprintf(buf, len, "%u", dom); /* bound before its domain was set */
+	return buf;
+}
+
+/* Room for `slot="63",comm="...",domain="...",` with every byte escaped. */
+#define EXEC_LABEL_LEN (48 + 2 * METRICS_COMM_LEN + 2 * METRICS_DOMAIN_LEN)
+
+/* The labels every per-executor series carries, with a trailing comma. */
+static void exec_label(const struct metrics_values *v, unsigned int slot,
+		       char *buf, size_t len)
+{
+	char comm[2 * METRICS_COMM_LEN], dom[2 * METRICS_DOMAIN_LEN];
+	char idx[16];
+	const struct metrics_exec *e = &v->exec[slot];
+
+	if (metrics_escape_label(comm, sizeof(comm), e->comm) < 0)
+		strcpy(comm, "?");
+	if (metrics_escape_label(dom, sizeof(dom),
+				 domain_name(v, e->domain, idx, sizeof(idx))) <
+	    0)
+		strcpy(dom, "?");
+	snprintf(buf, len, "slot=\"%u\",comm=\"%s\",domain=\"%s\",", slot, comm,
+		 dom);
+}
+
+static bool any_exec(const struct metrics_values *v)
+{
+	for (unsigned int i = 0; i < METRICS_SLOTS; i++)
+		if (v->exec[i].state != METRICS_EXEC_FREE)
+			return true;
+	return false;
+}
+
+static bool any_domain(const struct metrics_values *v)
+{
+	for (unsigned int i = 0; i < METRICS_DOMAINS; i++)
+		if (v->dom[i].set)
+			return true;
+	return false;
+}
+
+/* A per-executor histogram family, one series per bound slot. */
+static void put_exec_hists(struct textbuf *o, const struct metrics_values *v,
+			   const char *name, const char *help, size_t off)
+{
+	char label[EXEC_LABEL_LEN];
+
+	if (!any_exec(v))
+		return;
+	put_header(o, name, "histogram", help);
+	for (unsigned int i = 0; i < METRICS_SLOTS; i++) {
+		if (v->exec[i].state == METRICS_EXEC_FREE)
+			continue;
+		exec_label(v, i, label, sizeof(label));
+		put_hist(o, name, label,
+			 (const struct metrics_hist
+				  *)((const char *)&v->exec[i] + off));
+	}
+}
+
 static void render_histograms(struct textbuf *o, const struct metrics_values *v)
 {
 	char label[64];
 
 	put_header(
 		o, "ramcache_reclaim_stall_seconds", "histogram",
-		"Time the watched process spent stalled in direct or memory-cgroup reclaim.");
+		"Time watched processes spent stalled in direct or memory-cgroup reclaim.");
 	for (unsigned int k = 0; k < METRICS_RECLAIM_KINDS; k++) {
 		snprintf(label, sizeof(label), "kind=\"%s\",",
 			 reclaim_kind_names[k]);
@@ -349,12 +561,20 @@ static void render_histograms(struct textbuf *o, const struct metrics_values *v)
 	}
 	put_header(
 		o, "ramcache_eviction_ack_seconds", "histogram",
-		"Time from posting an eviction command to the executor's ack.");
+		"Time from posting an eviction command to the executor's ack, every executor.");
 	put_hist(o, "ramcache_eviction_ack_seconds", "", &v->evict_ack);
 	put_header(
 		o, "ramcache_eviction_freed_seconds", "histogram",
-		"Time from posting an eviction command to the memory being seen freed.");
+		"Time from posting an eviction command to the memory being seen freed, every executor.");
 	put_hist(o, "ramcache_eviction_freed_seconds", "", &v->evict_freed);
+	put_exec_hists(
+		o, v, "ramcache_executor_eviction_ack_seconds",
+		"Time from posting an eviction command to the executor's ack.",
+		offsetof(struct metrics_exec, evict_ack));
+	put_exec_hists(
+		o, v, "ramcache_executor_eviction_freed_seconds",
+		"Time from posting an eviction command to the memory being seen freed.",
+		offsetof(struct metrics_exec, evict_freed));
 }
 
 /* A counter or gauge without labels, read from struct metrics_values. */
@@ -364,31 +584,43 @@ struct u64_metric {
 	size_t off;
 };
 
-#define U64_METRIC(name, help, field)                              \
-	{                                                          \
-		name, help, offsetof(struct metrics_values, field) \
+#define U64_METRIC(name, help, type, field)       \
+	{                                         \
+		name, help, offsetof(type, field) \
 	}
 
 static const struct u64_metric counters[] = {
-	U64_METRIC("ramcache_evicted_bytes_total",
-		   "Bytes the executor reported freed by evictions.",
-		   evicted_bytes),
+	U64_METRIC(
+		"ramcache_evicted_bytes_total",
+		"Bytes executors reported freed by evictions, every executor.",
+		struct metrics_values, evicted_bytes),
 	U64_METRIC("ramcache_oom_kills_total",
-		   "OOM kills seen by the BPF programs.", oom_kills),
+		   "OOM kills seen by the BPF programs, machine-wide.",
+		   struct metrics_values, oom_kills),
 	U64_METRIC("ramcache_ringbuf_drops_total",
 		   "Events lost because the BPF ring buffer was full.",
-		   ringbuf_drops),
+		   struct metrics_values, ringbuf_drops),
 	U64_METRIC("ramcache_evaluations_total",
 		   "Eviction decisions made (rate-limited, not one per event).",
-		   evaluations),
+		   struct metrics_values, evaluations),
 };
 
-static const struct u64_metric byte_gauges[] = {
-	U64_METRIC("ramcache_target_bytes",
+static const struct u64_metric exec_counters[] = {
+	U64_METRIC("ramcache_executor_evicted_bytes_total",
+		   "Bytes the executor reported freed by evictions.",
+		   struct metrics_exec, evicted_bytes),
+	U64_METRIC("ramcache_executor_oom_kills_total",
+		   "OOM kills whose victim was the executor.",
+		   struct metrics_exec, oom_kills),
+};
+
+static const struct u64_metric exec_gauges[] = {
+	U64_METRIC("ramcache_executor_rss_bytes",
+		   "Resident set size of the executor (0 once it exited).",
+		   struct metrics_exec, rss_bytes),
+	U64_METRIC("ramcache_executor_target_bytes",
 		   "Bytes the agent currently wants the executor to free.",
-		   target_bytes),
-	U64_METRIC("ramcache_rss_bytes",
-		   "Resident set size of the watched process.", rss_bytes),
+		   struct metrics_exec, target_bytes),
 };
 
 static void put_u64s(struct textbuf *o, const char *type,
@@ -400,43 +632,248 @@ static void put_u64s(struct textbuf *o, const char *type,
 			*(const uint64_t *)((const char *)v + m[i].off));
 }
 
+/* Per-executor families of one value each, one series per bound slot. */
+static void put_exec_u64s(struct textbuf *o, const char *type,
+			  const struct u64_metric *m, size_t n,
+			  const struct metrics_values *v)
+{
+	char label[EXEC_LABEL_LEN];
+	size_t ll;
+
+	if (!any_exec(v))
+		return;
+	for (size_t k = 0; k < n; k++) {
+		put_header(o, m[k].name, type, m[k].help);
+		for (unsigned int i = 0; i < METRICS_SLOTS; i++) {
+			const struct metrics_exec *e = &v->exec[i];
+
+			if (e->state == METRICS_EXEC_FREE)
+				continue;
+			exec_label(v, i, label, sizeof(label));
+			ll = strlen(label);
+			put(o, "%s{%.*s} %" PRIu64 "\n", m[k].name,
+			    (int)(ll - 1), label,
+			    *(const uint64_t *)((const char *)e + m[k].off));
+		}
+	}
+}
+
+/* A per-executor family with one more label, @key, from @names. */
+static void put_exec_vec(struct textbuf *o, const struct metrics_values *v,
+			 const char *name, const char *help, const char *key,
+			 const char *const *names, unsigned int n, size_t off)
+{
+	char label[EXEC_LABEL_LEN];
+
+	if (!any_exec(v))
+		return;
+	put_header(o, name, "counter", help);
+	for (unsigned int i = 0; i < METRICS_SLOTS; i++) {
+		const struct metrics_exec *e = &v->exec[i];
+		const uint64_t *vals =
+			(const uint64_t *)((const char *)e + off);
+
+		if (e->state == METRICS_EXEC_FREE)
+			continue;
+		exec_label(v, i, label, sizeof(label));
+		for (unsigned int k = 0; k < n; k++)
+			put(o, "%s{%s%s=\"%s\"} %" PRIu64 "\n", name, label,
+			    key, names[k], vals[k]);
+	}
+}
+
 static void render_counters(struct textbuf *o, const struct metrics_values *v)
 {
 	put_header(o, "ramcache_commands_total", "counter",
-		   "Eviction commands by outcome.");
+		   "Eviction commands by outcome, every executor.");
 	for (unsigned int s = 0; s < METRICS_CMD_NR; s++)
 		put(o, "ramcache_commands_total{status=\"%s\"} %" PRIu64 "\n",
 		    cmd_status_names[s], v->commands[s]);
 	put_header(
 		o, "ramcache_protocol_anomalies_total", "counter",
-		"Control-page protocol violations seen from the executor, by kind.");
+		"Control-page protocol violations seen from executors, by kind.");
 	for (unsigned int k = 0; k < METRICS_ANOM_NR; k++)
 		put(o,
 		    "ramcache_protocol_anomalies_total{kind=\"%s\"} %" PRIu64
 		    "\n",
 		    anomaly_names[k], v->anomalies[k]);
 	put_u64s(o, "counter", counters, ARRAY_SIZE(counters), v);
+	put_exec_vec(o, v, "ramcache_executor_commands_total",
+		     "Eviction commands to the executor by outcome.", "status",
+		     cmd_status_names, METRICS_CMD_NR,
+		     offsetof(struct metrics_exec, commands));
+	put_exec_vec(
+		o, v, "ramcache_executor_protocol_anomalies_total",
+		"Control-page protocol violations seen from the executor, by kind.",
+		"kind", anomaly_names, METRICS_ANOM_NR,
+		offsetof(struct metrics_exec, anomalies));
+	put_exec_u64s(o, "counter", exec_counters, ARRAY_SIZE(exec_counters),
+		      v);
+}
+
+/* Agent-wide gauges derived from the domains and the attached slots. */
+struct overall {
+	uint32_t level;
+	int64_t headroom;
+	uint64_t rss, target, executors;
+};
+
+static void overall(const struct metrics_values *v, struct overall *a)
+{
+	bool first = true;
+
+	memset(a, 0, sizeof(*a));
+	for (unsigned int i = 0; i < METRICS_DOMAINS; i++) {
+		const struct metrics_domain *d = &v->dom[i];
+
+		if (!d->set)
+			continue;
+		if (d->level > a->level)
+			a->level = d->level;
+		if (first || d->headroom_bytes < a->headroom)
+			a->headroom = d->headroom_bytes;
+		first = false;
+	}
+	for (unsigned int i = 0; i < METRICS_SLOTS; i++) {
+		const struct metrics_exec *e = &v->exec[i];
+
+		if (e->state != METRICS_EXEC_ATTACHED)
+			continue;
+		a->rss += e->rss_bytes;
+		a->target += e->target_bytes;
+		a->executors++;
+	}
+}
+
+static void render_exec_gauges(struct textbuf *o,
+			       const struct metrics_values *v)
+{
+	char label[EXEC_LABEL_LEN], cg[2 * METRICS_CGROUP_LEN];
+
+	if (!any_exec(v))
+		return;
+	put_header(
+		o, "ramcache_executor_info", "gauge",
+		"Always 1; the process in the slot now or last, its pid and cgroup as labels.");
+	for (unsigned int i = 0; i < METRICS_SLOTS; i++) {
+		const struct metrics_exec *e = &v->exec[i];
+
+		if (e->state == METRICS_EXEC_FREE)
+			continue;
+		exec_label(v, i, label, sizeof(label));
+		if (metrics_escape_label(cg, sizeof(cg), e->cgroup) < 0)
+			strcpy(cg, "?");
+		put(o, "ramcache_executor_info{%spid=\"%d\",cgroup=\"%s\"} 1\n",
+		    label, e->pid, cg);
+	}
+	put_header(
+		o, "ramcache_executor_up", "gauge",
+		"1 while the agent is attached to the executor, 0 after it exited.");
+	for (unsigned int i = 0; i < METRICS_SLOTS; i++) {
+		size_t ll;
+
+		if (v->exec[i].state == METRICS_EXEC_FREE)
+			continue;
+		exec_label(v, i, label, sizeof(label));
+		ll = strlen(label);
+		put(o, "ramcache_executor_up{%.*s} %d\n", (int)(ll - 1), label,
+		    v->exec[i].state == METRICS_EXEC_ATTACHED);
+	}
+	put_exec_u64s(o, "gauge", exec_gauges, ARRAY_SIZE(exec_gauges), v);
+}
+
+/* Per-domain gauges; @what picks the value. */
+enum dom_gauge { DOM_LEVEL, DOM_LIMIT, DOM_HEADROOM, DOM_ETA, DOM_EXECUTORS };
+
+static void render_domains(struct textbuf *o, const struct metrics_values *v)
+{
+	static const struct {
+		const char *name, *help;
+	} fams[] = {
+		[DOM_LEVEL] = { "ramcache_domain_level",
+				"Memory pressure level of the domain: 0 ok, 1 warn, 2 high, 3 critical." },
+		[DOM_LIMIT] = { "ramcache_domain_limit_bytes",
+				"Memory limit the domain's executors share (0: not known)." },
+		[DOM_HEADROOM] = { "ramcache_domain_headroom_bytes",
+				   "Memory left in the domain before its limit." },
+		[DOM_ETA] = { "ramcache_domain_forecast_eta_seconds",
+			      "Forecast time until the domain's headroom runs out; +Inf when not shrinking." },
+		[DOM_EXECUTORS] = { "ramcache_domain_executors",
+				    "Executors attached in the domain." },
+	};
+	char name[2 * METRICS_DOMAIN_LEN];
+
+	if (!any_domain(v))
+		return;
+	for (unsigned int f = 0; f < ARRAY_SIZE(fams); f++) {
+		put_header(o, fams[f].name, "gauge", fams[f].help);
+		for (unsigned int i = 0; i < METRICS_DOMAINS; i++) {
+			const struct metrics_domain *d = &v->dom[i];
+			uint64_t n = 0;
+
+			if (!d->set)
+				continue;
+			if (metrics_escape_label(name, sizeof(name), d->name) <
+			    0)
+				strcpy(name, "?");
+			put(o, "%s{domain=\"%s\"} ", fams[f].name, name);
+			switch (f) {
+			case DOM_LEVEL:
+				put(o, "%" PRIu32 "\n", d->level);
+				break;
+			case DOM_LIMIT:
+				put(o, "%" PRIu64 "\n", d->limit_bytes);
+				break;
+			case DOM_HEADROOM:
+				put(o, "%" PRId64 "\n", d->headroom_bytes);
+				break;
+			case DOM_ETA:
+				if (d->eta_ns == METRICS_NO_ETA)
+					put(o, "+Inf\n");
+				else
+					put_seconds(o, d->eta_ns);
+				break;
+			default:
+				for (unsigned int s = 0; s < METRICS_SLOTS; s++)
+					n += v->exec[s].state ==
+						     METRICS_EXEC_ATTACHED &&
+					     v->exec[s].domain == i;
+				put(o, "%" PRIu64 "\n", n);
+				break;
+			}
+		}
+	}
 }
 
 static void render_gauges(struct textbuf *o, const struct metrics_values *v)
 {
 	char version[64];
+	struct overall a;
 
+	overall(v, &a);
 	put_u64(o, "ramcache_level", "gauge",
-		"Memory pressure level: 0 ok, 1 warn, 2 high, 3 critical.",
-		v->level);
+		"Highest memory pressure level of any domain: 0 ok, 1 warn, 2 high, 3 critical.",
+		a.level);
 	put_header(
 		o, "ramcache_level_state", "gauge",
 		"1 for the current memory pressure level, 0 for the others.");
 	for (unsigned int l = RAMCACHE_LEVEL_OK; l <= RAMCACHE_LEVEL_CRITICAL;
 	     l++)
 		put(o, "ramcache_level_state{level=\"%s\"} %d\n",
-		    rc_level_name(l), v->level == l);
+		    rc_level_name(l), a.level == l);
 	put_header(
 		o, "ramcache_headroom_bytes", "gauge",
-		"Memory left before the limit, as the agent last measured it.");
-	put(o, "ramcache_headroom_bytes %" PRId64 "\n", v->headroom_bytes);
-	put_u64s(o, "gauge", byte_gauges, ARRAY_SIZE(byte_gauges), v);
+		"Least memory left before a limit, over every domain, as last measured.");
+	put(o, "ramcache_headroom_bytes %" PRId64 "\n", a.headroom);
+	put_u64(o, "ramcache_target_bytes", "gauge",
+		"Bytes the agent currently wants executors to free, summed.",
+		a.target);
+	put_u64(o, "ramcache_rss_bytes", "gauge",
+		"Resident set size of the attached executors, summed.", a.rss);
+	put_u64(o, "ramcache_executors", "gauge",
+		"Executors the agent is attached to.", a.executors);
+	render_exec_gauges(o, v);
+	render_domains(o, v);
 	put_header(o, "ramcache_build_info", "gauge",
 		   "Always 1; the version of the agent as a label.");
 	if (metrics_escape_label(version, sizeof(version), RAMCACHE_VERSION) <

@@ -55,7 +55,57 @@ struct metrics_hist {
 	uint64_t sum_ns;
 };
 
-/* Plain values: what the renderer reads. */
+/*
+ * Executors are kept per slot, domains per index: the exposed series are
+ * bounded by METRICS_SLOTS and METRICS_DOMAINS however many processes come
+ * and go. Binding a slot replaces its labels and zeroes its counters.
+ */
+#define METRICS_SLOTS	64 /* = RC_MAX_TARGETS */
+#define METRICS_DOMAINS 64
+/* Label text as stored, sanitised, NUL included; longer input is cut. */
+#define METRICS_COMM_LEN   64
+#define METRICS_CGROUP_LEN 256
+#define METRICS_DOMAIN_LEN 128
+/* eta_ns of a domain whose headroom is not shrinking: rendered +Inf */
+#define METRICS_NO_ETA UINT64_MAX
+
+enum metrics_exec_state {
+	METRICS_EXEC_FREE = 0, /* never bound: not rendered */
+	METRICS_EXEC_ATTACHED,
+	METRICS_EXEC_EXITED, /* unbound: final counts shown until reused */
+};
+
+struct metrics_exec {
+	uint32_t state; /* enum metrics_exec_state */
+	int32_t pid;
+	uint32_t domain; /* index into metrics_values.dom */
+	char comm[METRICS_COMM_LEN];
+	char cgroup[METRICS_CGROUP_LEN];
+	struct metrics_hist evict_ack;
+	struct metrics_hist evict_freed;
+	uint64_t commands[METRICS_CMD_NR];
+	uint64_t anomalies[METRICS_ANOM_NR];
+	uint64_t evicted_bytes;
+	uint64_t oom_kills; /* OOM kills whose victim was this executor */
+	uint64_t rss_bytes;
+	uint64_t target_bytes;
+};
+
+struct metrics_domain {
+	bool set;
+	char name[METRICS_DOMAIN_LEN];
+	uint32_t level;	      /* enum ramcache_level */
+	uint64_t limit_bytes; /* 0: not known */
+	int64_t headroom_bytes;
+	uint64_t eta_ns; /* until headroom runs out; METRICS_NO_ETA */
+};
+
+/*
+ * Plain values: what the renderer reads. The unlabelled families are
+ * machine-wide totals: they keep counting what executors that left did.
+ * The agent-wide level, headroom, RSS and target are derived from the
+ * domains and slots when rendered (highest level, least headroom, sums).
+ */
 struct metrics_values {
 	struct metrics_hist reclaim_stall[METRICS_RECLAIM_KINDS];
 	struct metrics_hist evict_ack;	 /* command posted -> executor acked */
@@ -64,12 +114,10 @@ struct metrics_values {
 	uint64_t anomalies[METRICS_ANOM_NR];
 	uint64_t evaluations; /* eviction decisions made */
 	uint64_t evicted_bytes;
-	uint64_t oom_kills;
+	uint64_t oom_kills; /* every OOM kill on the machine */
 	uint64_t ringbuf_drops;
-	uint32_t level; /* enum ramcache_level */
-	int64_t headroom_bytes;
-	uint64_t target_bytes;
-	uint64_t rss_bytes;
+	struct metrics_exec exec[METRICS_SLOTS];
+	struct metrics_domain dom[METRICS_DOMAINS];
 };
 
 struct metrics {
@@ -82,41 +130,74 @@ void metrics_init(struct metrics *m);
 void metrics_destroy(struct metrics *m);
 
 /*
- * Histograms: a reclaim stall of @kind (enum rc_reclaim_kind), eviction
- * latencies. Durations in ns; an out-of-range @kind is ignored.
+ * Executors. Bind @slot (< METRICS_SLOTS) to a process: its labels become
+ * @comm, @cgroup (NULL: none) and domain @dom, its counters start at 0.
+ * Unbind keeps the slot's final counts exposed (rss and target 0,
+ * ramcache_executor_up 0) until the slot is bound again. Strings are
+ * sanitised here. Out-of-range slots and domains return -EINVAL; updaters
+ * given one, or a slot not attached, change only the machine-wide totals.
+ */
+int metrics_exec_bind(struct metrics *m, unsigned int slot, int pid,
+		      const char *comm, const char *cgroup, unsigned int dom);
+void metrics_exec_unbind(struct metrics *m, unsigned int slot);
+/* The attached executor in @slot moved: new cgroup label and domain. */
+int metrics_exec_relabel(struct metrics *m, unsigned int slot,
+			 const char *cgroup, unsigned int dom);
+
+/*
+ * Domains. Set or refresh domain @dom (< METRICS_DOMAINS): @name is its
+ * label (the limiting cgroup, or "machine"), @limit_bytes 0 when unknown,
+ * @eta_ns METRICS_NO_ETA when headroom is not shrinking, @level an enum
+ * ramcache_level. Clear removes its series.
+ */
+int metrics_domain_set(struct metrics *m, unsigned int dom, const char *name,
+		       uint64_t limit_bytes, int64_t headroom_bytes,
+		       uint64_t eta_ns, uint32_t level);
+void metrics_domain_clear(struct metrics *m, unsigned int dom);
+
+/*
+ * Histograms: a reclaim stall of @kind (enum rc_reclaim_kind), machine-wide;
+ * eviction latencies of the executor in @slot. Durations in ns; an
+ * out-of-range @kind is ignored.
  */
 void metrics_reclaim_stall(struct metrics *m, unsigned int kind, uint64_t ns);
-void metrics_evict_ack(struct metrics *m, uint64_t ns);
-void metrics_evict_freed(struct metrics *m, uint64_t ns);
+void metrics_evict_ack(struct metrics *m, unsigned int slot, uint64_t ns);
+void metrics_evict_freed(struct metrics *m, unsigned int slot, uint64_t ns);
 
-/* Count one command answered with @status (enum ramcache_status). */
-void metrics_command_acked(struct metrics *m, uint32_t status);
-/* Count one command that got no ack in time. */
-void metrics_command_timeout(struct metrics *m);
-/* Count @n anomalies of @kind (enum metrics_anomaly). */
-void metrics_anomaly(struct metrics *m, unsigned int kind, uint64_t n);
+/* Count one command of @slot answered with @status (enum ramcache_status). */
+void metrics_command_acked(struct metrics *m, unsigned int slot,
+			   uint32_t status);
+/* Count one command of @slot that got no ack in time. */
+void metrics_command_timeout(struct metrics *m, unsigned int slot);
+/* Count @n anomalies of @kind (enum metrics_anomaly) from @slot. */
+void metrics_anomaly(struct metrics *m, unsigned int slot, unsigned int kind,
+		     uint64_t n);
+void metrics_bytes_evicted(struct metrics *m, unsigned int slot,
+			   uint64_t bytes);
+/* An OOM kill whose victim was the executor in @slot. */
+void metrics_exec_oom_kill(struct metrics *m, unsigned int slot);
+void metrics_set_rss(struct metrics *m, unsigned int slot, uint64_t bytes);
+void metrics_set_target(struct metrics *m, unsigned int slot, uint64_t bytes);
+
+/* Machine-wide. */
 void metrics_evaluation(struct metrics *m);
-
-void metrics_bytes_evicted(struct metrics *m, uint64_t bytes);
+/* Any OOM kill seen by the BPF programs. */
 void metrics_oom_kill(struct metrics *m);
 /* Total ring-buffer drops as summed from the BPF stats map. */
 void metrics_set_ringbuf_drops(struct metrics *m, uint64_t total);
 
-/* Gauges. */
-void metrics_set_level(struct metrics *m, uint32_t level);
-void metrics_set_headroom(struct metrics *m, int64_t bytes);
-void metrics_set_target(struct metrics *m, uint64_t bytes);
-void metrics_set_rss(struct metrics *m, uint64_t bytes);
-
-/* Copy the values under the lock. */
+/* Copy the values under the lock (about 80 KiB: not on a small stack). */
 void metrics_snapshot(struct metrics *m, struct metrics_values *out);
 
 /*
  * Render @v as Prometheus text format 0.0.4 into @buf, NUL-terminated.
  * Returns the length without the NUL, or -ENOSPC when @len is too small
- * (METRICS_RENDER_SIZE always is enough). Pure: no lock, no I/O.
+ * (then @buf holds ""). METRICS_RENDER_SIZE fits a registry with no
+ * executor; METRICS_RENDER_MAX fits every slot and domain bound with the
+ * longest labels and largest values. Pure: no lock, no I/O.
  */
-#define METRICS_RENDER_SIZE 16384
+#define METRICS_RENDER_SIZE (16 * 1024)
+#define METRICS_RENDER_MAX  (4 * 1024 * 1024)
 int metrics_render(const struct metrics_values *v, char *buf, size_t len);
 
 /*

@@ -58,6 +58,9 @@ struct conn {
 struct metrics_http {
 	struct MHD_Daemon *daemon;
 	struct metrics *m;
+	/* only MHD's one thread renders: one copy of the values will do */
+	struct metrics_values *snap;
+	size_t render_size;
 	uint16_t port;
 	struct conn conns[MAX_CONNECTIONS];
 };
@@ -160,21 +163,39 @@ static mhd_result reply(struct MHD_Connection *conn, unsigned int code,
 	return ret;
 }
 
+/* Render the snapshot into a buffer grown until it fits; NULL: no memory. */
+static char *render(struct metrics_http *h, int *len)
+{
+	size_t size = h->render_size;
+	char *buf;
+
+	for (;;) {
+		buf = malloc(size);
+		if (!buf)
+			return NULL;
+		*len = metrics_render(h->snap, buf, size);
+		if (*len >= 0 || size >= METRICS_RENDER_MAX)
+			break;
+		free(buf);
+		size *= 2;
+	}
+	h->render_size = size; /* the next scrape starts there */
+	return buf;
+}
+
 static mhd_result serve_metrics(struct metrics_http *h,
 				struct MHD_Connection *conn)
 {
-	struct metrics_values v;
 	struct MHD_Response *resp;
 	mhd_result ret;
 	char *buf;
 	int len;
 
-	buf = malloc(METRICS_RENDER_SIZE);
+	metrics_snapshot(h->m, h->snap);
+	buf = render(h, &len);
 	if (!buf)
 		return reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
 			     "out of memory\n");
-	metrics_snapshot(h->m, &v);
-	len = metrics_render(&v, buf, METRICS_RENDER_SIZE);
 	if (len < 0) {
 		free(buf);
 		return reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
@@ -324,9 +345,16 @@ int metrics_http_start(struct metrics_http **out, struct metrics *m,
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
+	h->snap = malloc(sizeof(*h->snap));
+	if (!h->snap) {
+		free(h);
+		return -ENOMEM;
+	}
+	h->render_size = METRICS_RENDER_SIZE;
 	h->m = m;
 	fd = listen_on(&ss, sslen, &h->port);
 	if (fd < 0) {
+		free(h->snap);
 		free(h);
 		return fd;
 	}
@@ -334,6 +362,7 @@ int metrics_http_start(struct metrics_http **out, struct metrics *m,
 	if (mhd_fd < 0) {
 		err = -errno;
 		close(fd);
+		free(h->snap);
 		free(h);
 		return err;
 	}
@@ -357,6 +386,7 @@ int metrics_http_start(struct metrics_http **out, struct metrics *m,
 				     (size_t)THREAD_STACK_SIZE, MHD_OPTION_END);
 	close(fd);
 	if (!h->daemon) {
+		free(h->snap);
 		free(h);
 		return -EIO;
 	}
@@ -374,5 +404,6 @@ void metrics_http_stop(struct metrics_http *h)
 	if (!h)
 		return;
 	MHD_stop_daemon(h->daemon);
+	free(h->snap);
 	free(h);
 }

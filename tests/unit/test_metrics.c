@@ -22,15 +22,15 @@
 
 #include "ramcache/control.h"
 
-static char render_buf[METRICS_RENDER_SIZE];
+static char render_buf[METRICS_RENDER_MAX];
+static struct metrics_values snap;
 
 static const char *render(struct metrics *m)
 {
-	struct metrics_values v;
 	int n;
 
-	metrics_snapshot(m, &v);
-	n = metrics_render(&v, render_buf, sizeof(render_buf));
+	metrics_snapshot(m, &snap);
+	n = metrics_render(&snap, render_buf, sizeof(render_buf));
 	if (n < 0)
 		return "";
 	return render_buf;
@@ -211,25 +211,27 @@ TEST(render_lines)
 	const char *out;
 
 	metrics_init(&m);
-	metrics_command_acked(&m, RAMCACHE_ACK_BUSY);
-	metrics_command_acked(&m, RAMCACHE_ACK_BUSY);
-	metrics_command_acked(&m, RAMCACHE_ACK_EVICTED);
-	metrics_command_acked(&m, 77);
-	metrics_command_timeout(&m);
-	metrics_bytes_evicted(&m, 1 << 20);
-	metrics_bytes_evicted(&m, 4096);
+	ASSERT_OK(metrics_exec_bind(&m, 0, 4242, "comfy", "/a", 0), "bind");
+	metrics_command_acked(&m, 0, RAMCACHE_ACK_BUSY);
+	metrics_command_acked(&m, 0, RAMCACHE_ACK_BUSY);
+	metrics_command_acked(&m, 0, RAMCACHE_ACK_EVICTED);
+	metrics_command_acked(&m, 0, 77);
+	metrics_command_timeout(&m, 0);
+	metrics_bytes_evicted(&m, 0, 1 << 20);
+	metrics_bytes_evicted(&m, 0, 4096);
 	metrics_oom_kill(&m);
 	metrics_set_ringbuf_drops(&m, 12);
-	metrics_set_level(&m, RAMCACHE_LEVEL_HIGH);
-	metrics_set_headroom(&m, -4096);
-	metrics_set_target(&m, 268435456);
-	metrics_set_rss(&m, 8589934592ULL);
+	ASSERT_OK(metrics_domain_set(&m, 0, "/a", 1 << 30, -4096, 2500000000ULL,
+				     RAMCACHE_LEVEL_HIGH),
+		  "domain");
+	metrics_set_target(&m, 0, 268435456);
+	metrics_set_rss(&m, 0, 8589934592ULL);
 	out = render(&m);
 
 	ASSERT_TRUE(
 		has_line(
 			out,
-			"# HELP ramcache_commands_total Eviction commands by outcome."),
+			"# HELP ramcache_commands_total Eviction commands by outcome, every executor."),
 		"help");
 	ASSERT_TRUE(has_line(out, "# TYPE ramcache_commands_total counter"),
 		    "type");
@@ -263,8 +265,195 @@ TEST(render_lines)
 	ASSERT_TRUE(has_line(out, "ramcache_headroom_bytes -4096"), "headroom");
 	ASSERT_TRUE(has_line(out, "ramcache_target_bytes 268435456"), "target");
 	ASSERT_TRUE(has_line(out, "ramcache_rss_bytes 8589934592"), "rss");
+	ASSERT_TRUE(has_line(out, "ramcache_executors 1"), "executors");
+#define EXEC "{slot=\"0\",comm=\"comfy\",domain=\"/a\""
+	ASSERT_TRUE(has_line(out, "ramcache_executor_commands_total" EXEC
+				  ",status=\"busy\"} 2"),
+		    "busy of slot 0");
+	ASSERT_TRUE(has_line(out, "ramcache_executor_commands_total" EXEC
+				  ",status=\"invalid\"} 1"),
+		    "invalid of slot 0");
+	ASSERT_TRUE(has_line(out, "ramcache_executor_evicted_bytes_total" EXEC
+				  "} 1052672"),
+		    "bytes of slot 0");
+	ASSERT_TRUE(has_line(out,
+			     "ramcache_executor_oom_kills_total" EXEC "} 0"),
+		    "a machine-wide OOM kill is not the executor's");
+	ASSERT_TRUE(has_line(out,
+			     "ramcache_executor_rss_bytes" EXEC "} 8589934592"),
+		    "rss of slot 0");
+	ASSERT_TRUE(has_line(out, "ramcache_executor_target_bytes" EXEC
+				  "} 268435456"),
+		    "target of slot 0");
+	ASSERT_TRUE(has_line(out, "ramcache_executor_up" EXEC "} 1"), "up");
+	ASSERT_TRUE(has_line(out, "ramcache_executor_info" EXEC
+				  ",pid=\"4242\",cgroup=\"/a\"} 1"),
+		    "info");
+	ASSERT_TRUE(has_line(out,
+			     "ramcache_executor_eviction_ack_seconds_count" EXEC
+			     "} 0"),
+		    "ack histogram of slot 0");
+#undef EXEC
+	ASSERT_TRUE(has_line(out, "ramcache_domain_level{domain=\"/a\"} 2"),
+		    "domain level");
+	ASSERT_TRUE(
+		has_line(
+			out,
+			"ramcache_domain_limit_bytes{domain=\"/a\"} 1073741824"),
+		"domain limit");
+	ASSERT_TRUE(
+		has_line(out,
+			 "ramcache_domain_headroom_bytes{domain=\"/a\"} -4096"),
+		"domain headroom");
+	ASSERT_TRUE(
+		has_line(
+			out,
+			"ramcache_domain_forecast_eta_seconds{domain=\"/a\"} 2.500000000"),
+		"domain eta");
+	ASSERT_TRUE(has_line(out, "ramcache_domain_executors{domain=\"/a\"} 1"),
+		    "domain executors");
 	ASSERT_TRUE(strstr(out, "\nramcache_build_info{version=\""), "build");
 	ASSERT_GE(parse_exposition(out), 100, "parses");
+	metrics_destroy(&m);
+}
+
+/* Lines of @text that are samples, not comments. */
+static int count_samples(const char *text)
+{
+	int n = 0;
+
+	for (const char *p = text; *p; p = strchr(p, '\n') + 1)
+		n += *p != '#';
+	return n;
+}
+
+TEST(exec_slot_lifecycle)
+{
+	const char *out;
+	struct metrics m;
+
+	metrics_init(&m);
+	out = render(&m);
+	ASSERT_TRUE(!strstr(out, "ramcache_executor_"), "no slot: no family");
+	ASSERT_TRUE(!strstr(out, "ramcache_domain_"), "no domain: no family");
+	ASSERT_TRUE(has_line(out, "ramcache_executors 0"), "none attached");
+
+	ASSERT_EQ(metrics_exec_bind(&m, METRICS_SLOTS, 1, "x", NULL, 0),
+		  -EINVAL, "slot out of range");
+	ASSERT_EQ(metrics_exec_bind(&m, 0, 1, "x", NULL, METRICS_DOMAINS),
+		  -EINVAL, "domain out of range");
+	ASSERT_EQ(metrics_domain_set(&m, METRICS_DOMAINS, "d", 0, 0, 0, 0),
+		  -EINVAL, "domain set out of range");
+	ASSERT_EQ(metrics_exec_relabel(&m, 0, "/y", 0), -EINVAL,
+		  "relabel of a free slot");
+
+	/* updates to a slot not attached count machine-wide only */
+	metrics_command_timeout(&m, 7);
+	metrics_bytes_evicted(&m, METRICS_SLOTS + 3, 10);
+	out = render(&m);
+	ASSERT_TRUE(has_line(out,
+			     "ramcache_commands_total{status=\"timeout\"} 1"),
+		    "total of a free slot");
+	ASSERT_TRUE(has_line(out, "ramcache_evicted_bytes_total 10"),
+		    "total of an out-of-range slot");
+	ASSERT_TRUE(!strstr(out, "slot=\"7\""), "free slot not rendered");
+
+	/* a hostile comm stays one valid label value */
+	ASSERT_OK(metrics_exec_bind(&m, 7, 100, "ev\"il\n\x1b[2J\\", "/cg", 2),
+		  "bind 7");
+	metrics_command_timeout(&m, 7);
+	metrics_exec_oom_kill(&m, 7);
+	metrics_set_rss(&m, 7, 4096);
+	out = render(&m);
+#define SEVEN \
+	"{slot=\"7\",comm=\"ev\\\"il\\\\x0a\\\\x1b[2J\\\\\\\\\",domain=\"2\""
+	ASSERT_TRUE(has_line(out, "ramcache_executor_commands_total" SEVEN
+				  ",status=\"timeout\"} 1"),
+		    "escaped comm, domain index until the domain is set");
+	ASSERT_TRUE(has_line(out,
+			     "ramcache_executor_oom_kills_total" SEVEN "} 1"),
+		    "oom of slot 7");
+	ASSERT_TRUE(has_line(out,
+			     "ramcache_commands_total{status=\"timeout\"} 2"),
+		    "totals keep counting");
+	ASSERT_GE(parse_exposition(out), 100, "hostile comm parses");
+
+	metrics_exec_unbind(&m, 7);
+	out = render(&m);
+	ASSERT_TRUE(has_line(out, "ramcache_executor_up" SEVEN "} 0"),
+		    "exited: up 0");
+	ASSERT_TRUE(has_line(out,
+			     "ramcache_executor_oom_kills_total" SEVEN "} 1"),
+		    "exited: final OOM kill still scraped");
+	ASSERT_TRUE(has_line(out, "ramcache_executor_rss_bytes" SEVEN "} 0"),
+		    "exited: rss 0");
+	ASSERT_TRUE(has_line(out, "ramcache_executors 0"), "none attached");
+	metrics_command_timeout(&m, 7);
+	out = render(&m);
+	ASSERT_TRUE(has_line(out, "ramcache_executor_commands_total" SEVEN
+				  ",status=\"timeout\"} 1"),
+		    "an exited slot counts nothing more");
+#undef SEVEN
+
+	/* reuse replaces the labels and starts the counts again */
+	metrics_domain_set(&m, 2, "/pod", 1 << 20, 4096, METRICS_NO_ETA, 0);
+	ASSERT_OK(metrics_exec_bind(&m, 7, 101, "next", NULL, 2), "rebind 7");
+	ASSERT_OK(metrics_exec_relabel(&m, 7, "/pod/c", 2), "relabel");
+	out = render(&m);
+	ASSERT_TRUE(!strstr(out, "comm=\"ev"), "old labels gone");
+	ASSERT_TRUE(
+		has_line(
+			out,
+			"ramcache_executor_commands_total{slot=\"7\",comm=\"next\",domain=\"/pod\",status=\"timeout\"} 0"),
+		"counts start again");
+	ASSERT_TRUE(
+		has_line(
+			out,
+			"ramcache_executor_info{slot=\"7\",comm=\"next\",domain=\"/pod\",pid=\"101\",cgroup=\"/pod/c\"} 1"),
+		"info follows the new process");
+	ASSERT_TRUE(has_line(out,
+			     "ramcache_domain_executors{domain=\"/pod\"} 1"),
+		    "domain counts it");
+	metrics_domain_clear(&m, 2);
+	out = render(&m);
+	ASSERT_TRUE(!strstr(out, "ramcache_domain_"), "cleared domain gone");
+	metrics_destroy(&m);
+}
+
+/* Processes that come and go do not grow the exposition. */
+TEST(series_bounded_under_churn)
+{
+	struct metrics m;
+	char comm[32];
+	int full = 0, n, per_exec, fixed;
+
+	metrics_init(&m);
+	fixed = count_samples(render(&m));
+	metrics_exec_bind(&m, 0, 1, "one", NULL, 0);
+	per_exec = count_samples(render(&m)) - fixed;
+	printf("# series: %d fixed, %d per executor\n", fixed, per_exec);
+	ASSERT_EQ(per_exec, 69, "series per executor");
+	metrics_domain_set(&m, 0, "machine", 1, 1, 1, 0);
+	ASSERT_EQ(count_samples(render(&m)) - fixed - per_exec, 5,
+		  "series per domain");
+	for (int pid = 2; pid < 5000; pid++) {
+		unsigned int slot = (unsigned int)pid % METRICS_SLOTS;
+
+		metrics_exec_unbind(&m, slot);
+		snprintf(comm, sizeof(comm), "proc%d", pid);
+		metrics_exec_bind(&m, slot, pid, comm, NULL, 0);
+		metrics_command_timeout(&m, slot);
+		if (pid == 1000)
+			full = count_samples(render(&m));
+	}
+	n = count_samples(render(&m));
+	ASSERT_EQ(full, fixed + 5 + METRICS_SLOTS * per_exec,
+		  "every slot used once");
+	ASSERT_EQ(n, full, "4000 more processes: no more series");
+	ASSERT_TRUE(
+		has_line(render(&m),
+			 "ramcache_commands_total{status=\"timeout\"} 4998"),
+		"totals count every process");
 	metrics_destroy(&m);
 }
 
@@ -340,24 +529,75 @@ TEST(histogram_cumulative)
 	metrics_destroy(&m);
 }
 
+/* Every slot and domain bound with the longest labels and largest values. */
+static void fill_worst(struct metrics *m)
+{
+	char comm[METRICS_COMM_LEN * 4], cg[METRICS_CGROUP_LEN * 4];
+	char dom[METRICS_DOMAIN_LEN * 4];
+
+	/* '"' survives sanitising and doubles when escaped */
+	memset(comm, '"', sizeof(comm) - 1);
+	comm[sizeof(comm) - 1] = '\0';
+	memset(cg, '"', sizeof(cg) - 1);
+	cg[sizeof(cg) - 1] = '\0';
+	memset(dom, '"', sizeof(dom) - 1);
+	dom[sizeof(dom) - 1] = '\0';
+	for (unsigned int d = 0; d < METRICS_DOMAINS; d++) {
+		dom[0] = (char)('A' + d / 26); /* names must differ */
+		dom[1] = (char)('a' + d % 26);
+		metrics_domain_set(m, d, dom, UINT64_MAX, INT64_MIN,
+				   UINT64_MAX - 1, RAMCACHE_LEVEL_CRITICAL);
+	}
+	for (unsigned int i = 0; i < METRICS_SLOTS; i++)
+		metrics_exec_bind(m, i, INT32_MIN, comm, cg, i);
+	pthread_mutex_lock(&m->lock);
+	for (unsigned int i = 0; i < METRICS_SLOTS; i++) {
+		struct metrics_exec *e = &m->v.exec[i];
+
+		memset(&e->evict_ack, 0xff, sizeof(e->evict_ack));
+		memset(&e->evict_freed, 0xff, sizeof(e->evict_freed));
+		memset(e->commands, 0xff, sizeof(e->commands));
+		memset(e->anomalies, 0xff, sizeof(e->anomalies));
+		e->evicted_bytes = e->oom_kills = e->rss_bytes =
+			e->target_bytes = UINT64_MAX;
+	}
+	memset(m->v.reclaim_stall, 0xff, sizeof(m->v.reclaim_stall));
+	memset(&m->v.evict_ack, 0xff, sizeof(m->v.evict_ack));
+	memset(&m->v.evict_freed, 0xff, sizeof(m->v.evict_freed));
+	memset(m->v.commands, 0xff, sizeof(m->v.commands));
+	memset(m->v.anomalies, 0xff, sizeof(m->v.anomalies));
+	m->v.evaluations = m->v.evicted_bytes = m->v.oom_kills =
+		m->v.ringbuf_drops = UINT64_MAX;
+	pthread_mutex_unlock(&m->lock);
+}
+
 TEST(render_buffer_size)
 {
-	struct metrics_values v = { 0 };
-	static char small[METRICS_RENDER_SIZE];
+	static char small[METRICS_RENDER_MAX];
+	struct metrics m;
 	int n;
 
-	/* the largest numbers must still fit METRICS_RENDER_SIZE */
-	memset(&v, 0xff, sizeof(v));
-	v.headroom_bytes = INT64_MIN;
-	n = metrics_render(&v, small, sizeof(small));
-	ASSERT_GE(n, 1000, "worst case fits");
-	ASSERT_EQ(strlen(small), n, "length");
+	/* an empty registry fits the first buffer the server tries */
+	metrics_init(&m);
+	metrics_snapshot(&m, &snap);
+	n = metrics_render(&snap, small, METRICS_RENDER_SIZE);
+	ASSERT_GE(n, 1000, "empty registry fits METRICS_RENDER_SIZE");
 
-	n = metrics_render(&v, small, (size_t)n + 1);
-	ASSERT_GE(n, 1000, "exact size");
-	ASSERT_EQ(metrics_render(&v, small, (size_t)n), -ENOSPC, "one short");
+	fill_worst(&m);
+	metrics_snapshot(&m, &snap);
+	n = metrics_render(&snap, small, sizeof(small));
+	ASSERT_GE(n, METRICS_RENDER_SIZE, "worst case fits METRICS_RENDER_MAX");
+	ASSERT_EQ(strlen(small), n, "length");
+	printf("# worst case: %d bytes\n", n);
+	ASSERT_GE(parse_exposition(small), 64 * 69, "worst case parses");
+
+	n = metrics_render(&snap, small, (size_t)n + 1);
+	ASSERT_GE(n, METRICS_RENDER_SIZE, "exact size");
+	ASSERT_EQ(metrics_render(&snap, small, (size_t)n), -ENOSPC,
+		  "one short");
 	ASSERT_STREQ(small, "", "no partial output");
-	ASSERT_EQ(metrics_render(&v, small, 0), -ENOSPC, "empty buffer");
+	ASSERT_EQ(metrics_render(&snap, small, 0), -ENOSPC, "empty buffer");
+	metrics_destroy(&m);
 }
 
 TEST(escape_label)
@@ -459,7 +699,7 @@ struct http_reply {
 	int status;
 	char headers[1024];
 	char *body; /* into raw */
-	char raw[65536];
+	char raw[METRICS_RENDER_MAX + 4096];
 };
 
 /* One request over a fresh TCP connection; 0 or -errno. */
@@ -511,6 +751,8 @@ static int http_request(int family, uint16_t port, const char *method,
 		got += (size_t)k;
 	}
 	close(fd);
+	if (got == sizeof(r->raw) - 1)
+		return -EMSGSIZE; /* never judge a cut body */
 	r->raw[got] = '\0';
 	sep = strstr(r->raw, "\r\n\r\n");
 	if (!sep || sscanf(r->raw, "HTTP/1.%*d %d", &r->status) != 1)
@@ -573,17 +815,18 @@ TEST(http_scrape_moves)
 		  "ack count 0");
 	ASSERT_EQ(sample(reply.body, "ramcache_level"), 0, "level 0");
 
+	metrics_exec_bind(&m, 5, 99, "x", NULL, 1);
 	metrics_oom_kill(&m);
-	metrics_evict_ack(&m, 1500000); /* 1.5 ms */
-	metrics_evict_freed(&m, 40000000);
-	metrics_command_acked(&m, RAMCACHE_ACK_EVICTED);
-	metrics_bytes_evicted(&m, 123456789);
+	metrics_evict_ack(&m, 5, 1500000); /* 1.5 ms */
+	metrics_evict_freed(&m, 5, 40000000);
+	metrics_command_acked(&m, 5, RAMCACHE_ACK_EVICTED);
+	metrics_bytes_evicted(&m, 5, 123456789);
 	metrics_reclaim_stall(&m, METRICS_RECLAIM_DIRECT, 70000);
 	metrics_set_ringbuf_drops(&m, 3);
-	metrics_set_level(&m, RAMCACHE_LEVEL_CRITICAL);
-	metrics_set_headroom(&m, 1 << 30);
-	metrics_set_target(&m, 1 << 29);
-	metrics_set_rss(&m, 3ULL << 30);
+	metrics_domain_set(&m, 1, "machine", 0, 1 << 30, METRICS_NO_ETA,
+			   RAMCACHE_LEVEL_CRITICAL);
+	metrics_set_target(&m, 5, 1 << 29);
+	metrics_set_rss(&m, 5, 3ULL << 30);
 
 	if (!scrape(metrics_http_port(h), "second scrape"))
 		goto cleanup;
@@ -621,6 +864,15 @@ TEST(http_scrape_moves)
 	ASSERT_EQ(sample(reply.body, "ramcache_target_bytes"), 1 << 29,
 		  "target");
 	ASSERT_EQ(sample(reply.body, "ramcache_rss_bytes"), 3ULL << 30, "rss");
+	ASSERT_EQ(
+		sample(reply.body,
+		       "ramcache_executor_eviction_ack_seconds_count{slot=\"5\",comm=\"x\",domain=\"machine\"}"),
+		1, "ack count of slot 5");
+	ASSERT_TRUE(
+		isinf(sample(
+			reply.body,
+			"ramcache_domain_forecast_eta_seconds{domain=\"machine\"}")),
+		"no eta is +Inf");
 cleanup:
 	metrics_http_stop(h);
 	metrics_destroy(&m);
@@ -861,7 +1113,8 @@ TEST(http_ipv6)
 	}
 	if (!ASSERT_OK(err, "start on [::1]"))
 		goto cleanup;
-	metrics_set_rss(&m, 42);
+	metrics_exec_bind(&m, 0, 1, "x", NULL, 0);
+	metrics_set_rss(&m, 0, 42);
 	if (ASSERT_OK(http_request(AF_INET6, metrics_http_port(h), "GET",
 				   "/metrics", &reply),
 		      "scrape over IPv6")) {
@@ -889,8 +1142,12 @@ static void *hammer_fn(void *arg)
 
 	while (!atomic_load(&hm->stop)) {
 		metrics_oom_kill(hm->m);
-		metrics_evict_ack(hm->m, hm->rounds % 20000000000ULL);
-		metrics_set_level(hm->m, (uint32_t)(hm->rounds % 4));
+		metrics_evict_ack(hm->m, 0, hm->rounds % 20000000000ULL);
+		metrics_domain_set(hm->m, 0, "machine", 0, 0, METRICS_NO_ETA,
+				   (uint32_t)(hm->rounds % 4));
+		if (hm->rounds % 64 == 0) /* slot churn beside the renderer */
+			metrics_exec_bind(hm->m, (hm->rounds / 64) % 4, 1, "c",
+					  NULL, 0);
 		hm->rounds++;
 	}
 	return NULL;
@@ -1013,10 +1270,15 @@ TEST(promtool_check_metrics)
 	metrics_init(&m);
 	ASSERT_OK(promtool_check(promtool, render(&m)), "empty registry");
 	metrics_reclaim_stall(&m, METRICS_RECLAIM_DIRECT, 12345);
-	metrics_evict_ack(&m, 99999999999ULL);
-	metrics_command_acked(&m, RAMCACHE_ACK_PINNED);
-	metrics_set_headroom(&m, -1);
+	metrics_exec_bind(&m, 0, 1, "a\nb\\c\"d\x1b\xff", "/x", 0);
+	metrics_evict_ack(&m, 0, 99999999999ULL);
+	metrics_command_acked(&m, 0, RAMCACHE_ACK_PINNED);
+	metrics_domain_set(&m, 0, "machine", 1, -1, 3, 1);
+	metrics_exec_bind(&m, 1, 2, "b", NULL, 0);
+	metrics_exec_unbind(&m, 1);
 	ASSERT_OK(promtool_check(promtool, render(&m)), "busy registry");
+	fill_worst(&m);
+	ASSERT_OK(promtool_check(promtool, render(&m)), "every slot bound");
 	if (ASSERT_OK(metrics_http_start(&h, &m, "127.0.0.1:0"), "start") &&
 	    scrape(metrics_http_port(h), "scrape"))
 		ASSERT_OK(promtool_check(promtool, reply.body), "live scrape");
@@ -1043,7 +1305,8 @@ TEST(python_promtext_scrape)
 		return;
 	}
 	metrics_init(&m);
-	metrics_evict_freed(&m, 1);
+	metrics_evict_freed(&m, 0, 1);
+	fill_worst(&m);
 	if (!ASSERT_OK(metrics_http_start(&h, &m, "127.0.0.1:0"), "start"))
 		goto cleanup;
 	snprintf(cmd, sizeof(cmd), "'%s' '%s' --scrape 127.0.0.1:%u 2>&1",
