@@ -1072,6 +1072,9 @@ static void finish(struct agent *a, int code)
 		sampler_read(&a->t.sm, now_ns()); /* counts as of the end */
 		summary(a, now_ns());
 	}
+	/* the last totals, whatever the rate limit: nothing lost unsaid */
+	a->next_drop_warn_ns = 0;
+	check_drops(a, now_ns());
 	a->inflight_at_exit = a->t.evicting ? a->t.ev.nr_inflight : 0;
 	target_detach(a);
 	if (a->o->hist)

@@ -480,8 +480,7 @@ def fault_storm_is_kept_up_with_and_cpu_is_bounded():
         wall = time.monotonic() - t0
         finish(a)
     bursts = len(a.of_type("fault_burst"))
-    drops = a.of_type("summary")[-1]["drops"]
-    unread = output_dropped(a.stderr)
+    drops, unread = ring_dropped(a.stderr), output_dropped(a.stderr)
     print(f"# {n} x {pages} faults: {bursts} events delivered, {drops} "
           f"dropped in the kernel, {unread} lines this reader missed; "
           f"agent CPU {cpu:.2f} s in {wall:.2f} s wall")
@@ -493,14 +492,67 @@ def fault_storm_is_kept_up_with_and_cpu_is_bounded():
     assert cpu < wall, f"agent used {cpu:.2f} s CPU in {wall:.2f} s"
 
 
-def output_dropped(stderr):
-    """Lines the agent could not write to a reader that lagged behind."""
+def in_all(stderr, what):
+    """The last "N <what> (M in all)" total in the agent's warnings (stderr
+    is never dropped; the JSON summary on stdout may be)."""
     n = 0
     for line in stderr:
-        m = re.search(r"output lines dropped \((\d+) in all\)", line)
+        m = re.search(what + r" \((\d+) in all\)", line)
         if m:
             n = int(m.group(1))
     return n
+
+
+def output_dropped(stderr):
+    """Lines the agent could not write to a reader that lagged behind."""
+    return in_all(stderr, "output lines dropped")
+
+
+def ring_dropped(stderr):
+    """Events the kernel could not put in the full ring buffer."""
+    return in_all(stderr, "events dropped")
+
+
+@test
+def every_lost_event_is_counted_by_exit():
+    """stdout not read during a storm (every fault an event), then read:
+    the totals the agent prints by its exit account for every fault that
+    did not reach the reader, however late in the storm it was lost."""
+    require_root()
+    n, pages = 4, 20000
+    r, w = os.pipe()
+    p = subprocess.Popen([AGENT, "--json", "--burst-faults", "1",
+                          "--burst-window", "1ns", "--interval", "0.5s"],
+                         stdout=w, stderr=subprocess.PIPE, text=True)
+    os.close(w)
+    lines = []
+    try:
+        time.sleep(1)
+        storm(n, pages)  # the pipe fills early on; the rest is dropped
+        time.sleep(1)
+        out = os.fdopen(r, errors="replace")
+        r = -1  # closed with out
+        reader = threading.Thread(target=lambda: lines.extend(out),
+                                  daemon=True)
+        reader.start()
+        time.sleep(1)
+        p.send_signal(signal.SIGINT)
+        rc = p.wait(timeout=10)
+        reader.join(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if r >= 0:
+            os.close(r)
+    err = p.stderr.read().splitlines()
+    assert rc == 0, (rc, err[-5:])
+    bursts = sum(1 for ln in lines if ln.startswith('{"type":"fault_burst"'))
+    drops, unread = ring_dropped(err), output_dropped(err)
+    print(f"# {n} x {pages} faults: {bursts} read, {drops} dropped in the "
+          f"kernel, {unread} lines dropped unread")
+    assert unread > 0, "the pipe never filled: nothing was tested"
+    assert bursts + drops + unread >= n * pages, (bursts, drops, unread)
 
 
 @test
