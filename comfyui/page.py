@@ -3,8 +3,9 @@
 Layout and protocol: include/ramcache/control.h and docs/control-page.md.
 The page is a memfd named "ramcache" (sealed against shrinking, kept open
 for the life of the process, found by the agent through /proc/<pid>/fd), or
-the file named by $RAMCACHE_CONTROL (mode 0600, built under a temporary
-name and renamed into place, as libramcache does).
+the file named by $RAMCACHE_CONTROL (mode 0600, built without a name,
+then linked under a temporary one and renamed into place, as libramcache
+does).
 
 Every method raises OSError with a "failed to <verb> <object>" message, so
 callers decide what is fatal. Field stores use native-order fixed-width
@@ -112,6 +113,45 @@ class Command:
                 f"reason={self.reason})")
 
 
+def _open_unnamed(d):
+    """A file without a name in directory d (O_TMPFILE), or None where the
+    kernel or file system has none, or no /proc can name it later."""
+    if not hasattr(os, "O_TMPFILE") or not os.access("/proc/self/fd", os.X_OK):
+        return None
+    try:
+        return os.open(d, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        if e.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            return None
+        raise
+
+
+class _Unlinkable(Exception):
+    """The unnamed page could not be given a name: build it named."""
+
+
+def _link_unnamed(fd, d, base):
+    """Name the unnamed file fd base + 8 random characters in d (linkat
+    with AT_SYMLINK_FOLLOW through /proc/self/fd); the name."""
+    try:
+        procfd = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        raise _Unlinkable() from None
+    try:
+        for _ in range(100):
+            tmp = os.path.join(d, base + os.urandom(4).hex())
+            try:
+                os.link(str(fd), tmp, src_dir_fd=procfd, follow_symlinks=True)
+                return tmp
+            except FileExistsError:
+                continue
+            except OSError:
+                raise _Unlinkable() from None
+        raise _Unlinkable()
+    finally:
+        os.close(procfd)
+
+
 class Page:
     """One control page. path None: $RAMCACHE_CONTROL when set, else a memfd."""
 
@@ -172,11 +212,29 @@ class Page:
         self._init_header()
 
     def _make_file(self, path):
-        """Build under an O_EXCL temporary name in the same directory, then
-        rename over path: the agent never sees half a page, and a symlink
-        planted at path is replaced, never followed."""
+        """Build the page unnamed (O_TMPFILE) in path's directory, link it
+        under a fresh temporary name and rename that over path: the agent
+        never sees half a page, a symlink planted at path is replaced, never
+        followed, and a process killed while building it leaves no file.
+        Where O_TMPFILE or the link through /proc is not possible, build
+        under an O_EXCL temporary name instead."""
         d = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", dir=d)
+        base = os.path.basename(path) + "."
+        fd = _open_unnamed(d)
+        if fd is not None:
+            try:
+                self._build_file(fd, None, path,
+                                 lambda: _link_unnamed(fd, d, base))
+                return
+            except _Unlinkable:
+                pass
+        fd, tmp = tempfile.mkstemp(prefix=base, dir=d)
+        self._build_file(fd, tmp, path, None)
+
+    def _build_file(self, fd, tmp, path, link):
+        """Size, map and fill the page in fd (closed here), then rename it
+        (tmp, or the name link() gives it) over path. On any error nothing
+        stays mapped and no temporary name is left behind."""
         try:
             os.fchmod(fd, 0o600)
             os.ftruncate(fd, self.size)
@@ -184,15 +242,19 @@ class Page:
                                mmap.PROT_READ | mmap.PROT_WRITE)
             st = os.fstat(fd)
             self._init_header()
+            if tmp is None:
+                tmp = link()
             os.rename(tmp, path)
         except BaseException:
             if self.m is not None:
+                self._futex = None
                 self.m.close()
                 self.m = None
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
             raise
         finally:
             os.close(fd)

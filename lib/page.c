@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,23 +69,87 @@ static void init_header(struct ramcache *rc)
 	rc_store_release(&c->magic, RAMCACHE_CTL_MAGIC);
 }
 
-/*
- * Build the page under a fresh O_EXCL temporary name in the same directory,
- * then rename it over @path: the agent never sees a half-made page, and a
- * symlink planted at @path is replaced, never followed.
- */
-static int make_page(struct ramcache *rc, const char *path)
+/* A free name "@path.XXXXXX" for the page, in @tmp. */
+static int temp_name(char *tmp, size_t len, const char *path)
 {
-	char tmp[PATH_MAX];
-	struct stat st;
-	void *map;
-	int fd, err;
+	static const char abc[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	unsigned char r[6];
+	int n;
 
-	if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp))
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return -EAGAIN;
+	n = snprintf(tmp, len, "%s.%c%c%c%c%c%c", path, abc[r[0] % 36],
+		     abc[r[1] % 36], abc[r[2] % 36], abc[r[3] % 36],
+		     abc[r[4] % 36], abc[r[5] % 36]);
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/*
+ * The page's file, still without a name: O_TMPFILE in @path's directory.
+ * -EOPNOTSUPP when the file system (or kernel) has no O_TMPFILE, or there
+ * is no /proc to name the file through later.
+ */
+static int open_unnamed(const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	int fd;
+
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else if (snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path),
+			  path) >= (int)sizeof(dir))
 		return -ENAMETOOLONG;
-	fd = mkostemp(tmp, O_CLOEXEC); /* O_EXCL, mode 0600 */
-	if (fd < 0)
-		return -errno;
+	if (access("/proc/self/fd", X_OK)) /* no /proc: no way to link it */
+		return -EOPNOTSUPP;
+	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		return fd;
+	return errno == EISDIR || errno == EOPNOTSUPP || errno == EINVAL
+		       ? -EOPNOTSUPP
+		       : -errno;
+}
+
+/*
+ * Give the finished, unnamed page @fd a fresh temporary name in @tmp. With
+ * O_TMPFILE this is the only moment a temporary name exists, between this
+ * link and the rename that follows it; nothing else happens in between.
+ */
+static int link_unnamed(int fd, char *tmp, size_t len, const char *path)
+{
+	char self[64];
+	int err;
+
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	for (int i = 0; i < 100; i++) {
+		err = temp_name(tmp, len, path);
+		if (err)
+			return err;
+		if (!linkat(AT_FDCWD, self, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW))
+			return 0;
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
+#define BUILD_UNLINKABLE 1 /* the unnamed page could not be linked */
+
+/*
+ * Size, map and fill the page in @fd (closed here), then rename it over
+ * @path: from @tmp, or when @tmp is "" (an O_TMPFILE page) from the
+ * temporary name it is linked under first. On any error nothing is left
+ * mapped and no temporary name is left behind.
+ */
+static int build_page(struct ramcache *rc, int fd, char *tmp, size_t len,
+		      const char *path)
+{
+	void *map = MAP_FAILED;
+	struct stat st;
+	int err;
+
 	if (fchmod(fd, 0600) || ftruncate(fd, (off_t)rc->size) ||
 	    fstat(fd, &st)) {
 		err = -errno;
@@ -99,18 +164,55 @@ static int make_page(struct ramcache *rc, const char *path)
 	rc->dev = st.st_dev;
 	rc->ino = st.st_ino;
 	init_header(rc);
+	if (!tmp[0] && link_unnamed(fd, tmp, len, path)) {
+		tmp[0] = '\0'; /* nothing was linked */
+		err = BUILD_UNLINKABLE;
+		goto fail;
+	}
 	if (rename(tmp, path)) {
 		err = -errno;
-		munmap(map, rc->size);
-		rc->ctl = NULL;
 		goto fail;
 	}
 	close(fd);
 	return 0;
 fail:
-	unlink(tmp);
+	if (map != MAP_FAILED) {
+		munmap(map, rc->size);
+		rc->ctl = NULL;
+	}
+	if (tmp[0])
+		unlink(tmp);
 	close(fd);
 	return err;
+}
+
+/*
+ * Build the page unnamed (O_TMPFILE), name it with a fresh temporary name
+ * and rename that over @path: the agent never sees a half-made page, a
+ * symlink planted at @path is replaced, never followed, and an executor
+ * killed while building it leaves no file behind. Where O_TMPFILE or the
+ * link through /proc is not possible, the page is built under an O_EXCL
+ * temporary name instead (then a kill in the middle leaves that name).
+ */
+static int make_page(struct ramcache *rc, const char *path)
+{
+	char tmp[PATH_MAX] = "";
+	int fd, err;
+
+	fd = open_unnamed(path);
+	if (fd >= 0) {
+		err = build_page(rc, fd, tmp, sizeof(tmp), path);
+		if (err != BUILD_UNLINKABLE)
+			return err;
+	} else if (fd != -EOPNOTSUPP) {
+		return fd;
+	}
+	if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = mkostemp(tmp, O_CLOEXEC); /* O_EXCL, mode 0600 */
+	if (fd < 0)
+		return -errno;
+	return build_page(rc, fd, tmp, sizeof(tmp), path);
 }
 
 /*

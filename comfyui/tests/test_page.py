@@ -6,8 +6,12 @@ written from include/ramcache/control.h. Fails, never skips, when the C
 library is not built."""
 import fcntl
 import os
+import shutil
+import signal
 import stat
 import struct
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -322,6 +326,40 @@ def file_page_replaces_a_planted_symlink_and_is_removed_only_if_ours():
     page2 = P.Page(os.path.join(d, "page2"))
     page2.close()
     assert not os.path.exists(os.path.join(d, "page2"))
+    shutil.rmtree(d)
+
+
+KILLED_WHILE_BUILDING = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+import page
+page.Page._init_header = lambda self: os.kill(os.getpid(), signal.SIGKILL)
+page.Page(sys.argv[2])
+"""
+
+
+@test
+def file_page_killed_while_building_or_failing_leaves_no_file():
+    """A process killed half way through building its page (SIGKILL, as an
+    OOM kill) leaves nothing in the directory; nor does a failed rename."""
+    d = tempfile.mkdtemp(prefix="ramcache-test-page-", dir="/dev/shm")
+    try:
+        path = os.path.join(d, "page")
+        p = subprocess.run([sys.executable, "-c", KILLED_WHILE_BUILDING,
+                            os.path.dirname(P.__file__), path],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == -signal.SIGKILL, (p.returncode, p.stderr)
+        assert os.listdir(d) == [], os.listdir(d)
+        os.makedirs(os.path.join(path, "x"))  # rename over it fails
+        try:
+            P.Page(path)
+        except OSError as e:
+            assert e.strerror.startswith("failed to create the control page"), e
+        else:
+            raise AssertionError("a page renamed over a directory")
+        assert os.listdir(d) == ["page"], os.listdir(d)
+    finally:
+        shutil.rmtree(d)
 
 
 @test
