@@ -123,7 +123,9 @@ def record():
             d2 = gated_demo(cg, "classic", "--policy", "none")
             rc2 = run_gated(rec, agent, d2)
             assert rc2 == -signal.SIGKILL, f"the classic cache: exit {rc2}"
-            assert cg.oom_kills() >= 1
+            kills = cg.oom_kills()
+            assert kills >= 1, f"the classic cache got SIGKILL, the " \
+                f"cgroup counts {kills} OOM kills"
             assert wait_event(rec, lambda e: e.get("type") == "oom_kill"
                               and e.get("victim_pid") == d2.pid, 10), \
                 "no oom_kill event for the classic cache"
@@ -185,12 +187,13 @@ def report_draws_every_eviction_and_the_oom_kill():
     thr = {(e.get("threshold_headroom"), e.get("threshold_inactive"))
            for e in events if e["type"] == "summary" and e.get("pid")}
     assert thr == {(64 * MiB, 128 * MiB)}, thr
-    assert any("forecast" in e for e in events if e["type"] == "summary")
+    assert any("forecast" in e for e in events if e["type"] == "summary"), \
+        "no summary carries a forecast"
     t0 = [e for e in events if e["type"] == "start"][0]["ts_ns"]
     out = os.path.join(work(), "report.html")
     doc = render(rec, out)
     # self-contained: nothing fetched, no scripts
-    assert "<script" not in doc.lower()
+    assert "<script" not in doc.lower(), "a script in the report"
     assert not re.search(r"\b(src|href)=", doc), "external reference"
     assert not re.findall(r"https?://(?!www\.w3\.org/2000/svg)", doc)
     root = svg_of(doc)
@@ -214,11 +217,14 @@ def report_draws_every_eviction_and_the_oom_kill():
     for key, e in posted.items():
         g = drawn[key]
         t_post = (e["ts_ns"] - t0) / 1e9
-        assert abs(float(g.get("data-t-post")) - t_post) < 1e-5
+        assert abs(float(g.get("data-t-post")) - t_post) < 1e-5, \
+            (key, g.get("data-t-post"), t_post)
         dot = g.find(SVG + "circle")
-        assert abs(float(dot.get("cx")) - (x0 + t_post * pps)) < 1.0
+        assert abs(float(dot.get("cx")) - (x0 + t_post * pps)) < 1.0, \
+            (key, dot.get("cx"), x0 + t_post * pps)
         d = done.get(key)
-        assert g.get("data-status") == (d["status"] if d else ""), key
+        assert g.get("data-status") == (d["status"] if d else ""), \
+            (key, g.get("data-status"), d)
         if d and d.get("ack_latency_ns"):
             bar = [ln for ln in g.iter(SVG + "line")
                    if "ack" in classes(ln)]
@@ -226,26 +232,33 @@ def report_draws_every_eviction_and_the_oom_kill():
             length = float(bar[0].get("x2")) - float(bar[0].get("x1"))
             assert abs(length - d["ack_latency_ns"] / 1e9 * pps) < 0.2, \
                 (key, length, d["ack_latency_ns"])
-        assert g.find(SVG + "title").text.startswith(f"#{key[1]} ")
+        title = g.find(SVG + "title").text
+        assert title.startswith(f"#{key[1]} "), (key, title)
 
     # the OOM kill of the classic cache: a mark at its time, with its name
     ooms = [e for e in events if e["type"] == "oom_kill"]
     marks = find_class(root, "oom")
-    assert len(marks) == len(ooms) >= 1
+    assert len(marks) == len(ooms) >= 1, \
+        f"{len(marks)} OOM marks drawn for {len(ooms)} oom_kill events"
     for e, m in zip(ooms, marks):
-        assert int(m.get("data-pid")) == e["victim_pid"]
-        assert m.get("data-comm") == e["comm"]
+        assert int(m.get("data-pid")) == e["victim_pid"], (m.attrib, e)
+        assert m.get("data-comm") == e["comm"], (m.attrib, e)
         line = m.find(SVG + "line")
         assert abs(float(line.get("x1")) -
-                   (x0 + (e["ts_ns"] - t0) / 1e9 * pps)) < 1.0
+                   (x0 + (e["ts_ns"] - t0) / 1e9 * pps)) < 1.0, \
+            (line.get("x1"), x0 + (e["ts_ns"] - t0) / 1e9 * pps, e)
         assert f"OOM kill: {e['comm']} ({e['victim_pid']})" in \
-            m.find(SVG + "text").text
+            m.find(SVG + "text").text, (m.find(SVG + "text").text, e)
 
     # every reclaim stall; the pressure level with its reasons
     stalls = [e for e in events if e["type"] == "reclaim"]
-    assert len(find_class(root, "stall")) == len(stalls)
+    drawn_stalls = len(find_class(root, "stall"))
+    assert drawn_stalls == len(stalls), \
+        f"{drawn_stalls} stalls drawn for {len(stalls)} reclaim events"
     bands = find_class(root, "level", "rect")
-    assert bands and all(b.find(SVG + "title") is not None for b in bands)
+    assert bands, "no pressure level band"
+    assert all(b.find(SVG + "title") is not None for b in bands), \
+        "a level band without its title"
     reasons = set()
     for e in events:
         if e["type"] == "pressure":
@@ -265,19 +278,21 @@ def report_draws_every_eviction_and_the_oom_kill():
             *(f"RSS ramcache-demo ({p})" for p in pids)}
     assert want <= names, want - names
     yaxes = find_class(root, "y-axis")
-    assert len(yaxes) >= 4
-    assert all(len(list(a.iter(SVG + "text"))) >= 2 for a in yaxes)
-    assert any(t.text.endswith("MiB") for a in yaxes
-               for t in a.iter(SVG + "text"))
+    ylabels = [[t.text for t in a.iter(SVG + "text")] for a in yaxes]
+    assert len(yaxes) >= 4, ylabels
+    assert all(len(t) >= 2 for t in ylabels), ylabels
+    assert any(t.endswith("MiB") for a in ylabels for t in a), ylabels
 
     # the tables: counts and the p50 computed here from the record
     ack = sorted(d["ack_latency_ns"] / 1e6 for d in done.values()
                  if "ack_latency_ns" in d)
     p50 = ack[(len(ack) + 1) // 2 - 1]
     row = re.search(r"<tr><td>ack</td><td>(\d+)</td><td>([^<]+)</td>", doc)
-    assert row and int(row.group(1)) == len(ack), row
+    assert row, "no ack row in the latency table"
+    assert int(row.group(1)) == len(ack), (row.group(0), len(ack))
     assert row.group(2) == rcviz_fmt_ms(p50), (row.group(2), p50)
-    assert f"<td>{ooms[-1]['victim_pid']}</td>" in doc
+    assert f"<td>{ooms[-1]['victim_pid']}</td>" in doc, \
+        f"OOM victim {ooms[-1]['victim_pid']} not in the OOM table"
 
 
 def rcviz_fmt_ms(v):
