@@ -7,7 +7,10 @@
 
 OUTPUT ?= build
 CLANG ?= clang
-BPFTOOL ?= bpftool
+# bpftool is in /usr/sbin, which a user's PATH on Debian leaves out.
+ifeq ($(origin BPFTOOL),undefined)
+BPFTOOL := $(or $(shell command -v bpftool 2>/dev/null),$(wildcard /usr/sbin/bpftool),bpftool)
+endif
 LLVM_STRIP ?= llvm-strip
 CC ?= cc
 PYTHON ?= /usr/bin/python3
@@ -38,6 +41,33 @@ DEPS_PKGS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
 # Installed without their recommends and with their services stopped and
 # disabled: prometheus is here only for promtool, never as a server.
 DEPS_PKGS_BARE := prometheus
+
+# What the build reads, by package: a command on PATH or a header in the
+# system's include directories. Checked (never installed) before a plain
+# `make` builds anything: a missing package is named in one line, with
+# what to run, instead of a compiler error half way through.
+BUILD_NEEDS := clang:cmd:$(CLANG) llvm:cmd:$(LLVM_STRIP) bpftool:cmd:$(BPFTOOL) \
+	       gcc:cmd:$(CC) pkg-config:cmd:pkg-config \
+	       libbpf-dev:h:bpf/bpf_core_read.h libbpf-dev:h:bpf/libbpf.h \
+	       libelf-dev:h:libelf.h zlib1g-dev:h:zlib.h \
+	       libmicrohttpd-dev:h:microhttpd.h systemtap-sdt-dev:h:sys/sdt.h \
+	       linux-libc-dev:h:linux/bpf.h
+HDR_DIRS := /usr/local/include /usr/include $(wildcard /usr/include/*-linux-gnu*)
+need_cmd = $(if $(shell p=$$(command -v $(firstword $(1))) && [ -f "$$p" ] && [ -x "$$p" ] && echo y),,$(1))
+need_h = $(if $(wildcard $(addsuffix /$(1),$(HDR_DIRS))),,$(1))
+need = $(foreach n,$(BUILD_NEEDS),$(call need_one,$(subst :, ,$(n))))
+need_one = $(if $(call need_$(word 2,$(1)),$(word 3,$(1))),$(word 1,$(1)):$(word 3,$(1)))
+# Goals that build nothing themselves (those that run deps first build in
+# a second make, which checks).
+NO_BUILD_GOALS := deps clean format check-format vmlinux test demo bench \
+		  soak fuzz vmtest test-fresh
+ifneq ($(filter-out $(NO_BUILD_GOALS),$(or $(MAKECMDGOALS),all)),)
+BUILD_MISSING := $(strip $(need))
+ifneq ($(BUILD_MISSING),)
+comma := ,
+$(error ramcache-bpf: failed to find $(subst $() ,$(comma) ,$(foreach m,$(BUILD_MISSING),$(word 2,$(subst :, ,$(m))))): missing packages $(sort $(foreach m,$(BUILD_MISSING),$(word 1,$(subst :, ,$(m))))) (run 'sudo make deps'))
+endif
+endif
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))
