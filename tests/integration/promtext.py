@@ -93,13 +93,18 @@ def parse(text):
     return samples
 
 
-def scrape(addr, path="/metrics", timeout=5.0):
-    """GET http://ADDR:PORT/metrics and parse it; checks the Content-Type."""
+def fetch(addr, path="/metrics", timeout=5.0):
+    """GET http://ADDR:PORT/metrics as text; checks the Content-Type."""
     with urllib.request.urlopen(f"http://{addr}{path}", timeout=timeout) as r:
         ctype = r.headers.get("Content-Type")
         if ctype != CONTENT_TYPE:
             raise ValueError(f"Content-Type {ctype!r}")
-        return parse(r.read().decode("utf-8"))
+        return r.read().decode("utf-8")
+
+
+def scrape(addr, path="/metrics", timeout=5.0):
+    """fetch() and parse()."""
+    return parse(fetch(addr, path, timeout))
 
 
 def main():

@@ -1,0 +1,408 @@
+#!/usr/bin/env python3
+"""The Prometheus rules and the Grafana dashboard in contrib/, against
+promtool and against what a real agent serves.
+
+- `promtool check rules` and `promtool test rules` pass, every alert has a
+  test where it fires and one where it stays quiet, and each alert's test
+  fails when its rule is weakened (so the tests can tell).
+- The dashboard is well-formed Grafana JSON (ids, grid, refIds, variables,
+  heatmaps over buckets) and shows what docs/fleet.md promises.
+- Every metric and label name in the dashboard's queries, its variables
+  and the rules is one a running agent serves (agent --metrics on a real
+  executor, scraped), and promtool evaluates every dashboard query to data
+  over the series of that scrape.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+
+import promql
+import promtext
+from rctest import AGENT, HELPERS, ROOT, main, require_root, test
+
+try:
+    import yaml
+except ImportError:  # python3-yaml, from make deps
+    yaml = None
+
+RULES = os.path.join(ROOT, "contrib", "prometheus", "ramcache.rules.yml")
+RULE_TESTS = os.path.join(ROOT, "contrib", "prometheus",
+                          "ramcache.rules.test.yml")
+DASHBOARD = os.path.join(ROOT, "contrib", "grafana", "ramcache-bpf.json")
+EXECUTOR = os.path.join(HELPERS, "executor")
+# labels Prometheus adds to every scraped series, and series it makes up
+TARGET_LABELS = {"instance", "job"}
+SYNTHETIC = {"up": {"instance", "job"}}
+GRAFANA_VARS = {"__rate_interval": "1m", "__interval": "15s",
+                "__range": "5m"}
+
+
+def promtool(*args, cwd=None):
+    tool = shutil.which("promtool")
+    assert tool, "promtool is missing: run 'sudo make deps'"
+    p = subprocess.run([tool, *args], cwd=cwd, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=120)
+    return p.returncode, p.stdout
+
+
+def load_yaml(path):
+    assert yaml, "python3-yaml is missing: run 'sudo make deps'"
+    with open(path) as f:
+        return yaml.safe_load(f)
+
+
+def rules():
+    """(alerts {name: expr}, records {name: expr}) of ramcache.rules.yml."""
+    alerts, records = {}, {}
+    for g in load_yaml(RULES)["groups"]:
+        for r in g["rules"]:
+            if "alert" in r:
+                alerts[r["alert"]] = r["expr"]
+            else:
+                records[r["record"]] = r["expr"]
+    return alerts, records
+
+
+def dashboard():
+    with open(DASHBOARD) as f:
+        return json.load(f)
+
+
+def queries(d):
+    """(where, expr) of every panel target."""
+    for p in d["panels"]:
+        for t in p.get("targets", []):
+            yield f"panel {p['id']} '{p['title']}' {t['refId']}", t["expr"]
+
+
+def variable_queries(d):
+    """(where, selector) of every label_values() variable query."""
+    for v in d["templating"]["list"]:
+        if v["type"] != "query":
+            continue
+        q = v["query"]["query"] if isinstance(v["query"], dict) else v["query"]
+        m = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", q.strip())
+        assert m, f"variable {v['name']}: unexpected query {q!r}"
+        yield f"variable {v['name']}", m.group(1), m.group(2)
+
+
+def substitute(expr, values=None):
+    """Grafana's variables replaced as Grafana would before querying."""
+    values = dict(GRAFANA_VARS, **(values or {}))
+
+    def one(m):
+        name = m.group(1) or m.group(2)
+        assert name in values, f"unknown variable ${name} in {expr!r}"
+        return values[name]
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", one, expr)
+
+
+# ------------------------------------------------------------------ rules
+
+@test
+def rules_pass_promtool_check():
+    rc, out = promtool("check", "rules", RULES)
+    print("# " + out.strip().replace("\n", "\n# "))
+    assert rc == 0 and "SUCCESS" in out, out
+
+
+@test
+def rule_tests_pass_and_cover_every_alert():
+    rc, out = promtool("test", "rules", os.path.basename(RULE_TESTS),
+                       cwd=os.path.dirname(RULE_TESTS))
+    assert rc == 0 and "SUCCESS" in out, out
+    alerts, records = rules()
+    fires, quiet, exprs = set(), set(), ""
+    for t in load_yaml(RULE_TESTS)["tests"]:
+        for a in t.get("alert_rule_test", []):
+            (fires if a.get("exp_alerts") else quiet).add(a["alertname"])
+        exprs += " ".join(e["expr"] for e in t.get("promql_expr_test", []))
+    for name in ("RamcacheLevelHigh", "RamcacheEvictionsLost",
+                 "RamcacheHeadroomEtaShort", "RamcacheAgentAbsent"):
+        assert name in alerts, f"the issue's alert {name} is missing"
+    assert fires == set(alerts), f"alerts never fired: {set(alerts) - fires}"
+    assert quiet == set(alerts), f"never shown quiet: {set(alerts) - quiet}"
+    used = exprs + " ".join(alerts.values())
+    for name in records:
+        assert name in used, f"recording rule {name} is tested nowhere"
+    print(f"# {len(alerts)} alerts, {len(records)} recording rules")
+
+
+# Each weakening must make `promtool test rules` fail: the tests look at
+# more than "something fired".
+MUTATIONS = [
+    ("RamcacheLevelHigh fires on warn", "expr: ramcache_domain_level >= 2",
+     "expr: ramcache_domain_level >= 1"),
+    ("RamcacheLevelHigh without its minute", "        for: 1m\n", ""),
+    ("RamcacheEvictionsLost on any count",
+     "expr: executor:ramcache_evictions_lost:increase5m > 0",
+     "expr: executor:ramcache_evictions_lost:increase5m >= 0"),
+    ("RamcacheEvictionsLost without overwritten acks",
+     '\n          + sum without (kind)\n          (increase(ramcache_executor_protocol_anomalies_total{kind="ack_overrun"}[5m]))',
+     ""),
+    ("RamcacheHeadroomEtaShort at 60 s",
+     "ramcache_domain_forecast_eta_seconds < 30",
+     "ramcache_domain_forecast_eta_seconds < 60"),
+    ("RamcacheAgentAbsent without absent()",
+     ' or absent(up{job="ramcache-bpf"})', ""),
+    ("RamcacheEventsDropped on a steady count",
+     "increase(ramcache_ringbuf_drops_total[5m]) > 0",
+     "ramcache_ringbuf_drops_total > 0"),
+    ("RamcacheExecutorOOMKilled on any OOM kill",
+     "increase(ramcache_executor_oom_kills_total[10m]) > 0",
+     "increase(ramcache_oom_kills_total[10m]) > 0"),
+]
+
+
+@test
+def rule_tests_fail_when_a_rule_is_weakened():
+    with open(RULES) as f:
+        text = f.read()
+    with tempfile.TemporaryDirectory(prefix="ramcache-rules.") as tmp:
+        shutil.copy(RULE_TESTS, tmp)
+        for what, old, new in MUTATIONS:
+            assert text.count(old) == 1, f"{what}: {old!r} not found once"
+            with open(os.path.join(tmp, os.path.basename(RULES)), "w") as f:
+                f.write(text.replace(old, new))
+            rc, out = promtool("test", "rules",
+                               os.path.basename(RULE_TESTS), cwd=tmp)
+            assert rc != 0 and "FAILED" in out, f"{what}: tests still pass"
+            print(f"# {what}: caught")
+
+
+# -------------------------------------------------------------- dashboard
+
+@test
+def dashboard_is_well_formed():
+    d = dashboard()
+    for key in ("title", "uid", "schemaVersion", "panels", "templating"):
+        assert key in d, f"dashboard has no {key}"
+    ids = [p["id"] for p in d["panels"]]
+    assert len(ids) == len(set(ids)), f"panel ids repeat: {ids}"
+    cells = {}
+    defined = {v["name"] for v in d["templating"]["list"]}
+    for p in d["panels"]:
+        g = p["gridPos"]
+        assert 0 <= g["x"] and g["w"] >= 1 and g["x"] + g["w"] <= 24, p["title"]
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                assert (x, y) not in cells, \
+                    f"'{p['title']}' overlaps '{cells[(x, y)]}'"
+                cells[(x, y)] = p["title"]
+        if p["type"] == "row":
+            continue
+        assert p.get("title") and p.get("description"), p
+        assert p["datasource"]["uid"] == "${datasource}", p["title"]
+        refs = [t["refId"] for t in p["targets"]]
+        assert refs and len(refs) == len(set(refs)), p["title"]
+        for t in p["targets"]:
+            assert t["datasource"]["uid"] == "${datasource}", p["title"]
+            for var in re.findall(r"\$\{?(\w+)", t["expr"]):
+                assert var in defined or var in GRAFANA_VARS, \
+                    f"{p['title']}: ${var} is not a dashboard variable"
+            promql.selectors(t["expr"])  # readable
+        if p["type"] == "heatmap":
+            for t in p["targets"]:
+                assert t.get("format") == "heatmap", p["title"]
+                assert all(n.endswith("_bucket")
+                           for n in promql.names(t["expr"])), p["title"]
+                assert "by (le)" in t["expr"], p["title"]
+    print(f"# {len(ids)} panels, {sum(1 for _ in queries(d))} queries")
+
+
+@test
+def dashboard_shows_what_the_issue_asks():
+    d = dashboard()
+    used = set()
+    heat = set()
+    for p in d["panels"]:
+        for t in p.get("targets", []):
+            used |= promql.names(t["expr"])
+            if p["type"] == "heatmap":
+                heat |= promql.names(t["expr"])
+    for name in ("ramcache_domain_headroom_bytes",
+                 "ramcache_domain_forecast_eta_seconds",
+                 "ramcache_domain_level",
+                 "ramcache_executor_commands_total",
+                 "ramcache_executor_evicted_bytes_total",
+                 "ramcache_reclaim_stall_seconds_sum",
+                 "ramcache_oom_kills_total",
+                 "ramcache_executor_oom_kills_total"):
+        assert name in used, f"no panel shows {name}"
+    assert {"ramcache_executor_eviction_ack_seconds_bucket",
+            "ramcache_executor_eviction_freed_seconds_bucket"} <= heat, heat
+
+
+# ------------------------------------------------ names against the agent
+
+def served_names(text):
+    """{sample name: {label names}} of an exposition, target labels added."""
+    out = {}
+    for series in promtext.parse(text):
+        name, _, labels = series.partition("{")
+        keys = set(re.findall(r'([a-zA-Z_]\w*)="', labels))
+        out.setdefault(name, set(TARGET_LABELS)).update(keys)
+    return out
+
+
+def problems(served):
+    """Every name in the dashboard and the rules the agent does not serve."""
+    d = dashboard()
+    alerts, records = rules()
+    # recording rules keep the labels their expressions leave
+    recorded = {n: None for n in records}
+    bad = []
+    for where, expr in queries(d):
+        bad += [f"{where}: {b}" for b in promql.unknown(
+            substitute(expr, {"instance": ".*", "domain": ".*"}), served,
+            dict(SYNTHETIC, **recorded))]
+        bad += [f"{where}: {b}" for b in grouping_problems(expr, served)]
+    for where, sel, label in variable_queries(d):
+        sel = substitute(sel, {"instance": ".*"})
+        bad += [f"{where}: {b}" for b in promql.unknown(sel, served)]
+        for name in promql.names(sel):
+            if name in served and label not in served[name]:
+                bad.append(f"{where}: {name} has no label {label}")
+    for name, expr in list(alerts.items()) + list(records.items()):
+        bad += [f"rule {name}: {b}" for b in promql.unknown(
+            expr, served, dict(SYNTHETIC, **recorded))]
+        bad += [f"rule {name}: {b}" for b in grouping_problems(expr, served)]
+    return bad
+
+
+def grouping_problems(expr, served):
+    """by/without/on labels that none of the expression's metrics carry."""
+    have = set(TARGET_LABELS)
+    for name in promql.names(expr):
+        have |= served.get(name) or set()
+    return [f"groups by {label}, which none of its metrics has"
+            for label in sorted(promql.grouping(expr) - have)]
+
+
+@test
+def name_check_reports_a_wrong_name():
+    """The check itself: a misspelt metric or label in a query is found."""
+    served = {"ramcache_domain_level": {"domain", "instance", "job"}}
+    assert promql.unknown('ramcache_domain_level{domain="x"}', served) == []
+    assert promql.unknown('ramcache_domain_levels{domain="x"}', served) == [
+        "metric ramcache_domain_levels is not served"]
+    assert promql.unknown('ramcache_domain_level{domian="x"}', served) == [
+        "ramcache_domain_level has no label domian"]
+    assert grouping_problems("max by (domian) (ramcache_domain_level)",
+                             served) == [
+        "groups by domian, which none of its metrics has"]
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape_real_agent():
+    """The exposition of an agent serving a real executor, once the
+    executor's and its domain's series are there."""
+    port = free_port()
+    # serves until its stdin closes; a line per command on stdout, drained
+    ex = subprocess.Popen([EXECUTOR, "--entries", "32"],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True)
+    agent = None
+    try:
+        ready = json.loads(ex.stdout.readline())
+        assert ready["type"] == "ready", ready
+        threading.Thread(target=ex.stdout.read, daemon=True).start()
+        agent = subprocess.Popen(
+            [AGENT, "--quiet", "--pid", str(ready["pid"]), "--headroom",
+             "100T", "--interval", "0.2s", "--metrics", f"127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        end, text = time.monotonic() + 15, ""
+        while time.monotonic() < end:
+            assert agent.poll() is None, agent.stderr.read()
+            try:
+                text = promtext.fetch(f"127.0.0.1:{port}")
+            except OSError:
+                time.sleep(0.1)
+                continue
+            m = promtext.parse(text)
+            if (m.get("ramcache_executors") == 1 and any(
+                    k.startswith("ramcache_domain_level{") for k in m) and
+                    any(k.startswith("ramcache_executor_commands_total{") and
+                        'status="evicted"' in k and v > 0
+                        for k, v in m.items())):
+                return text
+            time.sleep(0.2)
+        raise AssertionError(f"no executor, domain or eviction in:\n{text}")
+    finally:
+        if agent and agent.poll() is None:
+            agent.terminate()
+            agent.wait(timeout=10)
+        ex.kill()
+        ex.wait()
+
+
+def evaluate_queries(text, exprs):
+    """promtool evaluates each expression over the series of @text (as one
+    node's scrape, counters growing) and says which gave no data."""
+    instance = "node-a:9101"
+    series = []
+    for s, v in promtext.parse(text).items():
+        name, brace, labels = s.partition("{")
+        labels = labels[:-1] if brace else ""
+        extra = f'instance="{instance}",job="ramcache-bpf"'
+        sel = f"{name}{{{labels + ',' if labels else ''}{extra}}}"
+        grows = re.search(r"(_total|_bucket|_sum|_count)$", name)
+        if v != v or v in (float("inf"), float("-inf")):
+            values = " ".join(["+Inf" if v > 0 else "-Inf"] * 41)
+        else:
+            values = f"{v:g}+{1 if grows else 0}x40"
+        series.append({"series": sel, "values": values})
+    series.append({"series": f'up{{instance="{instance}",job="ramcache-bpf"}}',
+                   "values": "1x40"})
+    alerts = [{"alert": f"Q{i}", "expr": f"count({e}) >= 0"}
+              for i, e in enumerate(exprs)]
+    tests = [{"interval": "15s", "input_series": series, "alert_rule_test": [
+        {"eval_time": "10m", "alertname": f"Q{i}",
+         "exp_alerts": [{"exp_labels": {}}]} for i in range(len(exprs))]}]
+    with tempfile.TemporaryDirectory(prefix="ramcache-dash.") as tmp:
+        # JSON is YAML: promtool reads both files as they are written here
+        with open(os.path.join(tmp, "q.rules.yml"), "w") as f:
+            json.dump({"groups": [{"name": "q", "rules": alerts}]}, f)
+        with open(os.path.join(tmp, "q.test.yml"), "w") as f:
+            json.dump({"rule_files": ["q.rules.yml"],
+                       "evaluation_interval": "15s", "tests": tests}, f)
+        rc, out = promtool("check", "rules", "q.rules.yml", cwd=tmp)
+        assert rc == 0, f"a dashboard query does not parse:\n{out}"
+        rc, out = promtool("test", "rules", "q.test.yml", cwd=tmp)
+    empty = sorted({int(n) for n in re.findall(r"alertname: Q(\d+),", out)})
+    return rc, [exprs[i] for i in empty]
+
+
+@test
+def names_are_served_by_a_real_agent():
+    require_root()
+    text = scrape_real_agent()
+    served = served_names(text)
+    bad = problems(served)
+    assert not bad, "names the agent does not serve:\n  " + "\n  ".join(bad)
+    d = dashboard()
+    domain = next(re.search(r'domain="([^"]*)"', k).group(1)
+                  for k in promtext.parse(text)
+                  if k.startswith("ramcache_domain_level{"))
+    exprs = [substitute(e, {"instance": "node-a:9101",
+                            "domain": re.escape(domain)})
+             for _, e in queries(d)]
+    rc, empty = evaluate_queries(text, exprs)
+    assert rc == 0 and not empty, "queries without data:\n  " + \
+        "\n  ".join(empty)
+    print(f"# {len(served)} names served; {len(exprs)} dashboard queries "
+          f"and {sum(map(len, rules()))} rules checked; every query has data")
+
+
+main()
