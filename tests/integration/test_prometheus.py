@@ -112,6 +112,14 @@ def rules_pass_promtool_check():
 
 
 @test
+def example_config_passes_promtool_check_config():
+    """contrib/prometheus/prometheus.yml and the rules it loads."""
+    rc, out = promtool("check", "config", "prometheus.yml",
+                       cwd=os.path.dirname(RULES))
+    assert rc == 0 and "1 rule files found" in out, out
+
+
+@test
 def rule_tests_pass_and_cover_every_alert():
     rc, out = promtool("test", "rules", os.path.basename(RULE_TESTS),
                        cwd=os.path.dirname(RULE_TESTS))

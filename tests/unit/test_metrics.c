@@ -454,6 +454,24 @@ TEST(series_bounded_under_churn)
 		has_line(render(&m),
 			 "ramcache_commands_total{status=\"timeout\"} 4998"),
 		"totals count every process");
+
+	/* a full node of pods on cgroup v2: what one scrape weighs */
+	for (unsigned int i = 0; i < METRICS_SLOTS; i++) {
+		char dom[METRICS_DOMAIN_LEN];
+
+		snprintf(
+			dom, sizeof(dom),
+			"/kubepods.slice/kubepods-burstable.slice/"
+			"kubepods-burstable-pod%08x_1a2b_4c3d_8e9f_0123456789ab.slice",
+			i);
+		metrics_domain_set(&m, i, dom, 8ULL << 30, 1ULL << 30,
+				   METRICS_NO_ETA, 0);
+		metrics_exec_bind(&m, i, 100000 + (int)i, "python3", dom, i);
+	}
+	n = count_samples(render(&m));
+	ASSERT_EQ(n, fixed + METRICS_SLOTS * (per_exec + 5), "64 pods");
+	printf("# 64 executors in 64 pod cgroups: %d series, %zu bytes\n", n,
+	       strlen(render(&m)));
 	metrics_destroy(&m);
 }
 
