@@ -106,5 +106,27 @@ def with_every_package_there_make_builds():
     assert not apt, "plain make ran apt-get or dpkg"
 
 
+@test
+def a_user_without_sbin_on_path_builds_with_bpftool():
+    """Debian gives users a PATH without /usr/sbin, where bpftool is."""
+    require_root()
+    out = tempfile.mkdtemp(prefix="ramcache-test-make-")
+    try:
+        p = subprocess.run(
+            ["setpriv", "--reuid", "65534", "--regid", "65534",
+             "--clear-groups", "env", "-i", "HOME=/tmp",
+             "PATH=/usr/local/bin:/usr/bin:/bin", "make", "-n", "-C", ROOT,
+             f"OUTPUT={out}/build"], capture_output=True, text=True,
+            timeout=120)
+        assert p.returncode == 0, p.stderr
+        gen = [ln for ln in p.stdout.splitlines() if "gen skeleton" in ln]
+        # bpftool by its full path, as `bpftool` alone is not found
+        assert gen and all(os.path.isabs(ln.split()[0]) and
+                           os.access(ln.split()[0], os.X_OK)
+                           for ln in gen), gen
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
 if __name__ == "__main__":
     main()
