@@ -26,7 +26,11 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUTPUT = os.path.join(ROOT, os.environ.get("OUTPUT", "build"))
-PYTHON = os.environ.get("PYTHON", sys.executable)
+# Debian's python3, where `make deps` installs the suites' modules (as the
+# Makefile's PYTHON), not whichever python3 comes first on PATH.
+PYTHON = os.environ.get("PYTHON") or (
+    "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK)
+    else sys.executable)
 TAP = re.compile(r"^(not ok|ok)\b[^-]*-?\s*(.*?)(\s+#\s*SKIP\b.*)?$")
 SUITE_TIMEOUT = int(os.environ.get("RAMCACHE_SUITE_TIMEOUT", "900"))
 VM_TIMEOUT = int(os.environ.get("RAMCACHE_VM_TIMEOUT", "1500"))
