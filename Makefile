@@ -146,7 +146,7 @@ deps:
 test demo bench soak fuzz vmtest: deps
 	$(Q)$(MAKE) --no-print-directory run-$@
 
-run-test: all hardening comfyui-web
+run-test: all hardening comfyui-web grafana-check
 	$(Q)OUTPUT=$(OUTPUT) PYTHON=$(PYTHON) $(PYTHON) tests/run.py
 
 # The suites that need a real kernel, on this one and on Debian 12's 6.1
@@ -227,18 +227,26 @@ $(OUTPUT)/bench/%: bench/%.c | $(OUTPUT)/bench
 	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@
 
 # The ComfyUI frontend extension is type-checked against ComfyUI's frontend
-# types (comfyui/tests/test_web.py); npm installs the pinned versions here,
-# never into the source tree (node and npm come from make deps).
+# types (comfyui/tests/test_web.py), and the Grafana dashboard against
+# Grafana's schema types (tests/integration/test_prometheus.py); npm installs
+# the pinned versions here, never into the source tree (node and npm come
+# from make deps).
 WEB_CHECK := $(OUTPUT)/comfyui-web
 WEB_PINS := comfyui/tests/web/package.json comfyui/tests/web/package-lock.json \
 	comfyui/tests/web/.npmrc
-.PHONY: comfyui-web
+GRAFANA_CHECK := $(OUTPUT)/grafana-check
+GRAFANA_PINS := contrib/grafana/check/package.json \
+	contrib/grafana/check/package-lock.json contrib/grafana/check/.npmrc
+.PHONY: comfyui-web grafana-check
 $(WEB_CHECK)/node_modules/.package-lock.json: $(WEB_PINS)
-	$(call msg,NPM,$(WEB_CHECK))
-	$(Q)mkdir -p $(WEB_CHECK) && cp $(WEB_PINS) $(WEB_CHECK)/ && \
-		cd $(WEB_CHECK) && npm ci --cache $(abspath $(OUTPUT))/npm-cache >/dev/null
+$(GRAFANA_CHECK)/node_modules/.package-lock.json: $(GRAFANA_PINS)
+$(OUTPUT)/%/node_modules/.package-lock.json:
+	$(call msg,NPM,$(OUTPUT)/$*)
+	$(Q)mkdir -p $(OUTPUT)/$* && cp $^ $(OUTPUT)/$*/ && \
+		cd $(OUTPUT)/$* && npm ci --cache $(abspath $(OUTPUT))/npm-cache >/dev/null
 	$(Q)touch $@
 comfyui-web: $(WEB_CHECK)/node_modules/.package-lock.json
+grafana-check: $(GRAFANA_CHECK)/node_modules/.package-lock.json
 
 # Regenerate the committed vmlinux.h from the running kernel's BTF.
 vmlinux:

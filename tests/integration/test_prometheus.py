@@ -23,7 +23,7 @@ import time
 
 import promql
 import promtext
-from rctest import AGENT, HELPERS, ROOT, main, require_root, test
+from rctest import AGENT, HELPERS, OUTPUT, ROOT, main, require_root, test
 
 try:
     import yaml
@@ -38,6 +38,11 @@ EXECUTOR = os.path.join(HELPERS, "executor")
 # labels Prometheus adds to every scraped series, and series it makes up
 TARGET_LABELS = {"instance", "job"}
 SYNTHETIC = {"up": {"instance", "job"}}
+# what a Prometheus query of a panel may hold (Grafana's schema leaves it
+# open, so it is checked here)
+TARGET_KEYS = {"datasource", "expr", "legendFormat", "refId", "format",
+               "instant", "range", "interval", "exemplar", "hide",
+               "editorMode"}
 GRAFANA_VARS = {"__rate_interval": "1m", "__interval": "15s",
                 "__range": "5m"}
 
@@ -209,6 +214,7 @@ def dashboard_is_well_formed():
         refs = [t["refId"] for t in p["targets"]]
         assert refs and len(refs) == len(set(refs)), p["title"]
         for t in p["targets"]:
+            assert set(t) <= TARGET_KEYS, f"{p['title']}: {set(t) - TARGET_KEYS}"
             assert t["datasource"]["uid"] == "${datasource}", p["title"]
             for var in re.findall(r"\$\{?(\w+)", t["expr"]):
                 assert var in defined or var in GRAFANA_VARS, \
@@ -221,6 +227,85 @@ def dashboard_is_well_formed():
                            for n in promql.names(t["expr"])), p["title"]
                 assert "by (le)" in t["expr"], p["title"]
     print(f"# {len(ids)} panels, {sum(1 for _ in queries(d))} queries")
+
+
+# panel type: (module of Grafana's schema types, the name its file carries)
+PANEL_TYPES = {"timeseries": ("timeseries", "TimeSeries"),
+               "stat": ("stat", "Stat"), "heatmap": ("heatmap", "Heatmap"),
+               "state-timeline": ("statetimeline", "StateTimeline")}
+SCHEMA_HEAD = """import type { Dashboard } from '@grafana/schema';
+%s
+// Grafana's types use TypeScript enums; the JSON holds their values.
+type Json<T> = T extends string ? `${T}`
+  : T extends Array<infer E> ? Array<Json<E>>
+  : T extends object ? { [K in keyof T]: Json<T[K]> } : T;
+// Panel options and custom field settings: Grafana fills what is left out,
+// but every key given must exist and every value fit.
+type Some<T> = T extends string ? `${T}`
+  : T extends Array<infer E> ? Array<Some<E>>
+  : T extends object ? { [K in keyof T]?: Some<T[K]> } : T;
+"""
+
+
+def schema_ts(d):
+    """TypeScript that compiles only if @d fits Grafana's schema types: the
+    dashboard, then each panel's options and custom field config against
+    its panel type's (object literals: an unknown key is an error)."""
+    imports = "\n".join(
+        f"import type * as {mod} from '@grafana/schema/dist/esm/raw/"
+        f"composable/{mod}/panelcfg/x/{cap}PanelCfg_types.gen';"
+        for mod, cap in sorted(PANEL_TYPES.values()))
+    out = [SCHEMA_HEAD % imports,
+           f"export const dashboard: Json<Dashboard> = {json.dumps(d)};"]
+    for p in d["panels"]:
+        if p["type"] == "row":
+            continue
+        assert p["type"] in PANEL_TYPES, f"no schema for {p['type']} here"
+        mod = PANEL_TYPES[p["type"]][0]
+        out.append(f"export const options{p['id']}: Some<{mod}.Options> = "
+                   f"{json.dumps(p.get('options', {}))};")
+        custom = p.get("fieldConfig", {}).get("defaults", {}).get("custom")
+        if custom is not None:
+            out.append(f"export const custom{p['id']}: Some<{mod}.FieldConfig>"
+                       f" = {json.dumps(custom)};")
+    return "\n".join(out) + "\n"
+
+
+def tsc_errors(d):
+    """tsc's errors for @d against Grafana's schema ([] when it fits)."""
+    check = os.path.join(OUTPUT, "grafana-check")
+    tsc = os.path.join(check, "node_modules", ".bin", "tsc")
+    assert os.access(tsc, os.X_OK), \
+        f"{tsc} is missing: run 'make grafana-check' (make test does)"
+    with tempfile.TemporaryDirectory(dir=check) as tmp:
+        shutil.copy(os.path.join(ROOT, "contrib", "grafana", "check",
+                                 "tsconfig.json"), tmp)
+        with open(os.path.join(tmp, "dashboard.ts"), "w") as f:
+            f.write(schema_ts(d))
+        p = subprocess.run([tsc, "-p", tmp], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=300)
+    errors = [ln for ln in p.stdout.splitlines() if "error TS" in ln]
+    assert p.returncode == 0 or errors, p.stdout
+    return errors
+
+
+@test
+def dashboard_fits_grafanas_schema():
+    """@grafana/schema's types (pinned in contrib/grafana/check): the
+    dashboard compiles, and a misspelt key or a value outside an enum in a
+    copy of it does not."""
+    d = dashboard()
+    errors = tsc_errors(d)
+    assert not errors, "\n".join(errors)
+    text = json.dumps(d)
+    for old, new in (('"gridPos"', '"gridpos"'),
+                     ('"calculate"', '"calcuate"'),
+                     ('"drawStyle": "bars"', '"drawStyle": "bar"'),
+                     ('"mode": "absolute"', '"mode": "absolut"')):
+        assert old in text, old
+        errors = tsc_errors(json.loads(text.replace(old, new, 1)))
+        assert errors, f"{old} -> {new} was not caught"
+        print(f"# {old} -> {new}: {errors[0].split(': ', 1)[1][:90]}")
 
 
 @test
