@@ -21,9 +21,3 @@ int BPF_PROG(rss_empty)
 {
 	return 0;
 }
-
-SEC("tp_btf/sched_switch")
-int BPF_PROG(sw_empty)
-{
-	return 0;
-}

@@ -30,12 +30,19 @@ const volatile __u64 page_size = 4096;
 /*
  * The tracked processes (written by the agent) and the mm of each, filed
  * by a hash of the mm pointer: an entry is the mm with its slot number in
- * the low bits (mm_struct is cache-line aligned), 0 when free. Looked up
- * once per context switch (see cpus below), and by rss_stat for an mm
- * other than the running one: one load and a compare for an untracked mm.
+ * the low bits (mm_struct is cache-line aligned), 0 when free. A fault or
+ * an RSS change of an untracked process costs one load here and a compare.
  */
 struct rc_target targets[RC_MAX_TARGETS];
 __u64 mm_index[RC_MM_SLOTS];
+
+/*
+ * The address of mm_index as a number (set by the first program that needs
+ * it): a tp_btf program turns a kernel pointer into a number by subtracting
+ * mm_index from it (pointer - pointer is a number for a privileged program)
+ * and adding this back. No helper call, no scratch memory.
+ */
+volatile __u64 mm_index_addr;
 
 /* The target whose mm the learn_mm iterator looks for (agent-written). */
 volatile __u32 learn_tgid;
@@ -48,18 +55,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct rc_track);
 } tracked SEC(".maps");
-
-/*
- * Per CPU (struct rc_cpu, a plain array indexed by CPU, one cache line
- * each: a per-CPU map's lookup costs several times the load it saves
- * here): the mm the sched_switch program saw switched in and its slot,
- * so that a fault needs no helper call to know whose it is. CPUs past
- * RC_MAX_CPUS take the slower way (a helper call).
- */
-struct rc_cpu cpus[RC_MAX_CPUS];
-
-/* Bumped after every change of mm_index, before the CPUs are told. */
-__u64 index_gen;
 
 /* Memory cgroups (by directory inode) whose reclaim is reported. */
 struct {
@@ -191,17 +186,6 @@ static __always_inline int mm_slot(__u64 mm)
 	return -1;
 }
 
-/*
- * mm_index changed: every CPU works its slot out again at its next fault
- * (pushed to the CPUs, so that a fault reads nothing global).
- */
-static __always_inline void index_changed(void)
-{
-	__sync_fetch_and_add(&index_gen, 1);
-	for (int i = 0; i < RC_MAX_CPUS; i++)
-		cpus[i].gen = RC_GEN_STALE;
-}
-
 static __always_inline void mm_unindex(__u64 mm, __u32 slot)
 {
 	__u32 h = mm_hash(mm);
@@ -218,7 +202,6 @@ static __always_inline void mm_unindex(__u64 mm, __u32 slot)
 				mm_index[(h + i + 1) & (RC_MM_SLOTS - 1)]
 					? RC_MM_TOMB
 					: 0);
-			index_changed();
 			return;
 		}
 	}
@@ -235,10 +218,8 @@ static __always_inline bool mm_index_add(__u64 mm, __u32 slot)
 		if (old == (mm | slot))
 			return true;
 		if ((old == 0 || old == RC_MM_TOMB) &&
-		    __sync_val_compare_and_swap(e, old, mm | slot) == old) {
-			index_changed();
+		    __sync_val_compare_and_swap(e, old, mm | slot) == old)
 			return true;
-		}
 	}
 	return false;
 }
@@ -268,33 +249,21 @@ static __always_inline void mm_learn(__u32 slot, __u64 mm)
 		stat_inc(RC_STAT_MM_INDEX_FULL);
 }
 
-static __always_inline struct rc_cpu *cpu_cur(void)
-{
-	__u32 cpu = bpf_get_smp_processor_id();
-
-	if (cpu >= RC_MAX_CPUS)
-		return NULL;
-	/* a 32-bit compare does not bound the helper's 64-bit result for
-	 * older verifiers (6.1): the mask does */
-	barrier_var(cpu);
-	return &cpus[cpu & (RC_MAX_CPUS - 1)];
-}
-
 /* The value of a pointer the verifier types (tp_btf, iterators). */
 static __always_inline __u64 ptr_value(const void *p)
 {
-	struct rc_cpu *c = cpu_cur();
-	volatile __u64 *v;
-	__u64 n = 0;
+	__u64 base = mm_index_addr, d;
 
-	if (!c) {
-		/* the slow way: read it back from the stack */
-		bpf_probe_read_kernel(&n, sizeof(n), &p);
-		return n;
+	if (!base) {
+		/* a privileged program may store a pointer as a number */
+		mm_index_addr = (__u64)mm_index;
+		base = mm_index_addr;
 	}
-	v = &c->scratch;
-	*v = (__u64)p;
-	return *v;
+	d = (__u64)p - (__u64)mm_index;
+	/* keep the pointer difference whole: base - mm_index would be a
+	 * number minus a pointer, which the verifier refuses */
+	barrier_var(d);
+	return d + base;
 }
 
 static __always_inline __u64 current_mm(bool btf)
@@ -307,42 +276,13 @@ static __always_inline __u64 current_mm(bool btf)
 	return (__u64)BPF_CORE_READ(task, mm);
 }
 
-/* Slot of the mm running on this CPU, from its cache (-1: untracked). */
-static __always_inline int cached_slot(struct rc_cpu *c)
-{
-	__u64 g;
-	int slot;
-
-	if (c->gen == RC_GEN_STALE) {
-		g = index_gen;
-		/* read as a number: the compiler must not put a pointer it
-		 * found equal in its place (no arithmetic on pointers) */
-		slot = mm_slot(*(volatile __u64 *)&c->mm);
-		/* faults counted for a slot that changed hands: dropped */
-		if (slot != c->slot)
-			c->pending = 0;
-		c->slot = slot;
-		c->gen = g;
-		/* the index changed meanwhile: its writer may have told this
-		 * CPU before the slot above was stored */
-		if (*(volatile __u64 *)&index_gen != g)
-			c->gen = RC_GEN_STALE;
-	}
-	return c->slot;
-}
-
 /* Slot of the current task's process (0 when the whole system is watched). */
 static __always_inline int current_slot(bool btf)
 {
-	struct rc_cpu *c;
 	__u64 mm;
 
 	if (!filter_tgid)
 		return 0;
-	c = cpu_cur();
-	if (c && c->mm)
-		return cached_slot(c);
-	/* nothing switched here since load: ask */
 	mm = current_mm(btf);
 	return mm ? mm_slot(mm) : -1;
 }
@@ -375,19 +315,12 @@ int learn_mm(struct bpf_iter__task *ctx)
 /* A tracked process's exec brings a new mm: file it in place of the old. */
 static __always_inline int handle_exec(bool btf)
 {
-	struct rc_cpu *c;
 	__u32 tgid;
 	__u64 mm;
 
 	if (!filter_tgid)
 		return 0;
-	c = cpu_cur();
 	mm = current_mm(btf);
-	/* the task runs on with its new mm: no switch will tell this CPU */
-	if (c) {
-		c->mm = mm;
-		c->gen = RC_GEN_STALE;
-	}
 	tgid = bpf_get_current_pid_tgid() >> 32;
 	for (__u32 i = 0; i < RC_MAX_TARGETS; i++) {
 		if (targets[i].tgid == tgid) {
@@ -404,26 +337,26 @@ TP_BOTH(exec, "sched_process_exec", handle_exec(btf), struct task_struct *p,
 /* ---- page faults: counted per CPU, an event only for a burst ---- */
 
 /*
- * Add @n faults of @slot on this CPU to its counters, and emit a burst
- * when its window's count crosses burst_faults. The clock is read here.
+ * Every burst_check_mask + 1 faults of @slot on this CPU (@n of them so
+ * far): read the clock, start a new window when the old one is over, and
+ * emit a burst when the window's count crosses burst_faults.
  */
-static __noinline int fault_add(int slot, __u64 n)
+static __noinline int burst_check(struct rc_track *t, int slot, __u64 n)
 {
-	struct rc_track *t = track_of(slot);
+	const __u64 batch = burst_check_mask + 1;
 	struct rc_fault_burst *e;
 	__u64 now, wf;
 
 	if (!t)
 		return 0;
-	t->faults += n;
 	now = bpf_ktime_get_ns();
 	if (now - t->window_start_ns > burst_window_ns) {
+		/* the faults of this batch open the new window */
 		t->window_start_ns = now;
-		t->window_faults = 0;
+		t->window_base = n - batch;
 	}
-	wf = t->window_faults + n;
-	t->window_faults = wf;
-	if (wf < burst_faults || wf - n >= burst_faults)
+	wf = n - t->window_base;
+	if (wf < burst_faults || wf - batch >= burst_faults)
 		return 0;
 	e = event_reserve(sizeof(*e), RC_EV_FAULT_BURST, tgid_of(slot));
 	if (!e)
@@ -435,69 +368,31 @@ static __noinline int fault_add(int slot, __u64 n)
 }
 
 /*
- * A tracked process's faults are counted in its CPU's line and added to
- * the slot's counters every burst_check_mask + 1 of them (and when the
- * CPU switches to another mm): most faults touch that line only.
+ * Whose fault it is comes from the current task's mm alone; an untracked
+ * process's costs the mm load and one mm_index load. A tracked one's adds
+ * an increment of its per-CPU counter (this program is the only writer of
+ * it on this CPU, with IRQs off: x86 traces the fault before enabling
+ * them), and the clock every burst_check_mask + 1 faults.
  */
 static __always_inline int handle_fault(bool btf)
 {
-	struct rc_cpu *c = cpu_cur();
+	int slot = current_slot(btf);
+	struct rc_track *t;
 	__u64 n;
-	int slot;
 
-	if (!c || (filter_tgid && !c->mm)) {
-		/* nothing switched here since load: ask, count at once */
-		slot = current_slot(btf);
-		return slot < 0 ? 0 : fault_add(slot, 1);
-	}
-	slot = filter_tgid ? cached_slot(c) : 0;
 	if (slot < 0)
 		return 0;
-	n = ++c->pending;
+	t = track_of(slot);
+	if (!t)
+		return 0;
+	n = ++t->faults;
 	if (n & burst_check_mask)
 		return 0;
-	c->pending = 0;
-	return fault_add(slot, n);
+	return burst_check(t, slot, n);
 }
 
 TP_BOTH(fault, "page_fault_user", handle_fault(btf), unsigned long address,
 	struct pt_regs *regs, unsigned long error_code)
-
-/*
- * The task about to run here: remember its mm, so that its faults find
- * their slot without a helper call. Nothing else is done on a switch.
- */
-static __always_inline int handle_switch(struct task_struct *next, bool btf)
-{
-	struct rc_cpu *c;
-	__u64 mm;
-
-	if (!filter_tgid)
-		return 0;
-	c = cpu_cur();
-	if (!c)
-		return 0;
-	if (btf) {
-		/* a privileged program may store a pointer as a number */
-		c->scratch = (__u64)next->mm;
-		mm = c->scratch;
-	} else {
-		mm = (__u64)BPF_CORE_READ(next, mm);
-	}
-	if (c->mm != mm) {
-		/* the faults counted here belong to the mm switched out */
-		if (c->pending && c->gen != RC_GEN_STALE && c->slot >= 0)
-			fault_add(c->slot, c->pending);
-		c->pending = 0;
-		c->mm = mm;
-		c->gen = RC_GEN_STALE;
-	}
-	return 0;
-}
-
-/* (preempt, prev, next, prev_state) since v5.18, (preempt, prev, next) before */
-TP_BOTH(sw, "sched_switch", handle_switch(next, btf), bool preempt,
-	struct task_struct *prev, struct task_struct *next)
 
 /* ---- direct and memcg reclaim: begin/end pairs per thread ---- */
 
@@ -750,7 +645,6 @@ static __noinline int rss_report(struct mm_struct *mm, __u32 slot, int member,
 static __always_inline int handle_rss(struct mm_struct *mm, int member,
 				      long count, bool btf)
 {
-	struct rc_cpu *c;
 	struct rc_target *t;
 	__s64 cur;
 	int slot;
@@ -758,12 +652,7 @@ static __always_inline int handle_rss(struct mm_struct *mm, int member,
 	/* Whole-system mode reports no per-process RSS. */
 	if (!filter_tgid)
 		return 0;
-	c = cpu_cur();
-	/* mostly the task's own mm, whose slot this CPU knows already */
-	if (c && c->mm && (__u64)mm == c->mm)
-		slot = cached_slot(c);
-	else
-		slot = mm_slot(btf ? ptr_value(mm) : (__u64)mm);
+	slot = mm_slot(btf ? ptr_value(mm) : (__u64)mm);
 	if (slot < 0 || member < 0 || member > 3)
 		return 0;
 	if (count >= 0)

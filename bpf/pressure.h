@@ -94,41 +94,28 @@ struct rc_rss {
 /*
  * Tracked processes. The agent writes a target's tgid into a free slot of
  * the targets array; the BPF side learns the process's mm (a task iterator
- * run by the agent, and again on exec) and files it in mm_index, so the
- * fault and rss_stat programs identify a tracked process by comparing mm
- * pointers: no helper call, no map lookup for anyone else.
+ * run by the agent, and again on exec) and files it in mm_index, an open
+ * addressing table over a hash of the mm pointer, so that the fault and
+ * rss_stat programs identify a tracked process from the mm alone: plain
+ * loads, no helper call, no map lookup, no per-CPU state to keep up to date.
  */
 #define RC_MAX_TARGETS 64
 #define RC_SLOT_MASK   63ULL /* mm_struct is cache-line aligned: low bits free */
-/* Open addressing over a hash of the mm pointer, at most RC_MM_PROBES steps */
-#define RC_MM_BITS   10
-#define RC_MM_SLOTS  (1 << RC_MM_BITS)
-#define RC_MM_PROBES 8
-#define RC_MM_TOMB   1ULL /* a removed entry: lookups go on past it */
+#define RC_MM_BITS     10
+#define RC_MM_SLOTS    (1 << RC_MM_BITS)
+#define RC_MM_PROBES   8
+#define RC_MM_TOMB     1ULL /* a removed entry: lookups go on past it */
 
 /*
- * What one CPU knows of the task running on it: its mm (0 before the first
- * switch seen, or a kernel thread), the slot that mm maps to (-1: not
- * tracked) as of index generation gen (RC_GEN_STALE: work it out again,
- * set for every CPU whenever the tracked set changes), and scratch
- * space where a tp_btf program turns a pointer into a number.
+ * Per-CPU counters of one slot (slot 0 is the system when nothing is
+ * filtered). A fault adds to faults; every burst_check_mask + 1 of them
+ * the clock is read and the burst window moved on: window_base is the
+ * count at which the window began.
  */
-#define RC_MAX_CPUS  512
-#define RC_GEN_STALE ~0ULL
-
-struct rc_cpu {
-	__u64 mm;
-	__u64 gen;
-	__s64 slot;
-	__u64 scratch;
-	__u64 pending; /* faults of slot not yet added to its counters */
-} __attribute__((aligned(64)));
-
-/* Per-CPU counters of one slot (slot 0 is the system when nothing is filtered). */
 struct rc_track {
 	__u64 faults;
 	__u64 window_start_ns;
-	__u64 window_faults;
+	__u64 window_base;
 	__u64 reclaim_count[RC_RECLAIM_KINDS];
 	__u64 reclaim_ns[RC_RECLAIM_KINDS];
 	__u64 reclaim_pages[RC_RECLAIM_KINDS];

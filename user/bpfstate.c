@@ -118,11 +118,6 @@ static void mm_unfile(struct bpfstate *b, int slot)
 					 __ATOMIC_RELAXED);
 	}
 	__atomic_store_n(&b->skel->bss->targets[slot].mm, 0, __ATOMIC_RELAXED);
-	/* as the BPF side does: bump the generation, then tell every CPU */
-	__atomic_add_fetch(&b->skel->bss->index_gen, 1, __ATOMIC_SEQ_CST);
-	for (int i = 0; i < RC_MAX_CPUS; i++)
-		__atomic_store_n(&b->skel->bss->cpus[i].gen, RC_GEN_STALE,
-				 __ATOMIC_RELAXED);
 }
 
 /* Run the learn_mm iterator over every task for the target in @slot. */

@@ -55,11 +55,6 @@ static const struct tracepoint tps[NR_PROBES] = {
 	{ "rss_stat",
 	  "RSS",
 	  { FORM("pi", rss), FORM("pii", rss_count), FORM("ii", rss_nomm) } },
-	/* (preempt, prev, next, prev_state) since v5.18, no prev_state before:
-	 * the program reads next only */
-	{ "sched_switch",
-	  "fault attribution without a helper call",
-	  { FORM("ippi", sw), FORM("ipp", sw) } },
 	{ "sched_process_exec", "RSS after exec", { FORM("pip", exec) } },
 };
 

@@ -39,7 +39,7 @@ struct probe {
 	const char *attach_mode;
 };
 
-#define NR_PROBES 11
+#define NR_PROBES 10
 #define MAX_FORMS 3 /* argument forms of one tracepoint across kernels */
 
 struct probes {
