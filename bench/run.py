@@ -37,6 +37,7 @@ import os
 import platform
 import queue
 import random
+import re
 import resource
 import select
 import shlex
@@ -665,6 +666,7 @@ def idle_agent(cfg, executor):
         c1, t1 = run_ns(agent.pid), mono_ns()
         _, rss = proc_cpu_rss(agent.pid)
         parts = rss_breakdown(agent.pid)
+        series = count_series(addr)
         agent.stop()
         # what the kernel told the agent meanwhile: kswapd or reclaim
         # anywhere keeps it ticking every 50 ms for 5 s (user/cadence.h)
@@ -677,7 +679,7 @@ def idle_agent(cfg, executor):
                 k = f"summaries at level {e.get('level')}"
                 told[k] = told.get(k, 0) + 1
         return {"cpu_frac": (c1 - c0) / (t1 - t0), "rss": rss,
-                "rss_parts": parts, "scrapes": scrape_ok,
+                "rss_parts": parts, "scrapes": scrape_ok, "series": series,
                 "kernel_events": told,
                 "drops": max([s.get("drops", 0) for s in
                               agent.of_type("summary")] or [0]),
@@ -702,6 +704,31 @@ def scrape_metrics(addr):
                                     timeout=5) as r:
             return int(r.status == 200 and bool(r.read()))
     return 0
+
+
+def count_series(addr):
+    """What one scrape adds to Prometheus: samples in all, the fixed part,
+    and per executor (ramcache_executor_*, by slot) and per domain
+    (ramcache_domain_*, by domain); None if the scrape failed."""
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"http://{addr}/metrics",
+                                    timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    lines = [ln for ln in text.splitlines() if ln and ln[0] != "#"]
+    ex = [ln for ln in lines if ln.startswith("ramcache_executor_")]
+    dom = [ln for ln in lines if ln.startswith("ramcache_domain_")]
+    slots = {m.group(1) for m in map(re.compile(r'slot="(\d+)"').search, ex)
+             if m}
+    domains = {m.group(1) for m in map(
+        re.compile(r'domain="((?:[^"\\]|\\.)*)"').search, dom) if m}
+    return {"total": len(lines), "fixed": len(lines) - len(ex) - len(dom),
+            "executors": len(slots), "domains": len(domains),
+            "per_executor": len(ex) / max(1, len(slots)),
+            "per_domain": len(dom) / max(1, len(domains)),
+            "bytes": len(text)}
 
 
 def bench_footprint(cfg, overhead):
@@ -1604,6 +1631,13 @@ def footprint_report(f):
               "reclaim anywhere on this shared machine keep the agent "
               "ticking every 50 ms for 5 s): "
               + "; ".join(f"{k}: {v}" for k, v in told.items() if v) + "."]
+    n = f["idle_executor"].get("series")
+    if n:
+        L += ["", f"Prometheus series one scrape adds (following the "
+              f"executor, docs/fleet.md): {n['total']} = {n['fixed']} fixed + "
+              f"{n['per_executor']:.0f} per executor x {n['executors']} + "
+              f"{n['per_domain']:.0f} per domain x {n['domains']}; "
+              f"{n['bytes']} bytes."]
     parts = f["idle_executor"].get("rss_parts") or {}
     if parts:
         L += ["", "Where the idle agent's RSS is (following the executor, "
