@@ -577,6 +577,8 @@ static void update_level(struct agent *a, uint64_t now)
 	changed = level_update(&a->lw, now, &c);
 	report_err(a, &a->level_err, changed < 0 ? changed : 0,
 		   "the kernel's reclaim counters");
+	metrics_set_level(&a->m, a->lw.cur.level);
+	metrics_set_headroom(&a->m, (int64_t)sm->headroom);
 	metrics_domain(a, sm, c.has_eta ? c.eta_ns : METRICS_NO_ETA);
 	if (a->t.evicting)
 		evictor_set_level(&a->t.ev, a->lw.cur.level);

@@ -133,6 +133,33 @@ static void label_copy(char *dst, size_t len, const char *src)
 	memcpy(dst, tmp, strlen(tmp) + 1);
 }
 
+/* Under m->lock: the label of @e's domain, from the domain if it is set. */
+static void name_domain(struct metrics_values *v, struct metrics_exec *e)
+{
+	if (v->dom[e->domain].set)
+		memcpy(e->domain_name, v->dom[e->domain].name,
+		       sizeof(e->domain_name));
+	else
+		snprintf(e->domain_name, sizeof(e->domain_name), "%u",
+			 e->domain);
+}
+
+/*
+ * Under m->lock: clear every set domain with nobody attached but @keep
+ * (-1: none).
+ */
+static void drop_idle_domains(struct metrics_values *v, int keep)
+{
+	bool used[METRICS_DOMAINS] = { false };
+
+	for (unsigned int i = 0; i < METRICS_SLOTS; i++)
+		if (v->exec[i].state == METRICS_EXEC_ATTACHED)
+			used[v->exec[i].domain] = true;
+	for (unsigned int d = 0; d < METRICS_DOMAINS; d++)
+		if (v->dom[d].set && !used[d] && (int)d != keep)
+			memset(&v->dom[d], 0, sizeof(v->dom[d]));
+}
+
 int metrics_exec_bind(struct metrics *m, unsigned int slot, int pid,
 		      const char *comm, const char *cgroup, unsigned int dom)
 {
@@ -145,7 +172,9 @@ int metrics_exec_bind(struct metrics *m, unsigned int slot, int pid,
 	label_copy(e.comm, sizeof(e.comm), comm);
 	label_copy(e.cgroup, sizeof(e.cgroup), cgroup);
 	pthread_mutex_lock(&m->lock);
+	name_domain(&m->v, &e);
 	m->v.exec[slot] = e;
+	drop_idle_domains(&m->v, (int)dom);
 	pthread_mutex_unlock(&m->lock);
 	return 0;
 }
@@ -165,6 +194,8 @@ int metrics_exec_relabel(struct metrics *m, unsigned int slot,
 	if (e) {
 		memcpy(e->cgroup, cg, sizeof(cg));
 		e->domain = dom;
+		name_domain(&m->v, e);
+		drop_idle_domains(&m->v, (int)dom);
 		err = 0;
 	}
 	pthread_mutex_unlock(&m->lock);
@@ -181,6 +212,7 @@ void metrics_exec_unbind(struct metrics *m, unsigned int slot)
 		e->state = METRICS_EXEC_EXITED;
 		e->rss_bytes = 0;
 		e->target_bytes = 0;
+		drop_idle_domains(&m->v, -1);
 	}
 	pthread_mutex_unlock(&m->lock);
 }
@@ -200,6 +232,10 @@ int metrics_domain_set(struct metrics *m, unsigned int dom, const char *name,
 	d.level = level;
 	pthread_mutex_lock(&m->lock);
 	m->v.dom[dom] = d;
+	for (unsigned int i = 0; i < METRICS_SLOTS; i++)
+		if (m->v.exec[i].state == METRICS_EXEC_ATTACHED &&
+		    m->v.exec[i].domain == dom)
+			name_domain(&m->v, &m->v.exec[i]);
 	pthread_mutex_unlock(&m->lock);
 	return 0;
 }
@@ -378,6 +414,20 @@ void metrics_set_ringbuf_drops(struct metrics *m, uint64_t total)
 	pthread_mutex_unlock(&m->lock);
 }
 
+void metrics_set_level(struct metrics *m, uint32_t level)
+{
+	pthread_mutex_lock(&m->lock);
+	m->v.level = level;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_set_headroom(struct metrics *m, int64_t bytes)
+{
+	pthread_mutex_lock(&m->lock);
+	m->v.headroom_bytes = bytes;
+	pthread_mutex_unlock(&m->lock);
+}
+
 void metrics_snapshot(struct metrics *m, struct metrics_values *out)
 {
 	pthread_mutex_lock(&m->lock);
@@ -481,15 +531,6 @@ static void put_u64(struct textbuf *o, const char *name, const char *type,
 	put(o, "%s %" PRIu64 "\n", name, v);
 }
 
-static const char *domain_name(const struct metrics_values *v, unsigned int dom,
-			       char *buf, size_t len)
-{
-	if (dom < METRICS_DOMAINS && v->dom[dom].set)
-		return v->dom[dom].name;
-	snprintf(buf, len, "%u", dom); /* bound before its domain was set */
-	return buf;
-}
-
 /* Room for `slot="63",comm="...",domain="...",` with every byte escaped. */
 #define EXEC_LABEL_LEN (48 + 2 * METRICS_COMM_LEN + 2 * METRICS_DOMAIN_LEN)
 
@@ -498,14 +539,11 @@ static void exec_label(const struct metrics_values *v, unsigned int slot,
 		       char *buf, size_t len)
 {
 	char comm[2 * METRICS_COMM_LEN], dom[2 * METRICS_DOMAIN_LEN];
-	char idx[16];
 	const struct metrics_exec *e = &v->exec[slot];
 
 	if (metrics_escape_label(comm, sizeof(comm), e->comm) < 0)
 		strcpy(comm, "?");
-	if (metrics_escape_label(dom, sizeof(dom),
-				 domain_name(v, e->domain, idx, sizeof(idx))) <
-	    0)
+	if (metrics_escape_label(dom, sizeof(dom), e->domain_name) < 0)
 		strcpy(dom, "?");
 	snprintf(buf, len, "slot=\"%u\",comm=\"%s\",domain=\"%s\",", slot, comm,
 		 dom);
@@ -711,29 +749,14 @@ static void render_counters(struct textbuf *o, const struct metrics_values *v)
 		      v);
 }
 
-/* Agent-wide gauges derived from the domains and the attached slots. */
+/* Agent-wide sums over the attached slots. */
 struct overall {
-	uint32_t level;
-	int64_t headroom;
 	uint64_t rss, target, executors;
 };
 
 static void overall(const struct metrics_values *v, struct overall *a)
 {
-	bool first = true;
-
 	memset(a, 0, sizeof(*a));
-	for (unsigned int i = 0; i < METRICS_DOMAINS; i++) {
-		const struct metrics_domain *d = &v->dom[i];
-
-		if (!d->set)
-			continue;
-		if (d->level > a->level)
-			a->level = d->level;
-		if (first || d->headroom_bytes < a->headroom)
-			a->headroom = d->headroom_bytes;
-		first = false;
-	}
 	for (unsigned int i = 0; i < METRICS_SLOTS; i++) {
 		const struct metrics_exec *e = &v->exec[i];
 
@@ -852,19 +875,19 @@ static void render_gauges(struct textbuf *o, const struct metrics_values *v)
 
 	overall(v, &a);
 	put_u64(o, "ramcache_level", "gauge",
-		"Highest memory pressure level of any domain: 0 ok, 1 warn, 2 high, 3 critical.",
-		a.level);
+		"Memory pressure level the agent is at: 0 ok, 1 warn, 2 high, 3 critical.",
+		v->level);
 	put_header(
 		o, "ramcache_level_state", "gauge",
 		"1 for the current memory pressure level, 0 for the others.");
 	for (unsigned int l = RAMCACHE_LEVEL_OK; l <= RAMCACHE_LEVEL_CRITICAL;
 	     l++)
 		put(o, "ramcache_level_state{level=\"%s\"} %d\n",
-		    rc_level_name(l), a.level == l);
+		    rc_level_name(l), v->level == l);
 	put_header(
 		o, "ramcache_headroom_bytes", "gauge",
-		"Least memory left before a limit, over every domain, as last measured.");
-	put(o, "ramcache_headroom_bytes %" PRId64 "\n", a.headroom);
+		"Memory left before the limit, as the agent last measured it.");
+	put(o, "ramcache_headroom_bytes %" PRId64 "\n", v->headroom_bytes);
 	put_u64(o, "ramcache_target_bytes", "gauge",
 		"Bytes the agent currently wants executors to free, summed.",
 		a.target);

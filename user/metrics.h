@@ -79,6 +79,8 @@ struct metrics_exec {
 	uint32_t state; /* enum metrics_exec_state */
 	int32_t pid;
 	uint32_t domain; /* index into metrics_values.dom */
+	/* the domain's name when last known: the label outlives the domain */
+	char domain_name[METRICS_DOMAIN_LEN];
 	char comm[METRICS_COMM_LEN];
 	char cgroup[METRICS_CGROUP_LEN];
 	struct metrics_hist evict_ack;
@@ -103,8 +105,9 @@ struct metrics_domain {
 /*
  * Plain values: what the renderer reads. The unlabelled families are
  * machine-wide totals: they keep counting what executors that left did.
- * The agent-wide level, headroom, RSS and target are derived from the
- * domains and slots when rendered (highest level, least headroom, sums).
+ * The agent-wide level and headroom are the agent's own (set by it, there
+ * whether or not a domain is); RSS and target are summed over the attached
+ * slots when rendered.
  */
 struct metrics_values {
 	struct metrics_hist reclaim_stall[METRICS_RECLAIM_KINDS];
@@ -116,6 +119,8 @@ struct metrics_values {
 	uint64_t evicted_bytes;
 	uint64_t oom_kills; /* every OOM kill on the machine */
 	uint64_t ringbuf_drops;
+	uint32_t level; /* enum ramcache_level, the agent's overall */
+	int64_t headroom_bytes;
 	struct metrics_exec exec[METRICS_SLOTS];
 	struct metrics_domain dom[METRICS_DOMAINS];
 };
@@ -131,11 +136,18 @@ void metrics_destroy(struct metrics *m);
 
 /*
  * Executors. Bind @slot (< METRICS_SLOTS) to a process: its labels become
- * @comm, @cgroup (NULL: none) and domain @dom, its counters start at 0.
- * Unbind keeps the slot's final counts exposed (rss and target 0,
- * ramcache_executor_up 0) until the slot is bound again. Strings are
- * sanitised here. Out-of-range slots and domains return -EINVAL; updaters
- * given one, or a slot not attached, change only the machine-wide totals.
+ * @comm, @cgroup (NULL: none) and domain @dom (its name if the domain is
+ * set, else the index until it is), its counters start at 0. Unbind keeps
+ * the slot's final counts exposed (rss and target 0, ramcache_executor_up
+ * 0) until the slot is bound again. Strings are sanitised here.
+ * Out-of-range slots and domains return -EINVAL; updaters given one, or a
+ * slot not attached, change only the machine-wide totals.
+ *
+ * Domains follow their executors, so no gauge of a domain nobody is in
+ * stays frozen: when a bind, relabel or unbind leaves a set domain without
+ * an attached executor (and it is not the one just bound into), that
+ * domain is cleared. A domain set with no executor at all (the machine,
+ * watched alone) therefore lasts until the first executor binds elsewhere.
  */
 int metrics_exec_bind(struct metrics *m, unsigned int slot, int pid,
 		      const char *comm, const char *cgroup, unsigned int dom);
@@ -185,6 +197,9 @@ void metrics_evaluation(struct metrics *m);
 void metrics_oom_kill(struct metrics *m);
 /* Total ring-buffer drops as summed from the BPF stats map. */
 void metrics_set_ringbuf_drops(struct metrics *m, uint64_t total);
+/* The agent's overall level (enum ramcache_level) and headroom. */
+void metrics_set_level(struct metrics *m, uint32_t level);
+void metrics_set_headroom(struct metrics *m, int64_t bytes);
 
 /* Copy the values under the lock (about 80 KiB: not on a small stack). */
 void metrics_snapshot(struct metrics *m, struct metrics_values *out);

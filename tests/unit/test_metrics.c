@@ -224,6 +224,8 @@ TEST(render_lines)
 	ASSERT_OK(metrics_domain_set(&m, 0, "/a", 1 << 30, -4096, 2500000000ULL,
 				     RAMCACHE_LEVEL_HIGH),
 		  "domain");
+	metrics_set_level(&m, RAMCACHE_LEVEL_HIGH);
+	metrics_set_headroom(&m, -4096);
 	metrics_set_target(&m, 0, 268435456);
 	metrics_set_rss(&m, 0, 8589934592ULL);
 	out = render(&m);
@@ -420,6 +422,82 @@ TEST(exec_slot_lifecycle)
 	metrics_destroy(&m);
 }
 
+/* No gauge of a domain nobody is in stays frozen; labels stay stable. */
+TEST(domains_follow_their_executors)
+{
+	const char *out;
+	struct metrics m;
+
+	metrics_init(&m);
+	/* the machine watched alone, before any executor */
+	metrics_domain_set(&m, 0, "machine", 1 << 30, 1 << 29, 20000000000ULL,
+			   RAMCACHE_LEVEL_HIGH);
+	out = render(&m);
+	ASSERT_TRUE(has_line(out,
+			     "ramcache_domain_executors{domain=\"machine\"} 0"),
+		    "machine alone");
+
+	/* an executor in a domain not set yet: its index, then its name */
+	metrics_exec_bind(&m, 4, 10, "a", NULL, 3);
+	out = render(&m);
+	ASSERT_TRUE(!strstr(out, "domain=\"machine\""),
+		    "the machine alone is gone once an executor is elsewhere");
+	ASSERT_TRUE(
+		has_line(
+			out,
+			"ramcache_executor_up{slot=\"4\",comm=\"a\",domain=\"3\"} 1"),
+		"index until the domain is set");
+	metrics_domain_set(&m, 3, "/pod", 1 << 30, 1 << 20, 5000000000ULL,
+			   RAMCACHE_LEVEL_CRITICAL);
+	metrics_exec_bind(&m, 5, 11, "b", NULL, 3);
+	out = render(&m);
+	ASSERT_TRUE(
+		has_line(
+			out,
+			"ramcache_executor_up{slot=\"4\",comm=\"a\",domain=\"/pod\"} 1"),
+		"named once set");
+	ASSERT_TRUE(
+		has_line(
+			out,
+			"ramcache_executor_up{slot=\"5\",comm=\"b\",domain=\"/pod\"} 1"),
+		"named at bind");
+	ASSERT_TRUE(has_line(out,
+			     "ramcache_domain_executors{domain=\"/pod\"} 2"),
+		    "two in the domain");
+
+	/* one leaves: the domain stays; the last leaves: it goes */
+	metrics_exec_unbind(&m, 4);
+	ASSERT_TRUE(
+		has_line(
+			render(&m),
+			"ramcache_domain_forecast_eta_seconds{domain=\"/pod\"} 5.000000000"),
+		"one left: still there");
+	metrics_exec_unbind(&m, 5);
+	out = render(&m);
+	ASSERT_TRUE(!strstr(out, "ramcache_domain_"),
+		    "no executor left: no frozen domain gauge");
+	ASSERT_TRUE(
+		has_line(
+			out,
+			"ramcache_executor_up{slot=\"5\",comm=\"b\",domain=\"/pod\"} 0"),
+		"the exited executor keeps its domain label");
+
+	/* moving an executor away empties its old domain */
+	metrics_domain_set(&m, 1, "/x", 0, 0, METRICS_NO_ETA, 0);
+	metrics_exec_bind(&m, 0, 12, "c", NULL, 1);
+	metrics_domain_set(&m, 2, "/y", 0, 0, METRICS_NO_ETA, 0);
+	ASSERT_OK(metrics_exec_relabel(&m, 0, "/y/c", 2), "move");
+	out = render(&m);
+	ASSERT_TRUE(!strstr(out, "{domain=\"/x\"}"), "old domain gone");
+	ASSERT_TRUE(
+		has_line(
+			out,
+			"ramcache_executor_up{slot=\"0\",comm=\"c\",domain=\"/y\"} 1"),
+		"new domain label");
+	ASSERT_GE(parse_exposition(out), 100, "parses");
+	metrics_destroy(&m);
+}
+
 /* Processes that come and go do not grow the exposition. */
 TEST(series_bounded_under_churn)
 {
@@ -560,14 +638,15 @@ static void fill_worst(struct metrics *m)
 	cg[sizeof(cg) - 1] = '\0';
 	memset(dom, '"', sizeof(dom) - 1);
 	dom[sizeof(dom) - 1] = '\0';
+	/* bound first: a domain nobody is in does not last past a bind */
+	for (unsigned int i = 0; i < METRICS_SLOTS; i++)
+		metrics_exec_bind(m, i, INT32_MIN, comm, cg, i);
 	for (unsigned int d = 0; d < METRICS_DOMAINS; d++) {
 		dom[0] = (char)('A' + d / 26); /* names must differ */
 		dom[1] = (char)('a' + d % 26);
 		metrics_domain_set(m, d, dom, UINT64_MAX, INT64_MIN,
 				   UINT64_MAX - 1, RAMCACHE_LEVEL_CRITICAL);
 	}
-	for (unsigned int i = 0; i < METRICS_SLOTS; i++)
-		metrics_exec_bind(m, i, INT32_MIN, comm, cg, i);
 	pthread_mutex_lock(&m->lock);
 	for (unsigned int i = 0; i < METRICS_SLOTS; i++) {
 		struct metrics_exec *e = &m->v.exec[i];
@@ -586,6 +665,8 @@ static void fill_worst(struct metrics *m)
 	memset(m->v.anomalies, 0xff, sizeof(m->v.anomalies));
 	m->v.evaluations = m->v.evicted_bytes = m->v.oom_kills =
 		m->v.ringbuf_drops = UINT64_MAX;
+	m->v.level = RAMCACHE_LEVEL_CRITICAL;
+	m->v.headroom_bytes = INT64_MIN;
 	pthread_mutex_unlock(&m->lock);
 }
 
@@ -843,6 +924,8 @@ TEST(http_scrape_moves)
 	metrics_set_ringbuf_drops(&m, 3);
 	metrics_domain_set(&m, 1, "machine", 0, 1 << 30, METRICS_NO_ETA,
 			   RAMCACHE_LEVEL_CRITICAL);
+	metrics_set_level(&m, RAMCACHE_LEVEL_CRITICAL);
+	metrics_set_headroom(&m, 1 << 30);
 	metrics_set_target(&m, 5, 1 << 29);
 	metrics_set_rss(&m, 5, 3ULL << 30);
 
@@ -1152,6 +1235,7 @@ struct hammer {
 	struct metrics *m;
 	atomic_bool stop;
 	unsigned long rounds;
+	atomic_bool started;
 };
 
 static void *hammer_fn(void *arg)
@@ -1167,6 +1251,7 @@ static void *hammer_fn(void *arg)
 			metrics_exec_bind(hm->m, (hm->rounds / 64) % 4, 1, "c",
 					  NULL, 0);
 		hm->rounds++;
+		atomic_store(&hm->started, true);
 	}
 	return NULL;
 }
@@ -1186,6 +1271,9 @@ TEST(http_concurrent_updates)
 		goto cleanup;
 	if (!ASSERT_OK(pthread_create(&t, NULL, hammer_fn, &hm), "thread"))
 		goto cleanup;
+	/* on a busy machine the thread may start after 50 scrapes */
+	while (!atomic_load(&hm.started))
+		usleep(1000);
 	for (int i = 0; i < 50; i++) {
 		double oom, count;
 
