@@ -319,18 +319,21 @@ class Bridge:
             if self.page is None:
                 return
             self.page.set_generation(gen)
-            for eid in gone:
-                self.page.remove(eid)
-                del self._published[eid]
-            for eid, row, cache, key in rows:
-                label = self._label(eid, names, cache, key, dynprompt)
-                if self._published.get(eid) == (row, label):
-                    continue
-                if self.page.publish(eid, row[0], row[1], row[2], row[3], label, row[4]):
-                    self._published[eid] = (row, label)
-                else:
-                    self.say_once("full", logging.WARNING,
-                                  "control page full, some entries are not published")
+            # one change of the table: the agent reads all of it or none
+            with self.page.batch():
+                for eid in gone:
+                    self.page.remove(eid)
+                    del self._published[eid]
+                for eid, row, cache, key in rows:
+                    label = self._label(eid, names, cache, key, dynprompt)
+                    if self._published.get(eid) == (row, label):
+                        continue
+                    if self.page.publish(eid, row[0], row[1], row[2], row[3], label,
+                                         row[4]):
+                        self._published[eid] = (row, label)
+                    else:
+                        self.say_once("full", logging.WARNING,
+                                      "control page full, some entries are not published")
         for eid in [e for e in self._where if e not in seen]:
             del self._where[eid]
             self._ids.pop(self._id_key.pop(eid), None)

@@ -12,6 +12,7 @@ callers decide what is fatal. Field stores use native-order fixed-width
 writes (one store per field on x86-64 and arm64); the seq-last protocol of
 the rings and the seqcount of the entry table give the agent whole records.
 """
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -169,11 +170,14 @@ class Page:
         self.fd = -1
         self.m = None
         self._ino = None
-        self.pub_lock = threading.Lock()
+        self.pub_lock = threading.RLock()  # batch() holds it around publish()
         self.cmd_lock = threading.Lock()
         self._ids = []  # ids[i] is the id in entry slot i
         self._slot = {}  # id -> i
         self._entries_seq = 0
+        self._shadow = bytearray(max_entries * ENTRY_SIZE)  # the table, private
+        self._dirty = None  # (from, to) bytes of _shadow not yet in the page
+        self._batch = 0
         self._cmd_done = 0
         self._ack_head = 0
         self._futex = None
@@ -324,13 +328,41 @@ class Page:
 
     # ------------------------------------------------------------ entry table
 
-    def _table_begin(self):
-        self._entries_seq = (self._entries_seq + 1) & 0xFFFFFFFF
-        self._w32(E_ENTRIES_SEQ, self._entries_seq)
+    # The entry table is written through a private copy: a change (or a
+    # batch of them) is made there, then copied into the page inside one
+    # seqcount window, a single memcpy long. The window a reader can find
+    # odd stays microseconds even when this thread is preempted or the GIL
+    # changes hands between entries: an agent that retries a few times
+    # never has to give up on this page.
 
-    def _table_end(self):
+    @contextlib.contextmanager
+    def batch(self):
+        """Publish and remove as one change of the table (the agent sees
+        all of it or none)."""
+        with self.pub_lock:
+            self._batch += 1
+            try:
+                yield self
+            finally:
+                self._batch -= 1
+                if not self._batch:
+                    self._flush()
+
+    def _touch(self, lo, hi):
+        d = self._dirty
+        self._dirty = (lo, hi) if d is None else (min(d[0], lo), max(d[1], hi))
+
+    def _flush(self):
+        if self._dirty is None or self.m is None:
+            return
+        lo, hi = self._dirty
+        self._dirty = None
+        off = self.entries_off
+        odd = (self._entries_seq + 1) & 0xFFFFFFFF
+        self._w32(E_ENTRIES_SEQ, odd)
+        self.m[off + lo:off + hi] = self._shadow[lo:hi]
         self._w32(E_NR_ENTRIES, len(self._ids))
-        self._entries_seq = (self._entries_seq + 1) & 0xFFFFFFFF
+        self._entries_seq = (odd + 1) & 0xFFFFFFFF
         self._w32(E_ENTRIES_SEQ, self._entries_seq)
 
     def publish(self, eid, nbytes, last_use_ns, generation, flags,
@@ -341,47 +373,44 @@ class Page:
         raw = label.encode("utf-8", "replace")[:LABEL_LEN] if isinstance(label, str) \
             else bytes(label)[:LABEL_LEN]
         raw = raw.split(b"\0", 1)[0]
-        with self.pub_lock:
+        with self.batch():
             i = self._slot.get(eid)
             if i is None:
                 if len(self._ids) == self.max_entries:
                     return False
                 i = len(self._ids)
-            self._table_begin()
-            ENTRY.pack_into(self.m, self.entries_off + i * ENTRY_SIZE, eid, nbytes,
-                            last_use_ns or now_ns(), generation, cost_ns, flags, 0, raw)
-            if i == len(self._ids):
                 self._ids.append(eid)
                 self._slot[eid] = i
-            self._table_end()
+            ENTRY.pack_into(self._shadow, i * ENTRY_SIZE, eid, nbytes,
+                            last_use_ns or now_ns(), generation, cost_ns, flags, 0, raw)
+            self._touch(i * ENTRY_SIZE, (i + 1) * ENTRY_SIZE)
         return True
 
     def remove(self, eid):
         """Remove entry eid (no error when it is not there)."""
-        with self.pub_lock:
+        with self.batch():
             i = self._slot.pop(eid, None)
             if i is None:
                 return
             last = len(self._ids) - 1
-            off = self.entries_off
-            self._table_begin()
+            sh = self._shadow
             if i != last:  # keep [0, nr_entries) dense: the last fills the hole
-                a, b = off + last * ENTRY_SIZE, off + i * ENTRY_SIZE
-                self.m[b:b + ENTRY_SIZE] = self.m[a:a + ENTRY_SIZE]
+                a, b = last * ENTRY_SIZE, i * ENTRY_SIZE
+                sh[b:b + ENTRY_SIZE] = sh[a:a + ENTRY_SIZE]
                 self._ids[i] = self._ids[last]
                 self._slot[self._ids[i]] = i
-            self.m[off + last * ENTRY_SIZE:off + (last + 1) * ENTRY_SIZE] = bytes(ENTRY_SIZE)
+                self._touch(b, b + ENTRY_SIZE)
+            sh[last * ENTRY_SIZE:(last + 1) * ENTRY_SIZE] = bytes(ENTRY_SIZE)
+            self._touch(last * ENTRY_SIZE, (last + 1) * ENTRY_SIZE)
             self._ids.pop()
-            self._table_end()
 
     def clear(self):
-        with self.pub_lock:
-            self._table_begin()
+        with self.batch():
             n = len(self._ids)
-            self.m[self.entries_off:self.entries_off + n * ENTRY_SIZE] = bytes(n * ENTRY_SIZE)
+            self._shadow[:n * ENTRY_SIZE] = bytes(n * ENTRY_SIZE)
+            self._touch(0, n * ENTRY_SIZE)
             self._ids.clear()
             self._slot.clear()
-            self._table_end()
 
     def set_generation(self, gen):
         self._w64(E_GENERATION, gen)

@@ -329,6 +329,33 @@ def file_page_replaces_a_planted_symlink_and_is_removed_only_if_ours():
     shutil.rmtree(d)
 
 
+@test
+def a_batch_of_changes_reaches_the_agent_whole():
+    """publish/remove in page.batch() land in the page at once, in one
+    seqcount window: a reader sees the table before or after, never half
+    of it, and never an odd seqcount between two calls."""
+    page = P.Page(None)
+    try:
+        fa = FakeAgent(page.path)
+        page.publish(1, MiB, 1, 1, 0, "a")
+        page.publish(2, MiB, 1, 1, 0, "b")
+        seq0 = fa.u32(P.E_ENTRIES_SEQ)
+        with page.batch():
+            page.remove(1)
+            page.publish(3, 2 * MiB, 2, 2, P.F_ACTIVE, "c")
+            page.publish(2, 3 * MiB, 2, 2, 0, "b")
+            seen = fa.entries()
+            assert sorted(seen) == [1, 2] and seen[2]["bytes"] == MiB, seen
+            assert fa.u32(P.E_ENTRIES_SEQ) == seq0, "the window opened early"
+        now = fa.entries()
+        assert sorted(now) == [2, 3], now
+        assert now[2]["bytes"] == 3 * MiB and now[3]["flags"] == P.F_ACTIVE, now
+        assert fa.u32(P.E_ENTRIES_SEQ) == seq0 + 2, "one window for the batch"
+        fa.close()
+    finally:
+        page.close()
+
+
 KILLED_WHILE_BUILDING = """
 import os, signal, sys
 sys.path.insert(0, sys.argv[1])
