@@ -299,6 +299,19 @@ def check(results, name, ok, detail=None):
           flush=True)
 
 
+def finish(results, summary, json_path):
+    """Count the checks into the summary, keep it (json_path), print the
+    last line and exit 0 only when every check passed."""
+    failed = [r for r in results if not r["ok"]]
+    summary["passed"] = len(results) - len(failed)
+    summary["failed"] = len(failed)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(summary, f, indent=1)
+    print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    sys.exit(1 if failed else 0)
+
+
 def quick_test(comfy, boot, port, tmp, control):
     """--quick-test-for-ci: start, load the package, exit; must be clean."""
     ui = ComfyUI(comfy, boot, None, port, ["--quick-test-for-ci"], os.path.join(tmp, "quick.log"))
@@ -508,14 +521,7 @@ def main():
                       {"rc": rc})
             summary["log_tail"] = text[-1500:]
     shutil.rmtree(tmp, ignore_errors=True)
-    failed = [r for r in results if not r["ok"]]
-    summary["passed"] = len(results) - len(failed)
-    summary["failed"] = len(failed)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(summary, f, indent=1)
-    print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
-    sys.exit(1 if failed else 0)
+    finish(results, summary, a.json)
 
 
 if __name__ == "__main__":
