@@ -58,14 +58,16 @@ need_h = $(if $(wildcard $(addsuffix /$(1),$(HDR_DIRS))),,$(1))
 need = $(foreach n,$(BUILD_NEEDS),$(call need_one,$(subst :, ,$(n))))
 need_one = $(if $(call need_$(word 2,$(1)),$(word 3,$(1))),$(word 1,$(1)):$(word 3,$(1)))
 # Goals that build nothing themselves (those that run deps first build in
-# a second make, which checks).
+# a second make, which checks); with deps among the goals it installs first.
 NO_BUILD_GOALS := deps clean format check-format vmlinux test demo bench \
 		  soak fuzz vmtest test-fresh
+ifeq ($(filter deps,$(MAKECMDGOALS)),)
 ifneq ($(filter-out $(NO_BUILD_GOALS),$(or $(MAKECMDGOALS),all)),)
 BUILD_MISSING := $(strip $(need))
 ifneq ($(BUILD_MISSING),)
 comma := ,
 $(error ramcache-bpf: failed to find $(subst $() ,$(comma) ,$(foreach m,$(BUILD_MISSING),$(word 2,$(subst :, ,$(m))))): missing packages $(sort $(foreach m,$(BUILD_MISSING),$(word 1,$(subst :, ,$(m))))) (run 'sudo make deps'))
+endif
 endif
 endif
 
