@@ -66,7 +66,9 @@ ifneq ($(filter-out $(NO_BUILD_GOALS),$(or $(MAKECMDGOALS),all)),)
 BUILD_MISSING := $(strip $(need))
 ifneq ($(BUILD_MISSING),)
 comma := ,
-$(error ramcache-bpf: failed to find $(subst $() ,$(comma) ,$(foreach m,$(BUILD_MISSING),$(word 2,$(subst :, ,$(m))))): missing packages $(sort $(foreach m,$(BUILD_MISSING),$(word 1,$(subst :, ,$(m))))) (run 'sudo make deps'))
+missing_files := $(foreach m,$(BUILD_MISSING),$(word 2,$(subst :, ,$(m))))
+missing_what := $(if $(word 4,$(missing_files)),$(words $(missing_files)) programs and headers,$(subst $() ,$(comma) ,$(missing_files)))
+$(error ramcache-bpf: failed to find $(missing_what): missing packages $(sort $(foreach m,$(BUILD_MISSING),$(word 1,$(subst :, ,$(m))))) (run 'sudo make deps'))
 endif
 endif
 endif
