@@ -174,7 +174,7 @@ class Pages:
                 with contextlib.suppress(Exception):
                     snap[pid] = (r.generation(), r.entries())
             self.snaps.append((time.monotonic_ns(), snap))
-            self._stop.wait(0.02)
+            self._stop.wait(float(os.environ.get("RAMCACHE_SNAPSHOT_S", "0.02")))
 
     def before(self, t_ns):
         """The last snapshot taken at or before t_ns: (its time, it)."""
