@@ -427,8 +427,8 @@ static int handle_event(void *ctx, void *data, size_t len)
 		evaluate(a, now, 0);
 		break;
 	}
-	/* the target's growth or a command posted: not calm any more */
-	if (a->cad.calm && pressing(a))
+	/* the target's growth or a command posted: tick from now on */
+	if (!a->cad.tick_ns && pressing(a))
 		wake_now(a, now);
 	out_event(&a->out, data, len);
 	return 0;
@@ -715,8 +715,8 @@ static uint64_t next_tick(struct agent *a, uint64_t now)
 {
 	uint64_t next = a->next_read_ns;
 
-	if (!a->cad.calm)
-		return now + CADENCE_TICK_NS;
+	if (a->cad.tick_ns)
+		return now + a->cad.tick_ns;
 	if (a->next_level_ns < next)
 		next = a->next_level_ns;
 	if (a->last_summary_ns + a->o->interval_ns < next)

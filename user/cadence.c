@@ -7,6 +7,7 @@ void cadence_plan(const struct cadence_in *in, struct cadence *out)
 
 	out->calm = !in->near && !in->above_ok &&
 		    in->since_event_ns >= CADENCE_SETTLE_NS;
+	out->tick_ns = in->near ? CADENCE_TICK_NS : 0;
 	if (!out->calm) {
 		out->read_ns = in->near ? 0 : CADENCE_READ_BUSY_NS;
 		out->level_ns = CADENCE_LEVEL_BUSY_NS;

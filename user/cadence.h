@@ -3,9 +3,13 @@
  * How often the agent's loop reads memory figures: every tick while memory
  * is short or anything is happening, seldom while it is calm. Pure.
  *
- * Busy (near a threshold, commands out, a level above ok, or a reclaim,
- * kswapd or OOM event in the last CADENCE_SETTLE_NS): a tick every
- * CADENCE_TICK_NS. Calm: the headroom cannot shrink faster than memory can
+ * Near (a threshold close, or commands out): a tick every CADENCE_TICK_NS,
+ * reading every tick. Busy (a level above ok, or a reclaim, kswapd or OOM
+ * event in the last CADENCE_SETTLE_NS, with the threshold still far):
+ * reads every CADENCE_READ_BUSY_NS and the level every
+ * CADENCE_LEVEL_BUSY_NS, and no tick in between: what could bring the
+ * threshold near in the meantime (an RSS step, a reclaim stall) is a BPF
+ * event that wakes the loop. Calm: the headroom cannot shrink faster than memory can
  * be taken, so /proc and cgroup files are read once the headroom above the
  * near point could be gone at CADENCE_ALLOC_RATE (never sooner than
  * CADENCE_READ_MIN_NS apart, never later than CADENCE_READ_MAX_NS), the
@@ -39,6 +43,8 @@ struct cadence_in {
 
 struct cadence {
 	bool calm;
+	uint64_t tick_ns; /* wake at least this often; 0: only when a read,
+			   * a level update or a summary is due */
 	uint64_t read_ns; /* between reads of /proc and cgroup files; 0: every tick */
 	uint64_t level_ns; /* between level updates */
 };

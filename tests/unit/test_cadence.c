@@ -31,6 +31,7 @@ TEST(near_a_threshold_reads_every_tick)
 	struct cadence c = plan(true, false, UINT64_MAX, GiB, 2 * GiB);
 
 	ASSERT_FALSE(c.calm, "not calm");
+	ASSERT_EQ(c.tick_ns, CADENCE_TICK_NS, "ticks");
 	ASSERT_EQ(c.read_ns, 0, "read every tick");
 	ASSERT_EQ(c.level_ns, CADENCE_LEVEL_BUSY_NS, "level");
 }
@@ -41,6 +42,9 @@ TEST(a_level_or_a_recent_kernel_event_is_busy)
 
 	ASSERT_FALSE(c.calm, "level above ok");
 	ASSERT_EQ(c.read_ns, CADENCE_READ_BUSY_NS, "reads as before");
+	/* far from the threshold: no tick between reads, the BPF events of
+	 * what could bring it near wake the loop */
+	ASSERT_EQ(c.tick_ns, 0, "no tick between reads");
 	c = plan(false, false, CADENCE_SETTLE_NS - 1, 20 * GiB, 2 * GiB);
 	ASSERT_FALSE(c.calm, "reclaim a moment ago");
 	ASSERT_EQ(c.level_ns, CADENCE_LEVEL_BUSY_NS, "level");
@@ -55,6 +59,7 @@ TEST(calm_reads_are_spaced_by_the_distance)
 	/* 1 GiB above the near point at 4 GiB/s: 250 ms */
 	c = plan(false, false, UINT64_MAX, 3 * GiB, 2 * GiB);
 	ASSERT_TRUE(c.calm, "calm");
+	ASSERT_EQ(c.tick_ns, 0, "no tick");
 	ASSERT_EQ(c.read_ns, 250 * MS, "1 GiB away");
 	ASSERT_EQ(c.level_ns, CADENCE_LEVEL_CALM_NS, "level");
 	/* 6 GiB away: 1.5 s */
