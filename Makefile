@@ -37,7 +37,7 @@ DEPS_PKGS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
 	     libclang-rt-14-dev clang-format cppcheck procps util-linux mount \
 	     binutils coreutils systemd linux-libc-dev chromium tmux \
 	     qemu-system-x86 busybox-static cpio kmod debootstrap git \
-	     ca-certificates e2fsprogs
+	     ca-certificates e2fsprogs bpftrace
 # Installed without their recommends and with their services stopped and
 # disabled: prometheus is here only for promtool, never as a server.
 DEPS_PKGS_BARE := prometheus

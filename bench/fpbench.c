@@ -3,23 +3,29 @@
  * fpbench: what the agent's fault-path programs cost per run, by the
  * kernel's BPF run-time stats, with N processes tracked at once.
  *
- *   fpbench [--tracked N] [--self] [--empty OBJ] [--size SIZE] [--rounds R]
+ *   fpbench [--tracked N] [--self] [--empty OBJ | --none] [--size SIZE]
+ *           [--rounds R] [--switches N]
  *   fpbench --empty OBJ --hold
  *
  * Loads the agent's BPF programs (as the agent does: probes chosen from
  * BTF, tp_btf where it can), starts N sleeping processes and tracks them
  * (N-1 and the worker with --self), then a worker faults SIZE of fresh
  * anonymous memory R times (THP off). With --empty OBJ it loads that
- * object's do-nothing programs instead: the floor of the measurement.
- * Prints one JSON line: the worker's faults and CPU time, and each
- * program's run time and run count over the worker's run (run counts
- * include every other process's faults meanwhile).
+ * object's do-nothing programs instead: the floor of the measurement;
+ * with --none, no program at all. Then, with --switches N, the worker and
+ * a child, both pinned to one CPU, pass a byte back and forth N times over
+ * two pipes: 2N context switches, whatever runs on sched_switch paying
+ * its share. Prints one JSON line: the worker's faults and CPU time, the
+ * wall time per context switch, and each program's run time and run count
+ * over the worker's run (run counts include every other process's events
+ * meanwhile).
  *
  * --hold only attaches, prints {"type":"ready"} and keeps the programs
  * attached until its standard input ends: the end-to-end benchmark's
  * "do-nothing programs" configuration.
  */
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,13 +98,65 @@ static pid_t sleeper(void)
 	return pid;
 }
 
-/* Fault @size @rounds times once a byte arrives on @go; CPU s to @out. */
-static void worker(int go, int out, unsigned long size, unsigned long rounds)
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * @n round trips of a byte between this process and a child on the same
+ * CPU: seconds per context switch, or -1.
+ */
+static double ping_pong(unsigned long n)
+{
+	int ab[2], ba[2];
+	cpu_set_t one;
+	double t0, t;
+	pid_t kid;
+	char c = 0;
+
+	CPU_ZERO(&one);
+	CPU_SET(0, &one);
+	if (sched_setaffinity(0, sizeof(one), &one) || pipe(ab) || pipe(ba))
+		return -1;
+	kid = fork();
+	if (kid < 0)
+		return -1;
+	if (kid == 0) {
+		close(ab[1]);
+		close(ba[0]);
+		while (read(ab[0], &c, 1) == 1 && write(ba[1], &c, 1) == 1)
+			;
+		_exit(0);
+	}
+	close(ab[0]);
+	close(ba[1]);
+	t0 = now_s();
+	for (unsigned long i = 0; i < n; i++)
+		if (write(ab[1], &c, 1) != 1 || read(ba[0], &c, 1) != 1)
+			break;
+	t = now_s() - t0;
+	close(ab[1]);
+	close(ba[0]);
+	waitpid(kid, NULL, 0);
+	return t / (2.0 * n);
+}
+
+/*
+ * Fault @size @rounds times once a byte arrives on @go, then @switches
+ * round trips; CPU seconds and seconds per switch to @out.
+ */
+static void worker(int go, int out, unsigned long size, unsigned long rounds,
+		   unsigned long switches)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	struct rusage ru0, ru1;
 	volatile char sink = 0;
 	char c;
+	double res[2] = { 0, 0 };
 	double cpu;
 
 	if (read(go, &c, 1) != 1)
@@ -121,29 +179,36 @@ static void worker(int go, int out, unsigned long size, unsigned long rounds)
 	      (ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e6 +
 	      ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec +
 	      (ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
-	if (write(out, &cpu, sizeof(cpu)) != sizeof(cpu))
+	res[0] = cpu;
+	if (switches)
+		res[1] = ping_pong(switches);
+	if (write(out, res, sizeof(res)) != sizeof(res))
 		_exit(1);
 	_exit(sink == 42);
 }
 
 int main(int argc, char **argv)
 {
-	unsigned long size = 16UL << 20, rounds = 20, pages;
+	unsigned long size = 16UL << 20, rounds = 20, switches = 0, pages;
 	pid_t kids[RC_MAX_TARGETS], wpid = 0;
-	int tracked = 1, self = 0, hold = 0, nkids = 0, go[2], res[2];
+	int tracked = 1, self = 0, hold = 0, none = 0, nkids = 0, go[2], res[2];
 	int stats_fd = -1, err = 1;
 	const char *empty = NULL;
 	struct bpf_object *obj = NULL;
 	struct bpf_program *prog;
 	struct bpfstate b = {};
 	struct opts o = {};
-	double cpu = 0;
+	double out[2] = { 0, 0 };
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--self"))
 			self = 1;
 		else if (!strcmp(argv[i], "--hold"))
 			hold = 1;
+		else if (!strcmp(argv[i], "--none"))
+			none = 1;
+		else if (!strcmp(argv[i], "--switches") && i + 1 < argc)
+			switches = strtoul(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--tracked") && i + 1 < argc)
 			tracked = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--empty") && i + 1 < argc)
@@ -153,9 +218,10 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
 			rounds = strtoul(argv[++i], NULL, 10);
 		else {
-			fprintf(stderr, "usage: fpbench [--tracked N] [--self] "
-					"[--empty OBJ] [--size SIZE] "
-					"[--rounds R] [--hold]\n");
+			fprintf(stderr,
+				"usage: fpbench [--tracked N] [--self] "
+				"[--empty OBJ | --none] [--size SIZE] "
+				"[--rounds R] [--switches N] [--hold]\n");
 			return 2;
 		}
 	}
@@ -165,6 +231,11 @@ int main(int argc, char **argv)
 			"fpbench: --tracked 0..%d (at least 1 with "
 			"--self), size and rounds above 0\n",
 			RC_MAX_TARGETS);
+		return 2;
+	}
+	if (none && (empty || self)) {
+		fprintf(stderr, "fpbench: --none loads nothing: no --empty, "
+				"no --self\n");
 		return 2;
 	}
 	if (hold && (!empty || self)) {
@@ -179,12 +250,14 @@ int main(int argc, char **argv)
 	if (wpid == 0) {
 		close(go[1]);
 		close(res[0]);
-		worker(go[0], res[1], size, rounds);
+		worker(go[0], res[1], size, rounds, switches);
 	}
 	close(go[0]);
 	close(res[1]);
 
-	if (empty) {
+	if (none) {
+		/* the floor of the floor: the tracepoints without programs */
+	} else if (empty) {
 		obj = bpf_object__open_file(empty, NULL);
 		if (!obj || bpf_object__load(obj)) {
 			fprintf(stderr, "fpbench: failed to load %s\n", empty);
@@ -243,17 +316,19 @@ int main(int argc, char **argv)
 	}
 	snap(-1);
 	if (write(go[1], "x", 1) != 1 ||
-	    read(res[0], &cpu, sizeof(cpu)) != sizeof(cpu)) {
+	    read(res[0], out, sizeof(out)) != sizeof(out) || out[1] < 0) {
 		fprintf(stderr, "fpbench: the worker failed\n");
 		goto out;
 	}
 	snap(1);
 	pages = rounds *
 		((size + sysconf(_SC_PAGESIZE) - 1) / sysconf(_SC_PAGESIZE));
-	printf("{\"tracked\":%d,\"self\":%s,\"empty\":%s,\"pages\":%lu,"
-	       "\"cpu_s\":%.6f,\"progs\":{",
-	       tracked, self ? "true" : "false", empty ? "true" : "false",
-	       pages, cpu);
+	printf("{\"tracked\":%d,\"self\":%s,\"empty\":%s,\"none\":%s,"
+	       "\"pages\":%lu,\"cpu_s\":%.6f,\"switches\":%lu,"
+	       "\"switch_ns\":%.1f,\"progs\":{",
+	       none ? 0 : tracked, self ? "true" : "false",
+	       empty ? "true" : "false", none ? "true" : "false", pages, out[0],
+	       switches, out[1] * 1e9);
 	for (int i = 0, n = 0; i < nprogs; i++) {
 		if (!progs[i].cnt)
 			continue;
