@@ -41,6 +41,7 @@ VM_SUITES = ("tests/integration/test_monitor.py",
              "tests/integration/test_warning.py",
              "tests/integration/test_demo.py",
              "tests/integration/test_hardening.py",
+             "tests/integration/test_domains.py",
              "comfyui/tests/test_e2e.py")
 VM_LINE = re.compile(r"^# vm: (kernel .*)$")
 

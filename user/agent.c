@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The agent: load the BPF programs, follow the target, and run one epoll
- * loop over the ring buffer, a periodic tick, signals and the target's
+ * The agent: load the BPF programs, follow the targets, and run one epoll
+ * loop over the ring buffers, a periodic tick, signals and each target's
  * pidfd. Only this file decides when to stop.
  */
 #include <errno.h>
@@ -28,6 +28,8 @@
 #include "bpfstate.h"
 #include "cadence.h"
 #include "clock.h"
+#include "discover.h"
+#include "domains.h"
 #include "evict.h"
 #include "hist.h"
 #include "level.h"
@@ -40,40 +42,31 @@
 #include "outstream.h"
 #include "readfile.h"
 #include "sampler.h"
+#include "targets.h"
 
 #define MATCH_PERIOD_NS	   NSEC_PER_SEC
 #define FORECAST_WINDOW_NS NSEC_PER_SEC
 #define EVAL_MIN_GAP_NS	   (2 * 1000000ULL)
 /*
- * An evaluation reads and scores the executor's whole entry table, which
- * whoever writes the page makes as big as it likes (65536 entries). So
+ * An evaluation reads and scores the executors' whole entry tables, which
+ * whoever writes a page makes as big as it likes (65536 entries). So
  * evaluations are coalesced (at most one per drain of the ring buffer or
  * tick, however many events asked for one) and the next waits EVAL_DUTY
  * times as long as the last one took: evaluating takes at most
  * 1/(1 + EVAL_DUTY) of the loop, the rest is left for the ring buffer.
  */
-#define EVAL_DUTY 4
-/* How often the target's cgroup is looked up again (it may be moved). */
-#define CGROUP_PERIOD_NS NSEC_PER_SEC
-#define BTF_PATH	 "/sys/kernel/btf/vmlinux"
-#define DROP_WARN_NS	 (10 * NSEC_PER_SEC)
-
-struct target {
-	pid_t pid; /* 0: none */
-	uid_t uid;
-	struct ctl_target ctl; /* pid and uid in the target's namespaces */
-	int pidfd;
-	char comm[64];
-	struct sampler sm;
-	bool has_rss_file;
-	uint64_t rss_file; /* file-backed resident bytes, last rss event */
-	struct evictor ev;
-	bool evicting;
-	struct rc_thresholds thr;
-	struct track_totals prev;
-	uint64_t oom_base;  /* the cgroup's oom_kill count at attach */
-	uint64_t oom_carry; /* OOM kills in cgroups it has left */
-};
+#define EVAL_DUTY    4
+#define BTF_PATH     "/sys/kernel/btf/vmlinux"
+#define DROP_WARN_NS (10 * NSEC_PER_SEC)
+/*
+ * --all: /proc is scanned once at start, then only this often, for the
+ * executors the uprobe cannot see (another libc: a container's, a static
+ * binary); every 2 s when the uprobe could not be attached at all.
+ */
+#define RESCAN_NS	(30 * NSEC_PER_SEC)
+#define RESCAN_BLIND_NS (2 * NSEC_PER_SEC)
+/* A page just created is sealed and filled in next: look at it this late. */
+#define PAGE_SETTLE_NS (100 * 1000000ULL)
 
 struct agent {
 	const struct opts *o;
@@ -83,11 +76,17 @@ struct agent {
 	struct metrics m;
 	struct metrics_http *http;
 	int epfd, sigfd, timerfd;
-	struct target t;
-	struct sampler sys; /* without a target */
+	struct targets ts;
+	struct target_env env;
+	struct domain_env denv;
+	struct discover disc;
+	bool disc_on;	       /* the uprobe is attached */
+	uint64_t next_scan_ns; /* --all: the next look through /proc */
+	struct sampler sys;    /* without a single target */
+	struct track_totals sys_prev;
 	struct level_watch lw;
 	uint64_t mem_total;
-	struct rc_thresholds sys_thr; /* in force without a target */
+	struct rc_thresholds sys_thr; /* in force without a single target */
 	uint64_t last_summary_ns, next_level_ns, next_match_ns, next_eval_ns;
 	bool eval_due;	    /* an event or tick asked for an evaluation */
 	uint32_t eval_why;  /* the latest trigger that named a reason */
@@ -99,19 +98,25 @@ struct agent {
 	uint64_t last_event_ns; /* last reclaim, kswapd or OOM event */
 	struct cadence cad;	/* as planned at the last tick */
 	uint64_t armed_ns;	/* when the timer fires next */
-	uint64_t next_cg_ns;	/* when to look for a cgroup move again */
+	uint64_t next_cg_ns;	/* when to look for cgroup moves again */
 	pid_t refused_told;	/* --match: last refused pid warned about */
 	/* eviction latency of every target followed, for --hist */
 	struct hist ack_hist, freed_hist;
 	bool had_evictor;
 	int inflight_at_exit;	 /* commands out when the loop stopped */
+	pid_t last_pid;		 /* the last target, for the exit note */
 	int read_err, level_err; /* last errors told, to tell each once */
 	bool stop;
 	int exit_code;
 	const char *exit_reason;
 };
 
-enum { TAG_RB = 1, TAG_SIG, TAG_TIMER, TAG_PID };
+/* Epoll tags; target slot i is TAG_PID + i. */
+enum { TAG_RB = 1, TAG_SIG, TAG_TIMER, TAG_PID = 16 };
+
+#define for_each_target(a, t, i)                 \
+	for (int i = 0; i < RC_MAX_TARGETS; i++) \
+		if (((t) = (a)->ts.t[i]))
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt,
 			va_list args)
@@ -119,39 +124,19 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt,
 	return out_libbpf_print(level, fmt, args);
 }
 
-static int read_comm(pid_t pid, char *buf, size_t len)
-{
-	char path[64];
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
-	n = rc_read_prefix(path, buf, len);
-	if (n < 0)
-		return n;
-	while (n > 0 && buf[n - 1] == '\n')
-		buf[--n] = '\0';
-	return 0;
-}
-
+/* The sampler the level and the summary without a target go by. */
 static struct sampler *sampler_of(struct agent *a)
 {
-	return a->t.pid ? &a->t.sm : &a->sys;
+	struct target *t = targets_single(&a->ts);
+
+	return t ? &t->sm : &a->sys;
 }
 
-/* The thresholds in force for a target in a cgroup of @cg_limit, or none. */
-static void thresholds(const struct agent *a, uint64_t cg_limit,
-		       struct rc_thresholds *thr)
+static struct rc_thresholds thr_of(struct agent *a)
 {
-	struct rc_threshold_in in = {
-		.mem_total = a->mem_total,
-		.cg_limit = cg_limit,
-		.headroom_set = a->o->headroom_set,
-		.headroom = a->o->headroom,
-		.inactive_set = a->o->inactive_set,
-		.inactive = a->o->inactive,
-	};
+	struct target *t = targets_single(&a->ts);
 
-	rc_thresholds_resolve(&in, thr);
+	return t ? t->thr : a->sys_thr;
 }
 
 /* A failed periodic read is told once, not every tick; 0 rearms it. */
@@ -172,119 +157,18 @@ static int epoll_add(int epfd, int fd, uint32_t tag)
 	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
 
-/*
- * Follow @pid: BPF filter, cgroup, sampler, control page. With @spec
- * (--match), the process is judged again once the pidfd pins it.
- */
-static int target_attach(struct agent *a, pid_t pid,
-			 const struct match_spec *spec)
+static bool any_evicting(const struct agent *a)
 {
-	struct target *t = &a->t;
-	struct rc_pidstat ps;
-	char path[64];
-	struct stat st;
-	int err;
-
-	memset(t, 0, sizeof(*t));
-	t->pidfd = syscall(SYS_pidfd_open, pid, 0);
-	if (t->pidfd < 0)
-		return -errno;
-	snprintf(path, sizeof(path), "/proc/%d", pid);
-	if (stat(path, &st)) {
-		err = -errno;
-		close(t->pidfd);
-		return err;
-	}
-	if (read_comm(pid, t->comm, sizeof(t->comm)))
-		snprintf(t->comm, sizeof(t->comm), "?");
-	/* what was read by pid belongs to the process the pidfd pins */
-	err = spec ? match_verify(RC_PROC_ROOT, spec, pid, t->pidfd)
-		   : pidfd_alive(t->pidfd);
-	if (err) {
-		close(t->pidfd);
-		t->pidfd = -1;
-		return err;
-	}
-	t->pid = pid;
-	t->uid = st.st_uid;
-	err = bpfstate_track(&a->bpf, pid);
-	if (err)
-		goto fail;
-	sampler_init(&t->sm, pid, NULL, NULL);
-	if (!rc_pidstat_read(RC_PROC_ROOT, pid, &ps))
-		t->sm.rss = ps.rss_bytes;
-	/* the cgroup and RSS were read by pid: still the pidfd's process? */
-	err = pidfd_alive(t->pidfd);
-	if (err)
-		goto fail;
-	report_err(a, &a->read_err, sampler_read(&t->sm, now_ns()),
-		   "memory and cgroup counters");
-	t->oom_base = t->sm.cs.self.oom_kill;
-	a->next_cg_ns = now_ns() + CGROUP_PERIOD_NS;
-	if (t->sm.has_cg && t->sm.cg.ino)
-		bpfstate_watch_memcg(&a->bpf, t->sm.cg.ino);
-	thresholds(a, t->sm.has_cg ? t->sm.cs.limit : RC_UNLIMITED, &t->thr);
-	if (ctl_target_read(RC_PROC_ROOT, pid, t->uid, &t->ctl))
-		t->ctl.ns_pid = pid;
-	if (a->o->evict) {
-		struct evict_cfg cfg = {
-			.control = a->o->control,
-			.dry_run = a->o->dry_run,
-			.policy = a->o->policy == SCORE_COST ? RC_POLICY_COST
-							     : RC_POLICY_RAM,
-			.ack_timeout_ns = a->o->ack_timeout_ns,
-		};
-
-		err = evictor_init(&t->ev, &cfg, &a->out, &a->m, &t->ctl,
-				   &t->thr);
-		if (err)
-			out_warn(
-				&a->out,
-				"failed to set up eviction for pid %d: %s; monitoring only",
-				pid, strerror(-err));
-		t->ev.rss = t->sm.rss;
-		t->evicting = !err;
-	}
-	err = epoll_add(a->epfd, t->pidfd, TAG_PID);
-	if (err)
-		goto fail;
-	metrics_exec_bind(&a->m, 0, pid, t->comm, NULL, 0);
-	metrics_set_rss(&a->m, 0, t->sm.rss);
-	return 0;
-fail:
-	bpfstate_untrack(&a->bpf, pid);
-	close(t->pidfd);
-	t->pid = 0;
-	return err;
-}
-
-static void target_detach(struct agent *a)
-{
-	struct target *t = &a->t;
-
-	if (!t->pid)
-		return;
-	if (t->evicting) {
-		evictor_finish(&t->ev, now_ns());
-		hist_merge(&a->ack_hist, &t->ev.ack_hist);
-		hist_merge(&a->freed_hist, &t->ev.freed_hist);
-		a->had_evictor = true;
-	}
-	t->evicting = false;
-	metrics_exec_unbind(&a->m, 0);
-	if (t->sm.has_cg && t->sm.cg.ino)
-		bpfstate_unwatch_memcg(&a->bpf, t->sm.cg.ino);
-	bpfstate_untrack(&a->bpf, t->pid);
-	epoll_ctl(a->epfd, EPOLL_CTL_DEL, t->pidfd, NULL);
-	close(t->pidfd);
-	t->pidfd = -1;
-	t->pid = 0;
+	for (int i = 0; i < RC_MAX_TARGETS; i++)
+		if (a->ts.t[i] && a->ts.t[i]->evicting)
+			return true;
+	return false;
 }
 
 /* Ask for an evaluation; run_eval() decides when. */
-static void evaluate(struct agent *a, uint64_t now, uint32_t why)
+static void evaluate(struct agent *a, uint32_t why)
 {
-	if (!a->t.pid || !a->t.evicting)
+	if (!any_evicting(a))
 		return;
 	a->eval_due = true;
 	a->eval_reqs++;
@@ -294,12 +178,11 @@ static void evaluate(struct agent *a, uint64_t now, uint32_t why)
 
 static void run_eval(struct agent *a)
 {
-	struct target *t = &a->t;
 	uint64_t now, cost, gap;
-	struct rc_forecast f;
+	struct target *t;
 	uint32_t why;
 
-	if (!a->eval_due || !t->pid || !t->evicting)
+	if (!a->eval_due || !any_evicting(a))
 		return;
 	now = now_ns();
 	if (now < a->next_eval_ns)
@@ -307,11 +190,10 @@ static void run_eval(struct agent *a)
 	why = a->eval_why;
 	a->eval_due = false;
 	a->eval_why = 0;
-	if (sampler_forecast(&t->sm, FORECAST_WINDOW_NS, a->o->horizon_ns, &f))
-		evictor_evaluate(&t->ev, now, t->sm.headroom, NULL, why);
-	else
-		evictor_evaluate(&t->ev, now, t->sm.headroom, &f, why);
-	metrics_set_target(&a->m, 0, t->ev.target);
+	domains_evaluate(&a->ts, &a->denv, now, why);
+	for_each_target(a, t, i)
+		metrics_set_target(&a->m, (unsigned int)t->slot,
+				   t->evicting ? t->ev.target : 0);
 	metrics_evaluation(&a->m);
 	a->evals++;
 	cost = now_ns() - now;
@@ -321,15 +203,21 @@ static void run_eval(struct agent *a)
 }
 
 /* Close to a threshold, or commands out: follow headroom every tick. */
-static bool pressing(const struct agent *a)
+static bool target_pressing(const struct target *t)
 {
-	const struct target *t = &a->t;
-
-	if (!t->pid)
-		return false;
 	if (t->evicting && t->ev.nr_inflight)
 		return true;
 	return t->sm.headroom / 2 < t->thr.inactive_min;
+}
+
+static bool pressing(struct agent *a)
+{
+	struct target *t;
+
+	for_each_target(a, t, i)
+		if (target_pressing(t))
+			return true;
+	return false;
 }
 
 /* Wake the loop at @when (CLOCK_MONOTONIC): the timer is one-shot. */
@@ -363,11 +251,38 @@ static void kernel_told(struct agent *a, uint64_t now)
 		wake_now(a, now);
 }
 
+static void on_rss(struct agent *a, const struct rc_event_hdr *h, size_t len)
+{
+	const struct rc_rss *r = (const struct rc_rss *)h;
+	struct target *t;
+
+	if (len < sizeof(*r))
+		return;
+	t = targets_find(&a->ts, (pid_t)h->tgid);
+	if (!t)
+		return;
+	target_rss(t, h->ts_ns, r->total, r->file);
+	metrics_set_rss(&a->m, (unsigned int)t->slot, t->sm.rss);
+	evaluate(a, 0);
+}
+
+/* An OOM kill of a followed executor counts in its own metrics too. */
+static void oom_of_target(struct agent *a, const void *data, size_t len)
+{
+	const struct rc_oom_kill *k = data;
+	struct target *t;
+
+	if (len < sizeof(*k))
+		return;
+	t = targets_find(&a->ts, (pid_t)k->victim_pid);
+	if (t)
+		metrics_exec_oom_kill(&a->m, (unsigned int)t->slot);
+}
+
 static int handle_event(void *ctx, void *data, size_t len)
 {
 	struct agent *a = ctx;
 	const struct rc_event_hdr *h = data;
-	struct target *t = &a->t;
 	struct rc_oom_kill oom;
 	uint64_t now;
 
@@ -376,17 +291,7 @@ static int handle_event(void *ctx, void *data, size_t len)
 	now = now_ns();
 	switch (h->type) {
 	case RC_EV_RSS:
-		if (len < sizeof(struct rc_rss) || !t->pid ||
-		    (pid_t)h->tgid != t->pid)
-			break;
-		sampler_rss(&t->sm, h->ts_ns,
-			    ((const struct rc_rss *)data)->total);
-		t->rss_file = ((const struct rc_rss *)data)->file;
-		t->has_rss_file = true;
-		if (t->evicting)
-			evictor_rss(&t->ev, h->ts_ns, t->sm.rss);
-		metrics_set_rss(&a->m, 0, t->sm.rss);
-		evaluate(a, now, 0);
+		on_rss(a, h, len);
 		break;
 	case RC_EV_RECLAIM:
 		if (len < sizeof(struct rc_reclaim))
@@ -394,7 +299,7 @@ static int handle_event(void *ctx, void *data, size_t len)
 		metrics_reclaim_stall(
 			&a->m, ((const struct rc_reclaim *)data)->kind,
 			((const struct rc_reclaim *)data)->latency_ns);
-		evaluate(a, now, RAMCACHE_REASON_RECLAIM);
+		evaluate(a, RAMCACHE_REASON_RECLAIM);
 		kernel_told(a, now);
 		break;
 	case RC_EV_KSWAPD:
@@ -403,7 +308,7 @@ static int handle_event(void *ctx, void *data, size_t len)
 		level_kswapd(&a->lw, ((const struct rc_kswapd *)data)->nid,
 			     ((const struct rc_kswapd *)data)->awake);
 		if (((const struct rc_kswapd *)data)->awake) {
-			evaluate(a, now, RAMCACHE_REASON_RECLAIM);
+			evaluate(a, RAMCACHE_REASON_RECLAIM);
 			kernel_told(a, now);
 		}
 		break;
@@ -418,74 +323,22 @@ static int handle_event(void *ctx, void *data, size_t len)
 			data = &oom;
 			len = sizeof(oom);
 		}
-		if (len >= sizeof(oom) && a->t.pid &&
-		    (pid_t)((const struct rc_oom_kill *)data)->victim_pid ==
-			    a->t.pid)
-			metrics_exec_oom_kill(&a->m, 0);
+		oom_of_target(a, data, len);
 		break;
 	case RC_EV_FAULT_BURST:
-		evaluate(a, now, 0);
+		evaluate(a, 0);
 		break;
 	}
-	/* the target's growth or a command posted: tick from now on */
+	/* a target's growth or a command posted: tick from now on */
 	if (!a->cad.tick_ns && pressing(a))
 		wake_now(a, now);
 	out_event(&a->out, data, len);
 	return 0;
 }
 
-static void fill_summary(struct agent *a, uint64_t now, struct summary *s)
+/* The level watch's view: counters, rates, PSI (of one target, or system). */
+static void fill_level(struct agent *a, struct summary *s)
 {
-	struct target *t = &a->t;
-	struct sampler *sm = sampler_of(a);
-	double dt = (now - a->last_summary_ns) / 1e9;
-	struct track_totals tt;
-	struct rc_forecast f;
-
-	if (bpfstate_totals(&a->bpf, t->pid, &tt))
-		memset(&tt, 0, sizeof(tt));
-	s->pid = t->pid;
-	s->interval_s = dt;
-	s->rss = t->pid ? sm->rss : 0;
-	s->has_rss_file = t->pid && t->has_rss_file;
-	s->rss_file = t->rss_file;
-	s->faults = tt.faults;
-	s->faults_per_s = dt > 0 && tt.faults >= t->prev.faults
-				  ? (tt.faults - t->prev.faults) / dt
-				  : 0;
-	for (int k = 0; k < RC_RECLAIM_KINDS; k++) {
-		s->stalls[k] = tt.reclaim_count[k] - t->prev.reclaim_count[k];
-		s->stall_ns[k] = tt.reclaim_ns[k] - t->prev.reclaim_ns[k];
-	}
-	t->prev = tt;
-	s->mem_available = sm->mi.mem_available;
-	s->has_memcg = sm->has_cg;
-	if (sm->has_cg) {
-		s->memcg_limit = sm->cs.limit;
-		s->memcg_usage = sm->cs.usage;
-	}
-	s->headroom = sm->headroom;
-	if (t->pid &&
-	    !sampler_forecast(sm, FORECAST_WINDOW_NS, a->o->horizon_ns, &f)) {
-		s->has_forecast = true;
-		s->forecast = f.at_horizon;
-	}
-	s->threshold_headroom = t->pid ? t->thr.headroom_min
-				       : a->sys_thr.headroom_min;
-	s->threshold_inactive = t->pid ? t->thr.inactive_min
-				       : a->sys_thr.inactive_min;
-	s->drops = bpfstate_stat(&a->bpf, RC_STAT_DROPS);
-	s->kswapd_wakes = bpfstate_stat(&a->bpf, RC_STAT_KSWAPD_WAKES);
-	s->oom_kills = bpfstate_stat(&a->bpf, RC_STAT_OOM_KILLS);
-	s->evaluations = a->evals;
-	s->eval_requests = a->eval_reqs;
-	if (t->pid && sm->has_cg) {
-		s->has_cgroup_oom = true;
-		s->oom_kills_cgroup =
-			sm->cs.self.oom_kill >= t->oom_base
-				? sm->cs.self.oom_kill - t->oom_base
-				: 0;
-	}
 	s->level = rc_level_name(a->lw.cur.level);
 	s->reasons = a->lw.cur.reasons;
 	s->has_eta = a->lw.in.has_eta;
@@ -503,15 +356,75 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s)
 		s->swap_from = a->lw.swap_memcg ? "memcg" : "system";
 		s->psi_from = a->lw.psi_memcg ? "memcg" : "system";
 	}
-	if (sm->has_cg) {
-		const struct rc_cgroup_events *e = &sm->cs.self.ev;
+	s->drops = bpfstate_stat(&a->bpf, RC_STAT_DROPS);
+	s->kswapd_wakes = bpfstate_stat(&a->bpf, RC_STAT_KSWAPD_WAKES);
+	s->oom_kills = bpfstate_stat(&a->bpf, RC_STAT_OOM_KILLS);
+	s->evaluations = a->evals;
+	s->eval_requests = a->eval_reqs;
+}
 
-		s->has_limit_events = e->has_limit_events;
-		s->memcg_high = e->high;
-		s->memcg_max = e->max;
-		s->has_swap_events = e->has_swap_events;
-		s->swap_max = e->swap_max;
-		s->swap_fail = e->swap_fail;
+/* The memory and cgroup side of a summary, from @sm. */
+static void fill_memory(const struct sampler *sm, struct summary *s)
+{
+	s->mem_available = sm->mi.mem_available;
+	s->has_memcg = sm->has_cg;
+	s->headroom = sm->headroom;
+	if (!sm->has_cg)
+		return;
+	s->memcg_limit = sm->cs.limit;
+	s->memcg_usage = sm->cs.usage;
+	s->has_limit_events = sm->cs.self.ev.has_limit_events;
+	s->memcg_high = sm->cs.self.ev.high;
+	s->memcg_max = sm->cs.self.ev.max;
+	s->has_swap_events = sm->cs.self.ev.has_swap_events;
+	s->swap_max = sm->cs.self.ev.swap_max;
+	s->swap_fail = sm->cs.self.ev.swap_fail;
+}
+
+/* Faults and stalls of @pid (0: the system) since @prev, which moves on. */
+static void fill_faults(struct agent *a, pid_t pid, struct track_totals *prev,
+			double dt, struct summary *s)
+{
+	struct track_totals tt;
+
+	if (bpfstate_totals(&a->bpf, pid, &tt))
+		memset(&tt, 0, sizeof(tt));
+	s->faults = tt.faults;
+	s->faults_per_s = dt > 0 && tt.faults >= prev->faults
+				  ? (tt.faults - prev->faults) / dt
+				  : 0;
+	for (int k = 0; k < RC_RECLAIM_KINDS; k++) {
+		s->stalls[k] = tt.reclaim_count[k] - prev->reclaim_count[k];
+		s->stall_ns[k] = tt.reclaim_ns[k] - prev->reclaim_ns[k];
+	}
+	*prev = tt;
+}
+
+/* A target's own part of a summary: RSS, faults, stalls, its evictions. */
+static void fill_target(struct agent *a, struct target *t, double dt,
+			struct summary *s)
+{
+	struct rc_forecast f;
+
+	s->pid = t->pid;
+	s->tag = &t->tag;
+	s->rss = t->sm.rss;
+	s->has_rss_file = t->has_rss_file;
+	s->rss_file = t->rss_file;
+	fill_faults(a, t->pid, &t->prev, dt, s);
+	if (!sampler_forecast(&t->sm, FORECAST_WINDOW_NS, a->o->horizon_ns,
+			      &f)) {
+		s->has_forecast = true;
+		s->forecast = f.at_horizon;
+	}
+	s->threshold_headroom = t->thr.headroom_min;
+	s->threshold_inactive = t->thr.inactive_min;
+	if (t->sm.has_cg) {
+		s->has_cgroup_oom = true;
+		s->oom_kills_cgroup =
+			t->sm.cs.self.oom_kill >= t->oom_base
+				? t->sm.cs.self.oom_kill - t->oom_base
+				: 0;
 	}
 	if (t->evicting) {
 		s->evict_sent = t->ev.st.sent;
@@ -521,39 +434,77 @@ static void fill_summary(struct agent *a, uint64_t now, struct summary *s)
 	}
 }
 
-static void summary(struct agent *a, uint64_t now)
+/* One summary: of @t, or of the system when @t is NULL. */
+static void summary_of(struct agent *a, struct target *t, uint64_t now)
 {
+	double dt = (now - a->last_summary_ns) / 1e9;
 	struct summary s = { 0 };
 
-	fill_summary(a, now, &s);
+	s.interval_s = dt;
+	fill_memory(t ? &t->sm : &a->sys, &s);
+	fill_level(a, &s);
+	if (t) {
+		fill_target(a, t, dt, &s);
+	} else {
+		fill_faults(a, 0, &a->sys_prev, dt, &s);
+		s.threshold_headroom = a->sys_thr.headroom_min;
+		s.threshold_inactive = a->sys_thr.inactive_min;
+	}
 	out_summary(&a->out, &s);
+}
+
+/* Every --interval: one summary per target, or the system's. */
+static void summary(struct agent *a, uint64_t now)
+{
+	struct target *t;
+
+	if (!a->ts.n)
+		summary_of(a, NULL, now);
+	for_each_target(a, t, i)
+		summary_of(a, t, now);
 	a->last_summary_ns = now;
 }
 
-/* The one target's memory domain: its limiting cgroup, or the machine. */
-static void metrics_domain(struct agent *a, const struct sampler *sm,
-			   uint64_t eta_ns)
+/*
+ * Each memory domain's gauges: headroom, forecast ETA, level (the level
+ * is the machine's); without targets, the machine as domain 0.
+ */
+static void publish_domains(struct agent *a, uint64_t sys_eta_ns)
 {
-	bool limited = a->t.pid && sm->has_cg && sm->cs.limit != RC_UNLIMITED;
-	char name[PATH_MAX] = "machine";
+	struct domain_outlook o;
 
-	if (limited) {
-		snprintf(name, sizeof(name), "%s", sm->cg.rel);
-		for (int d = 0; d < sm->cs.limit_depth; d++) {
-			char *slash = strrchr(name, '/');
-
-			if (!slash || slash == name)
-				break;
-			*slash = '\0';
-		}
+	if (!a->ts.n) {
+		metrics_domain_set(&a->m, 0, "machine", a->sys.mi.mem_total,
+				   (int64_t)a->sys.headroom, sys_eta_ns,
+				   a->lw.cur.level);
+		return;
 	}
-	metrics_domain_set(&a->m, 0, name,
-			   limited ? sm->cs.limit : sm->mi.mem_total,
-			   (int64_t)sm->headroom, eta_ns, a->lw.cur.level);
+	for (int d = 0; d < RC_MAX_TARGETS; d++) {
+		if (!a->ts.dom_refs[d] ||
+		    domain_outlook(&a->ts, d, &a->denv, &o))
+			continue;
+		metrics_domain_set(&a->m, (unsigned int)d, o.name, o.limit,
+				   (int64_t)o.headroom,
+				   o.f.has_eta ? o.f.eta_ns : METRICS_NO_ETA,
+				   a->lw.cur.level);
+	}
+}
+
+/* The agent's headroom: the least of its targets', or the machine's. */
+static uint64_t least_headroom(struct agent *a)
+{
+	uint64_t h = sampler_of(a)->headroom;
+	struct target *t;
+
+	for_each_target(a, t, i)
+		if (t->sm.headroom < h)
+			h = t->sm.headroom;
+	return h;
 }
 
 static void update_level(struct agent *a, uint64_t now)
 {
+	struct target *one = targets_single(&a->ts), *t;
 	struct sampler *sm = sampler_of(a);
 	struct level_ctx c = { 0 };
 	struct pressure_info pi = { 0 };
@@ -561,15 +512,15 @@ static void update_level(struct agent *a, uint64_t now)
 	struct rc_forecast f;
 	int changed;
 
-	c.pid = a->t.pid;
+	c.pid = one ? one->pid : 0;
 	c.direct_stalls = bpfstate_stat(&a->bpf, RC_STAT_DIRECT_RECLAIMS);
 	c.memcg_stalls = bpfstate_stat(&a->bpf, RC_STAT_MEMCG_RECLAIMS);
 	c.headroom = sm->headroom;
-	if (a->t.pid && sm->has_cg) {
+	if (one && sm->has_cg) {
 		c.cg = &sm->cs.self;
 		c.cg_ino = sm->cg.ino;
 	}
-	c.thr = a->t.pid ? a->t.thr : a->sys_thr;
+	c.thr = thr_of(a);
 	if (!sampler_forecast(sm, 10 * NSEC_PER_SEC, 0, &f) && f.has_eta) {
 		c.has_eta = true;
 		c.eta_ns = f.eta_ns;
@@ -578,10 +529,11 @@ static void update_level(struct agent *a, uint64_t now)
 	report_err(a, &a->level_err, changed < 0 ? changed : 0,
 		   "the kernel's reclaim counters");
 	metrics_set_level(&a->m, a->lw.cur.level);
-	metrics_set_headroom(&a->m, (int64_t)sm->headroom);
-	metrics_domain(a, sm, c.has_eta ? c.eta_ns : METRICS_NO_ETA);
-	if (a->t.evicting)
-		evictor_set_level(&a->t.ev, a->lw.cur.level);
+	metrics_set_headroom(&a->m, (int64_t)least_headroom(a));
+	publish_domains(a, c.has_eta ? c.eta_ns : METRICS_NO_ETA);
+	for_each_target(a, t, i)
+		if (t->evicting)
+			evictor_set_level(&t->ev, a->lw.cur.level);
 	if (changed <= 0)
 		return;
 	pi.level = rc_level_name(a->lw.cur.level);
@@ -589,11 +541,11 @@ static void update_level(struct agent *a, uint64_t now)
 	pi.has_eta = c.has_eta;
 	pi.eta_s = c.eta_ns / 1e9;
 	pi.headroom = sm->headroom;
-	pi.pid = a->t.pid;
+	pi.pid = c.pid;
 	out_pressure(&a->out, &pi);
 	if (changed == LEVEL_CHANGED)
 		onlevel_run(&a->out, a->o->on_level, a->o->nr_on_level, prev,
-			    a->lw.cur.level, a->lw.cur.reasons, a->t.pid);
+			    a->lw.cur.level, a->lw.cur.reasons, c.pid);
 }
 
 static void match_spec_of(const struct opts *o, struct match_spec *s)
@@ -604,8 +556,28 @@ static void match_spec_of(const struct opts *o, struct match_spec *s)
 	s->cgroup = o->cgroup;
 }
 
+/* Tell why attaching @pid failed (a process gone is not worth a line). */
+static void attach_failed(struct agent *a, pid_t pid, int err)
+{
+	if (err == -EACCES)
+		out_warn(
+			&a->out,
+			"not following pid %d: it changed its command line, user or cgroup while being attached",
+			pid);
+	else if (err == -ENOSPC)
+		out_warn(
+			&a->out,
+			"not following pid %d: already following %d executors, the most one agent can",
+			pid, RC_MAX_TARGETS);
+	else if (err != -ESRCH)
+		out_warn(&a->out, "failed to follow pid %d: %s", pid,
+			 strerror(-err));
+}
+
+/* --match without --all: the oldest match, one at a time. */
 static void find_match(struct agent *a, uint64_t now)
 {
+	struct target *t = NULL;
 	struct match_spec s;
 	struct match_result r;
 	pid_t pid;
@@ -624,19 +596,121 @@ static void find_match(struct agent *a, uint64_t now)
 	}
 	if (pid <= 0)
 		return;
-	err = target_attach(a, pid, &s);
+	err = target_attach(&a->ts, &a->env, pid, &s, &t);
 	if (err) {
-		if (err == -EACCES)
-			out_warn(
-				&a->out,
-				"not following pid %d: it changed its command line, user or cgroup while being attached",
-				pid);
-		else if (err != -ESRCH)
-			out_warn(&a->out, "failed to follow pid %d: %s", pid,
-				 strerror(-err));
+		attach_failed(a, pid, err);
 		return;
 	}
-	out_target_pick(&a->out, pid, a->t.comm, s.pattern, &r);
+	out_target_pick(&a->out, pid, t->comm, s.pattern, &r);
+}
+
+/* Stop following @t, telling why (@state: exited, exec). */
+static void drop_target(struct agent *a, struct target *t, const char *state)
+{
+	pid_t pid = t->pid;
+	char comm[sizeof(t->comm)];
+
+	memcpy(comm, t->comm, sizeof(comm));
+	discover_follow(&a->disc, pid, false);
+	if (target_detach(&a->ts, &a->env, t, &a->ack_hist, &a->freed_hist))
+		a->had_evictor = true;
+	out_target(&a->out, state, pid, comm);
+	/* its domain's gauges went with it: the machine's stand in now */
+	if (!a->ts.n) {
+		report_err(a, &a->read_err, sampler_read(&a->sys, now_ns()),
+			   "memory and cgroup counters");
+		publish_domains(a, METRICS_NO_ETA);
+	}
+}
+
+/* --all: follow @pid if the rules accept it; @how it was found. */
+static void adopt(struct agent *a, pid_t pid, const char *how)
+{
+	struct match_spec s, *sp = NULL;
+	struct target *t;
+	int err;
+
+	if (pid == getpid() || targets_find(&a->ts, pid))
+		return;
+	if (a->o->match || a->o->has_user || a->o->cgroup) {
+		match_spec_of(a->o, &s);
+		sp = &s;
+	}
+	err = target_attach(&a->ts, &a->env, pid, sp, &t);
+	if (err) {
+		/* refused by --match, --user or --cgroup: not ours */
+		if (err != -EACCES)
+			attach_failed(a, pid, err);
+		return;
+	}
+	discover_follow(&a->disc, pid, true);
+	/* a page just created is sealed and filled in a moment later */
+	if (t->evicting && !strcmp(how, "uprobe"))
+		t->ev.next_open_ns = now_ns() + PAGE_SETTLE_NS;
+	out_target_found(&a->out, pid, &t->tag, t->weight, how);
+	wake_now(a, now_ns());
+}
+
+static void adopt_found(pid_t pid, void *ctx)
+{
+	adopt(ctx, pid, "scan");
+}
+
+/* The kernel told: a page was created, or a followed executor exec'd. */
+static int handle_discover(void *ctx, void *data, size_t len)
+{
+	const struct rc_discover_ev *e = data;
+	struct agent *a = ctx;
+	struct target *t;
+	pid_t pid;
+
+	if (len < sizeof(*e) || !e->tgid || e->tgid > INT32_MAX)
+		return 0;
+	pid = (pid_t)e->tgid;
+	t = targets_find(&a->ts, pid);
+	if (e->kind == RC_DISC_PAGE && !t) {
+		adopt(a, pid, "uprobe");
+	} else if (e->kind == RC_DISC_EXEC && t) {
+		/* its page went with the old image, unless it was inherited */
+		drop_target(a, t, "exec");
+		if (discover_has_page(RC_PROC_ROOT, pid))
+			adopt(a, pid, "exec");
+	}
+	return 0;
+}
+
+/* --all: once at start, then slowly, for what the uprobe cannot see. */
+static void rescan(struct agent *a, uint64_t now)
+{
+	if (!a->o->all || now < a->next_scan_ns)
+		return;
+	a->next_scan_ns = now + (a->disc_on ? RESCAN_NS : RESCAN_BLIND_NS);
+	discover_scan(RC_PROC_ROOT, getpid(), adopt_found, a);
+}
+
+static void setup_discover(struct agent *a)
+{
+	char why[512] = "";
+	int err;
+
+	if (!a->o->all)
+		return;
+	err = discover_open(&a->disc, why, sizeof(why));
+	if (!err)
+		err = ring_buffer__add(a->rb, discover_events_fd(&a->disc),
+				       handle_discover, a);
+	if (err) {
+		out_warn(
+			&a->out,
+			"%s; new executors are found by looking through /proc every %d s instead",
+			why[0] ? why : "failed to watch memfd_create",
+			(int)(RESCAN_BLIND_NS / NSEC_PER_SEC));
+		discover_close(&a->disc);
+		return;
+	}
+	a->disc_on = true;
+	if (why[0])
+		out_warn(&a->out, "%s", why);
 }
 
 /* Lost events are never silent: a warning at most every DROP_WARN_NS. */
@@ -666,54 +740,61 @@ static void check_drops(struct agent *a, uint64_t now)
 	a->next_drop_warn_ns = now + DROP_WARN_NS;
 }
 
-/*
- * The target was moved to another cgroup (a restarted scope, a container
- * runtime): follow it, or headroom and thresholds stay the old cgroup's.
- * The lookup goes by pid, so it counts only if the pidfd's process is
- * still alive after it.
- */
-static void recheck_cgroup(struct agent *a, uint64_t now)
+/* Follow cgroup moves of every target, once a second. */
+static void recheck_cgroups(struct agent *a, uint64_t now)
 {
-	struct target *t = &a->t;
-	struct rc_cgroup cg;
-	bool has;
+	struct target *t;
 
-	if (!t->pid || now < a->next_cg_ns)
+	if (!a->ts.n || now < a->next_cg_ns)
 		return;
-	a->next_cg_ns = now + CGROUP_PERIOD_NS;
-	has = !rc_cgroup_find(RC_PROC_ROOT, RC_CGROUP_ROOT, t->pid, &cg);
-	if (pidfd_alive(t->pidfd))
-		return; /* gone: the pidfd tells the loop */
-	if (has == t->sm.has_cg && (!has || (cg.ino == t->sm.cg.ino &&
-					     !strcmp(cg.path, t->sm.cg.path))))
-		return;
-	if (t->sm.has_cg) {
-		if (t->sm.cs.self.oom_kill > t->oom_base)
-			t->oom_carry += t->sm.cs.self.oom_kill - t->oom_base;
-		if (t->sm.cg.ino)
-			bpfstate_unwatch_memcg(&a->bpf, t->sm.cg.ino);
+	a->next_cg_ns = now + TARGET_CGROUP_PERIOD_NS;
+	for_each_target(a, t, i)
+		target_recheck_cgroup(&a->ts, &a->env, t, now);
+}
+
+/* Read meminfo and the cgroups of every target (and the system's). */
+static void read_all(struct agent *a, uint64_t now)
+{
+	struct target *t;
+
+	for_each_target(a, t, i)
+		report_err(a, &a->read_err,
+			   target_read(&a->ts, &a->env, t, now),
+			   "memory and cgroup counters");
+	if (!targets_single(&a->ts))
+		report_err(a, &a->read_err, sampler_read(&a->sys, now),
+			   "memory and cgroup counters");
+}
+
+/* The cadence follows whichever target is nearest its threshold. */
+static void cadence_input(struct agent *a, uint64_t now, struct cadence_in *ci)
+{
+	struct target *t;
+	uint64_t best = UINT64_MAX;
+
+	ci->near = pressing(a);
+	ci->above_ok = a->lw.cur.level > RAMCACHE_LEVEL_OK;
+	ci->since_event_ns = now - a->last_event_ns;
+	ci->headroom = a->sys.headroom;
+	ci->near_at = 2 * a->sys_thr.inactive_min;
+	for_each_target(a, t, i) {
+		uint64_t near = 2 * t->thr.inactive_min;
+		uint64_t above = t->sm.headroom > near ? t->sm.headroom - near
+						       : 0;
+
+		if (above < best) {
+			best = above;
+			ci->headroom = t->sm.headroom;
+			ci->near_at = near;
+		}
 	}
-	t->sm.has_cg = has;
-	if (has)
-		t->sm.cg = cg;
-	memset(&t->sm.cs, 0, sizeof(t->sm.cs));
-	report_err(a, &a->read_err, sampler_read(&t->sm, now),
-		   "memory and cgroup counters");
-	t->oom_base = t->sm.cs.self.oom_kill;
-	if (has && cg.ino)
-		bpfstate_watch_memcg(&a->bpf, cg.ino);
-	thresholds(a, has ? t->sm.cs.limit : RC_UNLIMITED, &t->thr);
-	if (t->evicting)
-		t->ev.thr = t->thr;
-	metrics_exec_relabel(&a->m, 0, has ? cg.rel : NULL, 0);
-	out_target_cgroup(&a->out, t->pid, t->comm, has ? cg.path : NULL,
-			  has ? cg.version : 0);
 }
 
 /* The next time the loop must wake when nothing else wakes it. */
 static uint64_t next_tick(struct agent *a, uint64_t now)
 {
 	uint64_t next = a->next_read_ns;
+	struct target *t;
 
 	if (a->cad.tick_ns)
 		return now + a->cad.tick_ns;
@@ -721,50 +802,56 @@ static uint64_t next_tick(struct agent *a, uint64_t now)
 		next = a->next_level_ns;
 	if (a->last_summary_ns + a->o->interval_ns < next)
 		next = a->last_summary_ns + a->o->interval_ns;
-	if (a->t.evicting && evictor_next_ns(&a->t.ev) < next)
-		next = evictor_next_ns(&a->t.ev);
-	if (a->o->match && !a->t.pid && a->next_match_ns < next)
+	for_each_target(a, t, i)
+		if (t->evicting && evictor_next_ns(&t->ev) < next)
+			next = evictor_next_ns(&t->ev);
+	if (a->o->match && !a->o->all && !a->ts.n && a->next_match_ns < next)
 		next = a->next_match_ns;
+	if (a->o->all && a->next_scan_ns < next)
+		next = a->next_scan_ns;
 	if (a->end_ns && a->end_ns < next)
 		next = a->end_ns;
-	if (a->t.pid && a->next_cg_ns < next)
+	if (a->ts.n && a->next_cg_ns < next)
 		next = a->next_cg_ns;
 	if (a->eval_due && a->next_eval_ns < next)
 		next = a->next_eval_ns;
 	return next > now + CADENCE_TICK_NS ? next : now + CADENCE_TICK_NS;
 }
 
+/* Heartbeats, acks and timeouts of every page; then maybe an evaluation. */
+static void tick_evictors(struct agent *a, uint64_t now, bool fresh)
+{
+	struct target *t;
+
+	if (!any_evicting(a))
+		return;
+	for_each_target(a, t, i)
+		if (t->evicting)
+			evictor_tick(&t->ev, now);
+	/* calm: nothing new to judge but what was just read */
+	if (fresh || !a->cad.calm)
+		evaluate(a, 0);
+	run_eval(a);
+}
+
 static void on_tick(struct agent *a)
 {
 	uint64_t now = now_ns();
 	struct cadence_in ci = { 0 };
-	struct sampler *sm;
 	bool fresh = false;
 
-	if (a->o->match && !a->t.pid && now >= a->next_match_ns)
+	if (a->o->match && !a->o->all && !a->ts.n && now >= a->next_match_ns)
 		find_match(a, now);
-	recheck_cgroup(a, now);
-	sm = sampler_of(a);
-	ci.near = pressing(a);
-	ci.above_ok = a->lw.cur.level > RAMCACHE_LEVEL_OK;
-	ci.since_event_ns = now - a->last_event_ns;
-	ci.headroom = sm->headroom;
-	ci.near_at = 2 * (a->t.pid ? a->t.thr.inactive_min
-				   : a->sys_thr.inactive_min);
+	rescan(a, now);
+	recheck_cgroups(a, now);
+	cadence_input(a, now, &ci);
 	cadence_plan(&ci, &a->cad);
 	if (now >= a->next_read_ns || !a->cad.read_ns) {
-		report_err(a, &a->read_err, sampler_read(sm, now),
-			   "memory and cgroup counters");
+		read_all(a, now);
 		a->next_read_ns = now + a->cad.read_ns;
 		fresh = true;
 	}
-	if (a->t.evicting) {
-		evictor_tick(&a->t.ev, now);
-		/* calm: nothing new to judge but what was just read */
-		if (fresh || !a->cad.calm)
-			evaluate(a, now, 0);
-		run_eval(a);
-	}
+	tick_evictors(a, now, fresh);
 	if (now >= a->next_level_ns) {
 		update_level(a, now);
 		a->next_level_ns = now + a->cad.level_ns;
@@ -782,23 +869,36 @@ static void on_tick(struct agent *a)
 	arm(a, next_tick(a, now));
 }
 
-static void on_target_exit(struct agent *a)
+static void on_target_exit(struct agent *a, int slot)
 {
-	pid_t pid = a->t.pid;
+	struct target *t = targets_at(&a->ts, slot);
+	pid_t pid;
 
+	if (!t)
+		return;
+	pid = t->pid;
 	/* drain what the target left behind first */
 	ring_buffer__consume(a->rb);
-	sampler_read(&a->t.sm, now_ns()); /* its cgroup's OOM kills too */
-	summary(a, now_ns());
-	target_detach(a);
-	if (!a->o->match) {
+	t = targets_find(&a->ts, pid);
+	if (!t)
+		return; /* dropped by an event just drained */
+	target_read(&a->ts, &a->env, t,
+		    now_ns()); /* its cgroup's OOM kills too */
+	summary_of(a, t, now_ns());
+	a->last_pid = pid;
+	if (!a->o->match && !a->o->all) {
+		if (target_detach(&a->ts, &a->env, t, &a->ack_hist,
+				  &a->freed_hist))
+			a->had_evictor = true;
 		a->stop = true;
 		a->exit_reason = "target exited";
 		return;
 	}
-	out_target(&a->out, "exited", pid, a->t.comm);
-	a->next_match_ns = 0;
-	arm(a, now_ns()); /* look for the next one now */
+	drop_target(a, t, "exited");
+	if (!a->o->all) {
+		a->next_match_ns = 0;
+		arm(a, now_ns()); /* look for the next one now */
+	}
 }
 
 static void on_signal(struct agent *a)
@@ -928,7 +1028,9 @@ static void loop(struct agent *a)
 			return;
 		}
 		for (int i = 0; i < n && !a->stop; i++) {
-			switch (evs[i].data.u32) {
+			uint32_t tag = evs[i].data.u32;
+
+			switch (tag) {
 			case TAG_RB:
 				ring_buffer__consume(a->rb);
 				run_eval(a);
@@ -944,8 +1046,9 @@ static void loop(struct agent *a)
 			case TAG_SIG:
 				on_signal(a);
 				break;
-			case TAG_PID:
-				on_target_exit(a);
+			default:
+				if (tag >= TAG_PID)
+					on_target_exit(a, (int)(tag - TAG_PID));
 				break;
 			}
 		}
@@ -959,21 +1062,27 @@ static void loop(struct agent *a)
 
 static void start_event(struct agent *a)
 {
+	struct target *t = targets_single(&a->ts);
 	struct start_info si = { 0 };
-	struct target *t = &a->t;
 
+	si.probes = &a->bpf.probes;
+	si.headroom = a->sys_thr.headroom_min;
+	si.inactive = a->sys_thr.inactive_min;
+	if (!t) {
+		out_start(&a->out, &si);
+		return;
+	}
 	si.pid = t->pid;
 	si.ns_pid = t->ctl.ns_pid;
-	si.comm = t->pid ? t->comm : NULL;
-	si.probes = &a->bpf.probes;
-	if (t->pid && t->sm.has_cg) {
+	si.comm = t->comm;
+	if (t->sm.has_cg) {
 		si.memcg = t->sm.cg.path;
 		si.memcg_version = t->sm.cg.version;
 	}
 	if (t->evicting)
 		si.control = t->ev.path;
-	si.headroom = t->pid ? t->thr.headroom_min : a->sys_thr.headroom_min;
-	si.inactive = t->pid ? t->thr.inactive_min : a->sys_thr.inactive_min;
+	si.headroom = t->thr.headroom_min;
+	si.inactive = t->thr.inactive_min;
 	out_start(&a->out, &si);
 }
 
@@ -981,11 +1090,12 @@ static void start_event(struct agent *a)
 static int setup_target(struct agent *a)
 {
 	pid_t pid = a->o->pid;
+	struct target *t;
 	int err;
 
 	if (!pid)
 		return 0;
-	err = target_attach(a, pid, NULL);
+	err = target_attach(&a->ts, &a->env, pid, NULL, &t);
 	if (err == -ESRCH)
 		return out_fail(&a->out, EXIT_NO_PROCESS, "no such process: %d",
 				pid);
@@ -993,6 +1103,7 @@ static int setup_target(struct agent *a)
 		return out_fail(&a->out, EXIT_RUNTIME,
 				"failed to follow pid %d: %s", pid,
 				strerror(-err));
+	a->next_cg_ns = now_ns() + TARGET_CGROUP_PERIOD_NS;
 	return 0;
 }
 
@@ -1052,9 +1163,11 @@ static int setup(struct agent *a)
 		return out_fail(&a->out, EXIT_RUNTIME,
 				"failed to set up the event loop: %s",
 				strerror(errno));
+	a->env.epfd = a->epfd;
 	code = setup_target(a);
 	if (code)
 		return code;
+	setup_discover(a);
 	err = o->mlock ? lock_memory() : 0;
 	if (err)
 		out_warn(
@@ -1064,21 +1177,40 @@ static int setup(struct agent *a)
 	return setup_metrics(a);
 }
 
-/* After the loop: last summary, histograms, the exit event. */
+/* Detach every target; true if any was evicting. */
+static void detach_all(struct agent *a)
+{
+	struct target *t;
+
+	for_each_target(a, t, i) {
+		discover_follow(&a->disc, t->pid, false);
+		if (target_detach(&a->ts, &a->env, t, &a->ack_hist,
+				  &a->freed_hist))
+			a->had_evictor = true;
+	}
+}
+
+/* After the loop: last summaries, histograms, the exit event. */
 static void finish(struct agent *a, int code)
 {
-	pid_t pid = a->t.pid;
-	bool evict = a->had_evictor || a->t.evicting || a->o->evict;
+	struct target *t;
+	bool evict;
 
-	if (a->t.pid) {
-		sampler_read(&a->t.sm, now_ns()); /* counts as of the end */
+	if (a->ts.n) {
+		read_all(a, now_ns()); /* counts as of the end */
 		summary(a, now_ns());
 	}
 	/* the last totals, whatever the rate limit: nothing lost unsaid */
 	a->next_drop_warn_ns = 0;
 	check_drops(a, now_ns());
-	a->inflight_at_exit = a->t.evicting ? a->t.ev.nr_inflight : 0;
-	target_detach(a);
+	a->inflight_at_exit = 0;
+	for_each_target(a, t, i) {
+		a->last_pid = t->pid;
+		if (t->evicting)
+			a->inflight_at_exit += t->ev.nr_inflight;
+	}
+	detach_all(a);
+	evict = a->had_evictor || a->o->evict;
 	if (a->o->hist)
 		print_hists(a, evict ? &a->ack_hist : NULL,
 			    evict ? &a->freed_hist : NULL);
@@ -1087,14 +1219,15 @@ static void finish(struct agent *a, int code)
 		out_note(
 			&a->out,
 			"stdout closed: stopped (exit %d); pid %d detached with its heartbeat cleared, %d commands in flight reported unacked",
-			code, (int)pid, a->inflight_at_exit);
+			code, (int)a->last_pid, a->inflight_at_exit);
 }
 
 static void teardown(struct agent *a)
 {
 	metrics_http_stop(a->http);
-	target_detach(a);
+	detach_all(a);
 	ring_buffer__free(a->rb);
+	discover_close(&a->disc);
 	bpfstate_destroy(&a->bpf);
 	if (a->sigfd >= 0)
 		close(a->sigfd);
@@ -1107,6 +1240,40 @@ static void teardown(struct agent *a)
 		fclose(a->out.f);
 }
 
+/* What targets and domains need of the agent, once its parts exist. */
+static void init_env(struct agent *a)
+{
+	a->env.o = a->o;
+	a->env.out = &a->out;
+	a->env.bpf = &a->bpf;
+	a->env.m = &a->m;
+	a->env.epfd = -1;
+	a->env.tag_base = TAG_PID;
+	a->env.mem_total = a->mem_total;
+	a->env.read_err = &a->read_err;
+	a->denv.policy = a->o->policy == SCORE_COST ? RC_POLICY_COST
+						    : RC_POLICY_RAM;
+	a->denv.window_ns = FORECAST_WINDOW_NS;
+	a->denv.horizon_ns = a->o->horizon_ns;
+}
+
+static void run(struct agent *a)
+{
+	const struct opts *o = a->o;
+
+	a->last_summary_ns = now_ns();
+	if (o->duration_ns)
+		a->end_ns = a->last_summary_ns + o->duration_ns;
+	start_event(a);
+	if (o->match && !o->has_user && !o->cgroup)
+		out_warn(
+			&a->out,
+			"--match without --user or --cgroup follows any user's process whose command line holds '%s'",
+			o->match);
+	loop(a);
+	finish(a, a->exit_code);
+}
+
 int agent_run(const struct opts *o)
 {
 	struct agent a = {
@@ -1115,7 +1282,6 @@ int agent_run(const struct opts *o)
 		.epfd = -1,
 		.sigfd = -1,
 		.timerfd = -1,
-		.t = { .pidfd = -1 },
 		.exit_reason = "done",
 	};
 	sigset_t pipe;
@@ -1136,22 +1302,13 @@ int agent_run(const struct opts *o)
 	level_init(&a.lw, NULL);
 	sampler_init(&a.sys, 0, NULL, NULL);
 	a.mem_total = (uint64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
-	thresholds(&a, RC_UNLIMITED, &a.sys_thr);
+	init_env(&a);
+	target_thresholds(&a.env, RC_UNLIMITED, &a.sys_thr);
 
 	code = setup(&a);
 	if (!code) {
-		a.last_summary_ns = now_ns();
-		if (o->duration_ns)
-			a.end_ns = a.last_summary_ns + o->duration_ns;
-		start_event(&a);
-		if (o->match && !o->has_user && !o->cgroup)
-			out_warn(
-				&a.out,
-				"--match without --user or --cgroup follows any user's process whose command line holds '%s'",
-				o->match);
-		loop(&a);
+		run(&a);
 		code = a.exit_code;
-		finish(&a, code);
 	}
 	teardown(&a);
 	return code;

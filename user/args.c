@@ -41,6 +41,8 @@ enum {
 	OPT_USER,
 	OPT_CGROUP,
 	OPT_QUIET,
+	OPT_ALL,
+	OPT_WEIGHT,
 };
 
 /*
@@ -57,6 +59,10 @@ enum {
 static const struct arg_opt opts_table[] = {
 	OPT("Target", "pid", 'p', "PID",
 	    "follow this process; exit 0 when it exits"),
+	OPT(NULL, "all", OPT_ALL, NULL,
+	    "follow every executor on the machine (each process\n"
+	    "holding a control page), as each appears; --match,\n"
+	    "--user and --cgroup narrow which ones"),
 	OPT(NULL, "match", OPT_MATCH, "PATTERN",
 	    "follow the process whose command line contains\n"
 	    "PATTERN, and its successor after a restart"),
@@ -101,6 +107,9 @@ static const struct arg_opt opts_table[] = {
 	    "forecast headroom DUR ahead (default 1s)"),
 	OPT(NULL, "ack-timeout", OPT_ACK_TIMEOUT, "DUR",
 	    "count a command lost after DUR (default 5s)"),
+	OPT(NULL, "weight", OPT_WEIGHT, "PID|PATTERN=W",
+	    "rank this executor's entries by score / W in its\n"
+	    "memory domain (W > 1 keeps them longer; repeatable)"),
 	OPT(NULL, "dry-run", OPT_DRY_RUN, NULL,
 	    "report what would be evicted, send nothing"),
 	OPT(NULL, "no-evict", OPT_NO_EVICT, NULL, "monitor only"),
@@ -150,12 +159,13 @@ static void build_getopt(struct option *lo, char *shorts)
 }
 
 static const char usage_head[] =
-	"Usage: ramcache-bpf [--pid PID | --match PATTERN] [OPTIONS]\n"
+	"Usage: ramcache-bpf [--pid PID | --match PATTERN | --all] [OPTIONS]\n"
 	"\n"
 	"Watch memory pressure with BPF (page faults, direct and memcg reclaim,\n"
 	"kswapd, OOM kills, RSS) and ask the executor to evict cache entries\n"
 	"through its control page before the kernel starts reclaiming.\n"
-	"Without --pid or --match the whole system is watched.\n"
+	"Without --pid, --match or --all the whole system is watched and\n"
+	"nothing is evicted.\n"
 	"\n";
 
 static const char usage_tail[] =
@@ -163,6 +173,7 @@ static const char usage_tail[] =
 	"Examples:\n"
 	"  sudo ramcache-bpf --pid $(pgrep -f 'ComfyUI/main.py')\n"
 	"  sudo ramcache-bpf --match main.py --json --metrics 127.0.0.1:9101\n"
+	"  sudo ramcache-bpf --all --weight main.py=4 --json\n"
 	"  sudo ramcache-bpf --interval 5s --on-level warn:'notify-send memory'\n"
 	"  sudo ramcache-bpf --pid 1234 --duration 60s --hist\n"
 	"\n"
@@ -248,6 +259,7 @@ static const struct switch_flag switch_flags[] = {
 	{ OPT_NO_EVICT, offsetof(struct opts, evict), false },
 	{ OPT_NO_MLOCK, offsetof(struct opts, mlock), false },
 	{ OPT_QUIET, offsetof(struct opts, quiet), true },
+	{ OPT_ALL, offsetof(struct opts, all), true },
 };
 
 /* False if @c is not a flag without an argument. */
@@ -389,6 +401,32 @@ static enum args_result parse_choice(int c, const char *arg, struct opts *o,
 	return ARGS_RUN;
 }
 
+int parse_weight(const char *arg, struct weight_rule *r)
+{
+	const char *eq = strrchr(arg, '=');
+	size_t len = eq ? (size_t)(eq - arg) : 0;
+	uint64_t v;
+	char *end;
+	double w;
+
+	if (!len || len >= sizeof(r->pattern) || !eq[1])
+		return -EINVAL;
+	errno = 0;
+	w = strtod(eq + 1, &end);
+	if (errno || *end || !(w >= RC_WEIGHT_MIN && w <= RC_WEIGHT_MAX))
+		return -EINVAL;
+	memset(r, 0, sizeof(*r));
+	r->weight = w;
+	memcpy(r->pattern, arg, len);
+	if (parse_count(r->pattern, INT_MAX, &v))
+		return 0; /* not a number: a pattern */
+	if (!v)
+		return -EINVAL;
+	r->pid = (pid_t)v;
+	r->pattern[0] = '\0';
+	return 0;
+}
+
 /* One option with an argument. */
 /* A user name, or a uid; names are looked up once, here. */
 static enum args_result parse_user(const char *arg, struct opts *o, char *err,
@@ -454,6 +492,14 @@ static enum args_result parse_value(int c, const char *arg, uint64_t mem_total,
 	case OPT_METRICS:
 		o->metrics = arg;
 		return ARGS_RUN;
+	case OPT_WEIGHT:
+		if (o->nr_weights >= MAX_WEIGHTS)
+			BAD("too many --weight (at most %d)", MAX_WEIGHTS);
+		if (parse_weight(arg, &o->weights[o->nr_weights]))
+			BAD("invalid --weight '%s' (PID=W or PATTERN=W, W from 0.001 to 1000)",
+			    arg);
+		o->nr_weights++;
+		return ARGS_RUN;
 	case OPT_ON_LEVEL:
 		return parse_on_level(arg, o, err, errlen);
 	}
@@ -491,8 +537,12 @@ enum args_result parse_args(int argc, char **argv, uint64_t mem_total,
 		BAD("unexpected argument '%s'", argv[optind]);
 	if (o->pid && o->match)
 		BAD("--pid and --match exclude each other");
-	if ((o->has_user || o->cgroup) && !o->match)
-		BAD("--user and --cgroup go with --match");
+	if (o->all && o->pid)
+		BAD("--all and --pid exclude each other");
+	if (o->all && o->control)
+		BAD("--all and --control exclude each other (a page file is one executor's)");
+	if ((o->has_user || o->cgroup) && !o->match && !o->all)
+		BAD("--user and --cgroup go with --match or --all");
 	if (o->quiet && o->json)
 		BAD("--quiet and --json exclude each other");
 	if (o->headroom_set && o->inactive_set && o->inactive &&

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #define MAX_ON_LEVEL 8
+#define MAX_WEIGHTS  16
 
 enum probe_mode {
 	PROBE_AUTO = 0, /* tp_btf where the kernel has it, else raw_tp */
@@ -26,8 +27,16 @@ struct on_level {
 	const char *cmd;
 };
 
+/* --weight PID=W or PATTERN=W: favour an executor in its domain. */
+struct weight_rule {
+	pid_t pid;	   /* 0: by pattern */
+	char pattern[128]; /* a piece of the command line, "" with a pid */
+	double weight;
+};
+
 struct opts {
 	pid_t pid;	   /* 0: whole system */
+	bool all;	   /* --all: every executor on the machine */
 	const char *match; /* follow the process whose cmdline matches */
 	bool has_user;	   /* --user: only processes of this uid */
 	uid_t user;
@@ -55,6 +64,8 @@ struct opts {
 	const char *metrics; /* ADDR:PORT or NULL */
 	struct on_level on_level[MAX_ON_LEVEL];
 	int nr_on_level;
+	struct weight_rule weights[MAX_WEIGHTS];
+	int nr_weights;
 };
 
 /* What parse_args wants main to do. */
@@ -80,6 +91,12 @@ struct arg_opt {
 	const char *help;  /* lines separated by '\n' */
 	const char *group; /* heading printed before it, or NULL */
 };
+
+/*
+ * Parse "PID=W" or "PATTERN=W" (W a number in [0.001, 1000]; a PATTERN
+ * that is all digits is a pid) into @r. 0 or -EINVAL.
+ */
+int parse_weight(const char *arg, struct weight_rule *r);
 
 /* The table every flag is described in (for --help and its tests). */
 const struct arg_opt *args_table(size_t *n);

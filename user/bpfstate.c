@@ -30,7 +30,7 @@ int bpfstate_open(struct bpfstate *b, const struct opts *o)
 	b->skel = pressure_bpf__open_opts(&oo);
 	if (!b->skel)
 		return errno ? -errno : -EINVAL;
-	b->skel->rodata->filter_tgid = o->pid != 0 || o->match != NULL;
+	b->skel->rodata->filter_tgid = o->pid != 0 || o->match || o->all;
 	b->skel->rodata->burst_window_ns = o->burst_window_ns;
 	b->skel->rodata->burst_faults = o->burst_faults;
 	/* the clock is read at most every 64 faults, at multiples of the

@@ -413,6 +413,7 @@ int rc_cgroup_read(const struct rc_cgroup *cg, struct rc_cgroup_state *st)
 	if (err)
 		return err;
 	st->limit = RC_UNLIMITED;
+	st->nearest_depth = -1;
 	st->usage = st->self.usage;
 	st->inactive_file = st->self.inactive_file;
 	snprintf(dir, sizeof(dir), "%s", cg->path);
@@ -426,6 +427,12 @@ int rc_cgroup_read(const struct rc_cgroup *cg, struct rc_cgroup_state *st)
 			m = st->self;
 		else if ((err = rc_cgroup_read_dir(cg->version, dir, &m)))
 			return err;
+		if (m.limit != RC_UNLIMITED && st->nearest_depth < 0) {
+			st->nearest_depth = depth;
+			err = rc_cgroup_dir_ino(dir, &st->nearest_ino);
+			if (err)
+				return err;
+		}
 		if (m.limit != RC_UNLIMITED) {
 			room = rc_headroom(UINT64_MAX, m.limit, m.usage,
 					   m.inactive_file);

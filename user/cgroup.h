@@ -94,6 +94,13 @@ struct rc_cgroup_state {
 	uint64_t inactive_file;
 	uint64_t limit_ino; /* 0 when unlimited */
 	int limit_depth;    /* 0 = the cgroup itself, 1 = parent, ... */
+	/*
+	 * The nearest of the cgroup and its ancestors with a limit (what
+	 * executors sharing a limit are grouped by), whatever room it leaves;
+	 * nearest_depth -1 and nearest_ino 0 when no level has a limit.
+	 */
+	uint64_t nearest_ino;
+	int nearest_depth;
 };
 
 /* Read cg and walk its ancestors. */

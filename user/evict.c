@@ -76,6 +76,7 @@ static void control_event(struct evictor *ev, const char *state,
 		.path = ev->open ? ev->ctl.path : ev->path,
 		.discovery = ev->cfg.control ? "path" : "memfd",
 		.pid = ev->pid,
+		.tag = ev->tag,
 		.ns_pid = ev->tgt.ns_pid,
 		.why = why,
 	};
@@ -175,6 +176,7 @@ static void done_event(struct evictor *ev, const struct inflight *f,
 {
 	struct evict_done_info d = {
 		.pid = ev->pid,
+		.tag = ev->tag,
 		.seq = f->seq,
 		.id = f->id,
 		.label = f->label,
@@ -461,27 +463,25 @@ static bool cooling(struct evictor *ev, uint64_t id, uint64_t now)
 	return false;
 }
 
-struct pick_ctx {
-	struct evictor *ev;
-	uint64_t now;
-};
-
+/* In flight or cooling down, as of the last evictor_candidates(). */
 static bool unavailable(uint64_t id, void *ctx)
 {
-	struct pick_ctx *pc = ctx;
+	struct evictor *ev = ctx;
 
-	for (int i = 0; i < pc->ev->nr_inflight; i++)
-		if (pc->ev->inflight[i].id == id)
+	for (int i = 0; i < ev->nr_inflight; i++)
+		if (ev->inflight[i].id == id)
 			return true;
-	return cooling(pc->ev, id, pc->now);
+	return cooling(ev, id, ev->pick_now);
 }
 
 static void evict_event(struct evictor *ev, const struct ctl_entry *e,
-			uint64_t seq, const struct rc_plan *plan,
-			uint64_t headroom, uint64_t now)
+			uint64_t seq, const struct evict_post *p)
 {
+	const struct rc_plan *plan = p->plan;
+	uint64_t headroom = p->headroom, now = p->now;
 	struct evict_info i = {
 		.pid = ev->pid,
+		.tag = ev->tag,
 		.ts_ns = now,
 		.seq = seq,
 		.id = e->id,
@@ -491,36 +491,22 @@ static void evict_event(struct evictor *ev, const struct ctl_entry *e,
 		.active = e->flags & RAMCACHE_F_ACTIVE,
 		.headroom = headroom,
 		.forecast = plan->predicted,
+		.has_score = p->has_score,
+		.score = p->score,
 	};
 
 	out_evict(ev->out, &i);
 }
 
-static uint64_t pending_bytes(const struct evictor *ev)
+int evictor_candidates(struct evictor *ev, uint64_t now,
+		       struct rc_domain_member *m)
 {
-	uint64_t sum = 0;
-
-	for (int i = 0; i < ev->nr_inflight; i++)
-		if (!ev->inflight[i].freed_ns)
-			sum += ev->inflight[i].bytes;
-	return sum;
-}
-
-/*
- * Choose entries to cover @deficit under @plan from the page as it is now:
- * indices into ev->entries in ev->picks. Returns how many, or <= 0.
- */
-static int pick(struct evictor *ev, uint64_t now, const struct rc_plan *plan,
-		uint64_t deficit)
-{
-	struct rc_select_req req = { 0 };
-	struct pick_ctx pc = { ev, now };
 	struct ctl_exec ex;
-	uint64_t covered;
 	uint32_t slots = 0;
 	int n;
 
-	if (ctl_read_exec(&ev->ctl, &ex))
+	memset(m, 0, sizeof(*m));
+	if (!ev->open || ev->stalled || ctl_read_exec(&ev->ctl, &ex))
 		return 0;
 	/* a window of a big table at a time: bounded read and scoring */
 	n = ctl_read_entries_window(&ev->ctl, ev->win_start, EVICT_MAX_SCORED,
@@ -530,8 +516,6 @@ static int pick(struct evictor *ev, uint64_t now, const struct rc_plan *plan,
 	ev->win_start = ev->win_start + EVICT_MAX_SCORED < slots
 				? ev->win_start + EVICT_MAX_SCORED
 				: 0;
-	if (!n)
-		return 0;
 	for (int i = 0; i < n; i++) {
 		ev->rce[i].id = ev->entries[i].id;
 		ev->rce[i].bytes = ev->entries[i].bytes;
@@ -540,66 +524,86 @@ static int pick(struct evictor *ev, uint64_t now, const struct rc_plan *plan,
 		ev->rce[i].cost_ns = ev->entries[i].cost_ns;
 		ev->rce[i].flags = ev->entries[i].flags;
 	}
-	req.entries = ev->rce;
-	req.nr_entries = n;
-	req.generation = ex.generation;
-	req.deficit = deficit;
-	req.phase = plan->phase;
-	req.policy = ev->cfg.policy;
-	req.in_flight = unavailable;
-	req.ctx = &pc;
-	return rc_select(&req, ev->picks, n, &covered);
+	ev->pick_now = now;
+	m->entries = ev->rce;
+	m->nr_entries = (size_t)n;
+	m->generation = ex.generation;
+	m->weight = 1.0;
+	m->in_flight = unavailable;
+	m->ctx = ev;
+	return n;
 }
 
-/* Post one command for @e; false when no more can go out now. */
-static bool post(struct evictor *ev, const struct ctl_entry *e,
-		 const struct rc_plan *plan, uint64_t headroom, uint64_t now)
+bool evictor_post(struct evictor *ev, uint32_t idx, const struct evict_post *p)
 {
+	const struct ctl_entry *e = &ev->entries[idx];
 	struct inflight *fl;
 	uint64_t seq = 0;
 
 	if (ev->cfg.dry_run) {
-		cool(ev, e->id, now + COOL_DRY_RUN_NS);
-		evict_event(ev, e, 0, plan, headroom, now);
+		cool(ev, e->id, p->now + COOL_DRY_RUN_NS);
+		evict_event(ev, e, 0, p);
 		return true;
 	}
 	/* no more outstanding than the ack ring holds: none is lost */
 	if (ev->nr_inflight >= EVICT_MAX_INFLIGHT ||
 	    ev->nr_inflight >= (int)ev->ctl.lay.ring_size)
 		return false;
-	if (ctl_post(&ev->ctl, e->id, plan->reason, now, &seq))
+	if (ctl_post(&ev->ctl, e->id, p->plan->reason, p->now, &seq))
 		return false;
 	fl = &ev->inflight[ev->nr_inflight++];
 	memset(fl, 0, sizeof(*fl));
 	fl->seq = seq;
 	fl->id = e->id;
 	fl->bytes = e->bytes;
-	fl->issue_ns = now;
+	fl->issue_ns = p->now;
 	fl->rss_peak = ev->rss;
 	memcpy(fl->label, e->label, sizeof(fl->label));
 	ev->st.sent++;
-	evict_event(ev, e, seq, plan, headroom, now);
+	evict_event(ev, e, seq, p);
 	return true;
+}
+
+uint64_t evictor_pending(const struct evictor *ev)
+{
+	uint64_t sum = 0;
+
+	for (int i = 0; i < ev->nr_inflight; i++)
+		if (!ev->inflight[i].freed_ns)
+			sum += ev->inflight[i].bytes;
+	return sum;
+}
+
+void evictor_set_plan(struct evictor *ev, uint64_t headroom, uint64_t target)
+{
+	ev->headroom = headroom;
+	ev->target = target;
 }
 
 void evictor_evaluate(struct evictor *ev, uint64_t now, uint64_t headroom,
 		      const struct rc_forecast *f, uint32_t why)
 {
+	struct evict_post p = { .headroom = headroom, .now = now };
+	struct rc_domain_member m;
 	struct rc_plan plan;
-	uint64_t pending;
+	uint64_t pending, covered;
 	int n;
 
-	ev->headroom = headroom;
 	rc_plan_eviction(headroom, f, &ev->thr, why != 0, &plan);
-	ev->target = plan.evict ? plan.deficit : 0;
+	evictor_set_plan(ev, headroom, plan.evict ? plan.deficit : 0);
 	if (!plan.evict || !ev->open || ev->stalled)
 		return;
-	pending = pending_bytes(ev);
+	pending = evictor_pending(ev);
 	if (pending >= plan.deficit)
 		return;
-	n = pick(ev, now, &plan, plan.deficit - pending);
+	n = evictor_candidates(ev, now, &m);
+	if (n <= 0)
+		return;
+	n = rc_select_domain(&m, 1, plan.deficit - pending, plan.phase,
+			     ev->cfg.policy, ev->picks, (size_t)n, &covered);
+	p.plan = &plan;
 	for (int k = 0; k < n; k++)
-		if (!post(ev, &ev->entries[ev->picks[k]], &plan, headroom, now))
+		if (!evictor_post(ev, ev->picks[k].idx, &p))
 			break;
 }
 

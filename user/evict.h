@@ -83,7 +83,9 @@ struct evictor {
 	uint64_t rss;
 	struct ctl_entry *entries;
 	struct rc_entry *rce;
-	uint32_t *picks;
+	struct rc_pick *picks;
+	uint64_t pick_now;	   /* clock of the last evictor_candidates() */
+	const struct out_tag *tag; /* set by the caller, or NULL */
 	struct inflight inflight[EVICT_MAX_INFLIGHT];
 	int nr_inflight;
 	struct cooldown cool[EVICT_MAX_COOLDOWN];
@@ -128,6 +130,36 @@ uint64_t evictor_next_ns(const struct evictor *ev);
  */
 void evictor_evaluate(struct evictor *ev, uint64_t now_ns, uint64_t headroom,
 		      const struct rc_forecast *f, uint32_t why);
+
+/* What a post is part of, for its evict event. */
+struct evict_post {
+	const struct rc_plan *plan;
+	uint64_t headroom; /* the (domain's) headroom planned with */
+	uint64_t now;
+	bool has_score; /* ranked across a domain: say by what */
+	double score;
+};
+
+/*
+ * The domain planner's view of this executor: read a window of its entry
+ * table into the evictor and describe it in @m (weight 1, in-flight and
+ * cooling entries excluded). Returns the entries read; 0 when the page is
+ * not open, the executor stalled or the table unreadable.
+ */
+int evictor_candidates(struct evictor *ev, uint64_t now_ns,
+		       struct rc_domain_member *m);
+
+/*
+ * Post entry @idx of the last evictor_candidates() read. False when no
+ * more can go out now (the ring is full or the post failed).
+ */
+bool evictor_post(struct evictor *ev, uint32_t idx, const struct evict_post *p);
+
+/* Bytes of commands out whose memory has not been seen freed yet. */
+uint64_t evictor_pending(const struct evictor *ev);
+
+/* The headroom and bytes to free written with the next heartbeat. */
+void evictor_set_plan(struct evictor *ev, uint64_t headroom, uint64_t target);
 
 /* The target's RSS from BPF at @ts_ns, for post -> freed latencies. */
 void evictor_rss(struct evictor *ev, uint64_t ts_ns, uint64_t rss);

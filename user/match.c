@@ -222,7 +222,8 @@ static enum verdict judge(const char *proc_root, const struct match_spec *s,
 	n = read_pid_file(proc_root, pid, "cmdline", buf, sizeof(buf));
 	if (n < 0)
 		return V_GONE;
-	if (!cmdline_matches(buf, n, s->pattern))
+	/* no pattern (--all with only --user or --cgroup): any command */
+	if (s->pattern && !cmdline_matches(buf, n, s->pattern))
 		return V_NO_MATCH;
 	if (read_uids(proc_root, pid, &ruid, &euid) ||
 	    read_stat(proc_root, pid, &ppid, &start))

@@ -13,7 +13,7 @@
 #include <sys/types.h>
 
 struct match_spec {
-	const char *pattern; /* a piece of the command line */
+	const char *pattern; /* a piece of the command line; NULL: any */
 	bool has_uid;	     /* --user: real and effective uid must be uid */
 	uid_t uid;
 	const char *cgroup; /* --cgroup: the process's cgroup or below it */

@@ -302,12 +302,26 @@ void out_event(struct out *o, const void *data, size_t len)
 	fflush(o->f);
 }
 
+/* An executor's tags, after its "pid". */
+static void tag_json(struct jw *w, const struct out_tag *t)
+{
+	if (!t)
+		return;
+	if (t->comm)
+		jw_str(w, "comm", t->comm);
+	if (t->cgroup)
+		jw_str(w, "cgroup", t->cgroup);
+	if (t->domain)
+		jw_str(w, "domain", t->domain);
+}
+
 static void summary_json(struct out *o, const struct summary *s)
 {
 	struct jw w;
 
 	json_begin(&w, o->f, "summary", mono_now());
 	jw_u64(&w, "pid", s->pid);
+	tag_json(&w, s->tag);
 	jw_double(&w, "interval_s", s->interval_s);
 	if (s->rss)
 		jw_u64(&w, "rss", s->rss);
@@ -503,6 +517,27 @@ void out_target_cgroup(struct out *o, pid_t pid, const char *comm,
 		  memcg ? SAFE_STR(sg, memcg) : "(none)");
 }
 
+void out_target_found(struct out *o, pid_t pid, const struct out_tag *tag,
+		      double weight, const char *how)
+{
+	char sc[256], sg[1024], sd[1024];
+	struct jw w;
+
+	if (json_event(o, &w, "target")) {
+		jw_str(&w, "state", "attached");
+		jw_u64(&w, "pid", pid);
+		tag_json(&w, tag);
+		jw_double(&w, "weight", weight);
+		jw_str(&w, "discovery", how);
+		jw_end(&w);
+		return;
+	}
+	text_line(o, "target pid %d (%s) attached (%s): cgroup %s, domain %s\n",
+		  pid, tag->comm ? SAFE_STR(sc, tag->comm) : "?", how,
+		  tag->cgroup ? SAFE_STR(sg, tag->cgroup) : "(none)",
+		  tag->domain ? SAFE_STR(sd, tag->domain) : "machine");
+}
+
 void out_target_pick(struct out *o, pid_t pid, const char *comm,
 		     const char *pattern, const struct match_result *r)
 {
@@ -649,6 +684,7 @@ void out_control(struct out *o, const struct control_info *c)
 		jw_str(&w, "discovery", c->discovery);
 		jw_u64(&w, "pid", c->pid);
 		jw_u64(&w, "ns_pid", c->ns_pid);
+		tag_json(&w, c->tag);
 		if (c->why)
 			jw_str(&w, "reason", c->why);
 		jw_end(&w);
@@ -677,6 +713,9 @@ void out_evict(struct out *o, const struct evict_info *e)
 		jw_bool(&w, "active", e->active);
 		jw_u64(&w, "headroom", e->headroom);
 		jw_u64(&w, "forecast", e->forecast);
+		tag_json(&w, e->tag);
+		if (e->has_score)
+			jw_double(&w, "score", e->score);
 		jw_end(&w);
 		return;
 	}
@@ -707,6 +746,7 @@ static void evict_done_json(struct out *o, const struct evict_done_info *d)
 	}
 	if (d->freed_latency_ns)
 		jw_u64(&w, "freed_latency_ns", d->freed_latency_ns);
+	tag_json(&w, d->tag);
 	jw_end(&w);
 }
 

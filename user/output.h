@@ -25,6 +25,16 @@ struct out {
 	bool verbose;
 };
 
+/*
+ * Who an executor's events are about: its command name, memory cgroup and
+ * memory domain (executors that share a limit). Strings may be NULL.
+ */
+struct out_tag {
+	const char *comm;
+	const char *cgroup; /* its memory cgroup's path, or NULL: none */
+	const char *domain; /* the limiting cgroup's path, or "machine" */
+};
+
 struct start_info {
 	pid_t pid;    /* 0: whole system */
 	pid_t ns_pid; /* the same process in its own pid namespace */
@@ -38,6 +48,7 @@ struct start_info {
 
 struct summary {
 	pid_t pid;
+	const struct out_tag *tag; /* NULL: no target */
 	double interval_s;
 	uint64_t rss; /* bytes, 0 when unknown */
 	/* of rss, file-backed (mapped weights), once an rss event told it */
@@ -100,6 +111,9 @@ void out_target(struct out *o, const char *state, pid_t pid, const char *comm);
 /* The target's memory cgroup is now @memcg (NULL: none), version @v. */
 void out_target_cgroup(struct out *o, pid_t pid, const char *comm,
 		       const char *memcg, int v);
+/* --all adopted @pid, found by @how ("uprobe", "scan", "exec"). */
+void out_target_found(struct out *o, pid_t pid, const struct out_tag *tag,
+		      double weight, const char *how);
 struct match_result;
 /* --match picked @pid: which process, and why (r: what the scan saw). */
 void out_target_pick(struct out *o, pid_t pid, const char *comm,
@@ -132,6 +146,7 @@ struct control_info {
 	pid_t pid;	       /* the target, in our pid namespace */
 	pid_t ns_pid;	       /* the same process in its own namespace */
 	const char *why;       /* or NULL */
+	const struct out_tag *tag; /* or NULL */
 };
 void out_control(struct out *o, const struct control_info *c);
 
@@ -146,6 +161,9 @@ struct evict_info {
 	uint32_t reason; /* enum ramcache_reason */
 	bool active;
 	uint64_t headroom, forecast;
+	const struct out_tag *tag; /* or NULL */
+	bool has_score;		   /* ranked in a domain of several */
+	double score;		   /* the weighted score it was ranked by */
 };
 void out_evict(struct out *o, const struct evict_info *e);
 
@@ -160,6 +178,7 @@ struct evict_done_info {
 	uint64_t bytes_freed;			  /* when acked */
 	uint64_t recv_latency_ns, ack_latency_ns; /* when acked */
 	uint64_t freed_latency_ns;		  /* 0: RSS drop not seen */
+	const struct out_tag *tag;		  /* or NULL */
 };
 void out_evict_done(struct out *o, const struct evict_done_info *d);
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "policy.h"
 
@@ -171,48 +172,150 @@ bool rc_entry_eligible(const struct rc_entry *e, enum rc_phase phase)
 	return true;
 }
 
-struct sort_ctx {
-	const struct rc_entry *ents;
-	const double *score; /* of each entry, computed once, not per compare */
-	enum rc_score_policy policy;
+/* One eligible candidate of rc_select_domain(), scored once. */
+struct cand {
+	const struct rc_entry *e;
+	double score; /* weighted */
+	uint32_t member, idx;
 };
 
-static int cmp_idx(const void *pa, const void *pb, void *arg)
+static int cmp_cand(const void *pa, const void *pb, void *arg)
 {
-	const struct sort_ctx *c = arg;
-	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
-	int r = cmp_scored(&c->ents[a], &c->ents[b], c->score[a], c->score[b],
-			   c->policy);
+	const struct cand *a = pa, *b = pb;
+	int r = cmp_scored(a->e, b->e, a->score, b->score,
+			   *(const enum rc_score_policy *)arg);
 
-	/* Identical entries (same id too): keep table order. */
-	return r ? r : (a < b ? -1 : a > b);
+	if (r)
+		return r;
+	/* identical entries (same id too): keep member, then table order */
+	CMP(a->member, b->member);
+	CMP(a->idx, b->idx);
+	return 0;
 }
 
 /*
- * Open-addressing set of picked ids (0 = empty; id 0 is never eligible),
- * so a corrupt table that repeats an id costs O(1) per entry to skip.
+ * Open-addressing set of picked (member, id) pairs (id 0 is never
+ * eligible, so 0 marks a free slot), so a corrupt table that repeats an
+ * id costs O(1) per entry to skip.
  */
-static bool idset_add(uint64_t *set, size_t mask, uint64_t id)
-{
-	size_t i = (size_t)(id * 0x9e3779b97f4a7c15ULL) & mask;
+struct pick_key {
+	uint64_t id;
+	uint32_t member;
+};
 
-	while (set[i]) {
-		if (set[i] == id)
+static bool pickset_add(struct pick_key *set, size_t mask, uint64_t id,
+			uint32_t member)
+{
+	size_t i = (size_t)((id ^ ((uint64_t)member << 48)) *
+			    0x9e3779b97f4a7c15ULL) &
+		   mask;
+
+	while (set[i].id) {
+		if (set[i].id == id && set[i].member == member)
 			return false;
 		i = (i + 1) & mask;
 	}
-	set[i] = id;
+	set[i].id = id;
+	set[i].member = member;
 	return true;
+}
+
+/* A weight as the planner uses it: outside [min, max] or NaN is clamped. */
+static double clamp_weight(double w)
+{
+	if (!(w >= RC_WEIGHT_MIN))
+		return w > 0 ? RC_WEIGHT_MIN : 1.0;
+	return w > RC_WEIGHT_MAX ? RC_WEIGHT_MAX : w;
+}
+
+/* The eligible entries of every member, weighted; how many, or -errno. */
+static ssize_t gather(const struct rc_domain_member *m, size_t nr,
+		      enum rc_phase phase, enum rc_score_policy policy,
+		      struct cand **out)
+{
+	size_t total = 0, n = 0;
+	struct cand *c;
+
+	for (size_t k = 0; k < nr; k++) {
+		if (!m[k].entries && m[k].nr_entries)
+			return -EINVAL;
+		if (m[k].nr_entries > INT_MAX - total)
+			return -EINVAL;
+		total += m[k].nr_entries;
+	}
+	c = calloc(total ? total : 1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	for (size_t k = 0; k < nr; k++) {
+		double w = clamp_weight(m[k].weight);
+
+		for (size_t i = 0; i < m[k].nr_entries; i++) {
+			const struct rc_entry *e = &m[k].entries[i];
+
+			if (!rc_entry_eligible(e, phase))
+				continue;
+			if (m[k].in_flight && m[k].in_flight(e->id, m[k].ctx))
+				continue;
+			c[n].e = e;
+			c[n].score = rc_score(e, m[k].generation, policy) / w;
+			c[n].member = (uint32_t)k;
+			c[n].idx = (uint32_t)i;
+			n++;
+		}
+	}
+	*out = c;
+	return (ssize_t)n;
+}
+
+int rc_select_domain(const struct rc_domain_member *m, size_t nr,
+		     uint64_t deficit, enum rc_phase phase,
+		     enum rc_score_policy policy, struct rc_pick *out,
+		     size_t out_max, uint64_t *covered)
+{
+	size_t cap = 2, picked = 0;
+	struct pick_key *set;
+	struct cand *c = NULL;
+	uint64_t sum = 0;
+	ssize_t n;
+
+	*covered = 0;
+	if ((!m && nr) || nr > UINT32_MAX || (!out && out_max))
+		return -EINVAL;
+	if (!deficit || !nr || !out_max)
+		return 0;
+	n = gather(m, nr, phase, policy, &c);
+	if (n < 0)
+		return (int)n;
+	while (cap < 2 * (size_t)n)
+		cap *= 2;
+	set = calloc(cap, sizeof(*set));
+	if (!set) {
+		free(c);
+		return -ENOMEM;
+	}
+	qsort_r(c, (size_t)n, sizeof(*c), cmp_cand, &policy);
+	for (ssize_t i = 0; i < n && sum < deficit && picked < out_max; i++) {
+		/* A corrupt table may repeat an id: evicting it once is enough. */
+		if (!pickset_add(set, cap - 1, c[i].e->id, c[i].member))
+			continue;
+		out[picked].member = c[i].member;
+		out[picked].idx = c[i].idx;
+		out[picked].score = c[i].score;
+		picked++;
+		sum = sat_add(sum, c[i].e->bytes);
+	}
+	free(c);
+	free(set);
+	*covered = sum;
+	return (int)picked;
 }
 
 int rc_select(const struct rc_select_req *req, uint32_t *out, size_t out_max,
 	      uint64_t *covered)
 {
-	size_t i, n = 0, cap = 2, picked = 0;
-	uint64_t *set = NULL, sum = 0;
-	double *score = NULL;
-	struct sort_ctx c;
-	uint32_t *idx;
+	struct rc_domain_member m = { 0 };
+	struct rc_pick *picks;
+	int n;
 
 	*covered = 0;
 	if (!req || (!req->entries && req->nr_entries) ||
@@ -220,45 +323,23 @@ int rc_select(const struct rc_select_req *req, uint32_t *out, size_t out_max,
 		return -EINVAL;
 	if (!req->deficit || !req->nr_entries || !out_max)
 		return 0;
-	while (cap < 2 * req->nr_entries)
-		cap *= 2;
-	idx = calloc(req->nr_entries, sizeof(*idx));
-	set = calloc(cap, sizeof(*set));
-	score = calloc(req->nr_entries, sizeof(*score));
-	if (!idx || !set || !score) {
-		free(idx);
-		free(set);
-		free(score);
+	picks = calloc(out_max < req->nr_entries ? out_max : req->nr_entries,
+		       sizeof(*picks));
+	if (!picks)
 		return -ENOMEM;
-	}
-	for (i = 0; i < req->nr_entries; i++) {
-		const struct rc_entry *e = &req->entries[i];
-
-		if (!rc_entry_eligible(e, req->phase))
-			continue;
-		if (req->in_flight && req->in_flight(e->id, req->ctx))
-			continue;
-		score[i] = rc_score(e, req->generation, req->policy);
-		idx[n++] = (uint32_t)i;
-	}
-	c.ents = req->entries;
-	c.score = score;
-	c.policy = req->policy;
-	qsort_r(idx, n, sizeof(*idx), cmp_idx, &c);
-	for (i = 0; i < n && sum < req->deficit && picked < out_max; i++) {
-		const struct rc_entry *e = &req->entries[idx[i]];
-
-		/* A corrupt table may repeat an id: evicting it once is enough. */
-		if (!idset_add(set, cap - 1, e->id))
-			continue;
-		out[picked++] = idx[i];
-		sum = sat_add(sum, e->bytes);
-	}
-	free(idx);
-	free(set);
-	free(score);
-	*covered = sum;
-	return (int)picked;
+	m.entries = req->entries;
+	m.nr_entries = req->nr_entries;
+	m.generation = req->generation;
+	m.weight = 1.0;
+	m.in_flight = req->in_flight;
+	m.ctx = req->ctx;
+	n = rc_select_domain(
+		&m, 1, req->deficit, req->phase, req->policy, picks,
+		out_max < req->nr_entries ? out_max : req->nr_entries, covered);
+	for (int i = 0; i < n; i++)
+		out[i] = picks[i].idx;
+	free(picks);
+	return n;
 }
 
 int rc_forecast_rate(const struct rc_sample *s, size_t n, uint64_t window_ns,
@@ -307,19 +388,13 @@ int rc_forecast_rate(const struct rc_sample *s, size_t n, uint64_t window_ns,
 	return 0;
 }
 
-int rc_forecast(const struct rc_sample *s, size_t n, uint64_t window_ns,
-		uint64_t horizon_ns, struct rc_forecast *f)
+/* at_horizon and the ETA of headroom @h moving at @rate bytes/s. */
+static void forecast_from_rate(double h, double rate, uint64_t horizon_ns,
+			       struct rc_forecast *f)
 {
-	double rate, h, pred;
-	int err;
+	double pred = h + rate * ((double)horizon_ns / 1e9);
 
-	memset(f, 0, sizeof(*f));
-	err = rc_forecast_rate(s, n, window_ns, &rate, &f->nr_used);
-	if (err)
-		return err;
 	f->rate = rate;
-	h = (double)s[n - 1].bytes;
-	pred = h + rate * ((double)horizon_ns / 1e9);
 	if (!(pred > 0))
 		f->at_horizon = 0;
 	else if (pred >= 18446744073709551616.0)
@@ -333,6 +408,41 @@ int rc_forecast(const struct rc_sample *s, size_t n, uint64_t window_ns,
 		f->eta_ns = eta >= 18446744073709551616.0 ? UINT64_MAX
 							  : (uint64_t)eta;
 	}
+}
+
+int rc_forecast(const struct rc_sample *s, size_t n, uint64_t window_ns,
+		uint64_t horizon_ns, struct rc_forecast *f)
+{
+	double rate;
+	int err;
+
+	memset(f, 0, sizeof(*f));
+	err = rc_forecast_rate(s, n, window_ns, &rate, &f->nr_used);
+	if (err)
+		return err;
+	forecast_from_rate((double)s[n - 1].bytes, rate, horizon_ns, f);
+	return 0;
+}
+
+int rc_domain_forecast(uint64_t headroom, const struct rc_growth *g, size_t n,
+		       uint64_t horizon_ns, struct rc_forecast *f)
+{
+	double rate = 0;
+
+	memset(f, 0, sizeof(*f));
+	if (!n || !g)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		/* a NaN or inf from a bad series counts as no growth */
+		if (isfinite(g[i].rate))
+			rate += g[i].rate;
+		if (g[i].nr_used > f->nr_used)
+			f->nr_used = g[i].nr_used;
+	}
+	if (!isfinite(rate))
+		rate = rate > 0 ? 1e300 : -1e300;
+	/* what the members grow by comes out of the headroom they share */
+	forecast_from_rate((double)headroom, -rate, horizon_ns, f);
 	return 0;
 }
 

@@ -190,6 +190,47 @@ struct rc_select_req {
 int rc_select(const struct rc_select_req *req, uint32_t *out, size_t out_max,
 	      uint64_t *covered);
 
+/* An executor of a memory domain, for rc_select_domain(). */
+struct rc_domain_member {
+	const struct rc_entry *entries;
+	size_t nr_entries;
+	uint64_t generation; /* of this executor's page */
+	/*
+	 * --weight: scores are divided by it, so W > 1 keeps this executor's
+	 * entries longer (within their class); 1 is neutral. Clamped to
+	 * [RC_WEIGHT_MIN, RC_WEIGHT_MAX]; 0, negative or NaN counts as 1.
+	 */
+	double weight;
+	rc_inflight_fn in_flight; /* may be NULL */
+	void *ctx;
+};
+
+#define RC_WEIGHT_MIN 0.001
+#define RC_WEIGHT_MAX 1000.0
+
+/* One entry picked: member index, index in its table, weighted score. */
+struct rc_pick {
+	uint32_t member;
+	uint32_t idx;
+	double score;
+};
+
+/*
+ * rc_select() over the entries of several executors that share one
+ * memory limit: every eligible entry of every member is ranked in one
+ * rc_entry_cmp() order, each with its own page's generation and its
+ * score divided by its member's weight (ties: lower member, then table
+ * order), and picked until the deficit is covered. So the least valuable
+ * entries of the domain go first, whichever executor holds them; no
+ * executor is drained before another. Duplicate ids within a member are
+ * picked once. Returns the number picked (at most out_max), or -EINVAL /
+ * -ENOMEM; *covered is the sum of their bytes (saturating).
+ */
+int rc_select_domain(const struct rc_domain_member *m, size_t nr,
+		     uint64_t deficit, enum rc_phase phase,
+		     enum rc_score_policy policy, struct rc_pick *out,
+		     size_t out_max, uint64_t *covered);
+
 /* ------------------------------------------------------------------ */
 /* Forecast                                                            */
 
@@ -223,6 +264,21 @@ int rc_forecast_rate(const struct rc_sample *s, size_t n, uint64_t window_ns,
  */
 int rc_forecast(const struct rc_sample *s, size_t n, uint64_t window_ns,
 		uint64_t horizon_ns, struct rc_forecast *f);
+
+/* One executor's RSS growth, bytes/s, from rc_forecast_rate(). */
+struct rc_growth {
+	double rate;
+	uint32_t nr_used; /* samples it came from */
+};
+
+/*
+ * Forecast the headroom executors sharing one limit leave: @headroom now,
+ * moving by minus the sum of their RSS growth rates (one shrinking offsets
+ * another growing). nr_used is the most samples any member's rate came
+ * from; a NaN/inf rate counts as 0. Returns 0, or -EINVAL (n == 0).
+ */
+int rc_domain_forecast(uint64_t headroom, const struct rc_growth *g, size_t n,
+		       uint64_t horizon_ns, struct rc_forecast *f);
 
 /* ------------------------------------------------------------------ */
 /* When to evict                                                       */

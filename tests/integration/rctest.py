@@ -305,6 +305,77 @@ class Agent:
         self.stop()
 
 
+# ---------------------------------------------------------------- demo
+
+DEMO_TIMEOUT = 180
+
+
+def require_demo():
+    if not os.access(DEMO, os.X_OK):
+        raise RuntimeError(f"{DEMO} is not built")
+
+
+class Demo:
+    """ramcache-demo --json, optionally inside a memcg, its events parsed."""
+
+    def __init__(self, *args, memcg=None, mdir=None):
+        argv = [DEMO, "--json", *map(str, args)]
+        if mdir:
+            argv += ["--model-dir", mdir]
+        self.proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=memcg.preexec() if memcg else None)
+        self.out = self.err = ""
+        self.events = []
+        self._err_lines = None
+
+    def follow_stderr(self):
+        """Read stderr as it comes, for said(); wait() collects it."""
+        self._err_lines = []
+        err, self.proc.stderr = self.proc.stderr, None
+
+        def read():
+            for line in err:
+                self._err_lines.append(line)
+        self._err_thread = threading.Thread(target=read, daemon=True)
+        self._err_thread.start()
+
+    def said(self, text):
+        return any(text in line for line in self._err_lines)
+
+    def control_path(self):
+        """The page's memfd in /proc/<pid>/fd, "" until it exists."""
+        return memfd_page(self.proc.pid)
+
+    def wait(self, timeout=DEMO_TIMEOUT):
+        try:
+            self.out, self.err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.out, self.err = self.proc.communicate()
+            raise AssertionError(f"demo still running after {timeout} s")
+        finally:
+            if self._err_lines is not None:
+                self._err_thread.join(timeout=10)
+                self.err = "".join(self._err_lines)
+        self.events = [json.loads(line) for line in self.out.splitlines()
+                       if line.startswith("{")]
+        return self.proc.returncode
+
+    def of_type(self, typ):
+        return [e for e in self.events if e.get("type") == typ]
+
+    def done(self):
+        d = self.of_type("demo_done")
+        assert len(d) == 1, f"no demo_done: {self.out[-2000:]}{self.err[-2000:]}"
+        return d[0]
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
 def memfd_page(pid):
     """/proc/<pid>/fd/<n> of the process's control page memfd, or ""."""
     d = f"/proc/{pid}/fd"

@@ -5,95 +5,26 @@ The workload caches ~670 MiB (2 models of 96 MiB, 16 MiB node outputs,
 8 prompts) in a 384 MiB cgroup without swap: the classic cache must be
 OOM-killed, the local policy and the agent must get it through.
 """
-import json
 import mmap
 import os
 import signal
 import struct
 import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rctest import (AGENT, DEMO, MiB, Agent, Memcg, Skip, main,  # noqa: E402
-                    memfd_page, require_root, scratch_dir, test,
+from rctest import (AGENT, DEMO, MiB, Agent, Demo, Memcg, Skip,  # noqa: E402
+                    main, require_demo, require_root, scratch_dir, test,
                     wait_page)
 
 LIMIT = 384 * MiB
 WORKLOAD = ["--prompts", 8, "--nodes", 6, "--models", 2, "--model-size",
             "96M", "--output-size", "16M", "--steps", 10, "--step-ms", 20]
-TIMEOUT = 180
-
-
-def require_demo():
-    if not os.access(DEMO, os.X_OK):
-        raise RuntimeError(f"{DEMO} is not built")
 
 
 def model_dir():
     return scratch_dir("demo-")
-
-
-class Demo:
-    """ramcache-demo --json, optionally inside a memcg, its events parsed."""
-
-    def __init__(self, *args, memcg=None, mdir=None):
-        argv = [DEMO, "--json", *map(str, args)]
-        if mdir:
-            argv += ["--model-dir", mdir]
-        self.proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            preexec_fn=memcg.preexec() if memcg else None)
-        self.out = self.err = ""
-        self.events = []
-        self._err_lines = None
-
-    def follow_stderr(self):
-        """Read stderr as it comes, for said(); wait() collects it."""
-        self._err_lines = []
-        err, self.proc.stderr = self.proc.stderr, None
-
-        def read():
-            for line in err:
-                self._err_lines.append(line)
-        self._err_thread = threading.Thread(target=read, daemon=True)
-        self._err_thread.start()
-
-    def said(self, text):
-        return any(text in line for line in self._err_lines)
-
-    def control_path(self):
-        """The page's memfd in /proc/<pid>/fd, "" until it exists."""
-        return memfd_page(self.proc.pid)
-
-    def wait(self, timeout=TIMEOUT):
-        try:
-            self.out, self.err = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.out, self.err = self.proc.communicate()
-            raise AssertionError(f"demo still running after {timeout} s")
-        finally:
-            if self._err_lines is not None:
-                self._err_thread.join(timeout=10)
-                self.err = "".join(self._err_lines)
-        self.events = [json.loads(line) for line in self.out.splitlines()
-                       if line.startswith("{")]
-        return self.proc.returncode
-
-    def of_type(self, typ):
-        return [e for e in self.events if e.get("type") == typ]
-
-    def done(self):
-        d = self.of_type("demo_done")
-        assert len(d) == 1, f"no demo_done: {self.out[-2000:]}{self.err[-2000:]}"
-        return d[0]
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.communicate()
 
 
 def check_cleaned(demo, mdir):

@@ -54,6 +54,8 @@ TEST(v1_find_and_read)
 	ASSERT_EQ(st.inactive_file, 100 * RC_MIB, "parent inactive");
 	ASSERT_EQ(st.limit_depth, 1, "depth");
 	ASSERT_EQ(st.limit_ino, ino_of(fixture("cgroup-v1/memory/app")), "ino");
+	ASSERT_EQ(st.nearest_depth, 1, "nearest limited: the parent");
+	ASSERT_EQ(st.nearest_ino, st.limit_ino, "nearest ino");
 	ASSERT_EQ(rc_headroom(UINT64_MAX, st.limit, st.usage, st.inactive_file),
 		  224 * RC_MIB, "headroom");
 }
@@ -88,6 +90,8 @@ TEST(v1_root_cgroup)
 		return;
 	ASSERT_TRUE(st.limit == RC_UNLIMITED, "root unlimited");
 	ASSERT_EQ(st.limit_ino, 0, "no limiting cgroup");
+	ASSERT_TRUE(st.nearest_depth == -1 && !st.nearest_ino,
+		    "no nearest limited cgroup: the machine");
 	ASSERT_EQ(st.usage, 8000000000ULL, "own usage");
 	ASSERT_EQ(rc_headroom(5 * RC_GIB, st.limit, st.usage, st.inactive_file),
 		  5 * RC_GIB, "system only");
@@ -135,6 +139,9 @@ TEST(v2_parent_limit_binds)
 	ASSERT_EQ(st.limit_depth, 1, "depth");
 	ASSERT_EQ(st.limit_ino, ino_of(fixture("cgroup-v2/parent.slice")),
 		  "ino");
+	/* the domain is the nearest limit, not the tightest one */
+	ASSERT_EQ(st.nearest_depth, 0, "own 1 GiB limit is the nearest");
+	ASSERT_EQ(st.nearest_ino, ino_of(cg.path), "nearest ino");
 	ASSERT_EQ(rc_headroom(UINT64_MAX, st.limit, st.usage, st.inactive_file),
 		  132 * RC_MIB, "headroom");
 	/* The system is the tighter one here. */

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * ABI between bpf/discover.bpf.c and user/discover.c: how the kernel tells
+ * the agent that a process created a control page (a memfd named
+ * "ramcache", seen by a uretprobe on libc's memfd_create) or that a
+ * followed executor ran execve.
+ */
+#ifndef RAMCACHE_DISCOVER_EV_H
+#define RAMCACHE_DISCOVER_EV_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define RC_DISCOVER_NAME     "ramcache"
+#define RC_DISCOVER_NAME_LEN 9	/* with its NUL */
+#define RC_DISCOVER_MAX	     64 /* followed executors: RC_MAX_TARGETS */
+
+enum rc_discover_kind {
+	RC_DISC_PAGE = 1, /* memfd_create("ramcache") returned a descriptor */
+	RC_DISC_EXEC = 2, /* a followed process ran execve */
+};
+
+struct rc_discover_ev {
+	__u32 tgid;
+	__u32 kind; /* enum rc_discover_kind */
+	__u64 ts_ns;
+};
+
+#endif /* RAMCACHE_DISCOVER_EV_H */

@@ -1,0 +1,316 @@
+#!/usr/bin/env python3
+"""One agent for three executors that share one memory limit (--all).
+
+Three demo executors run in their own scratch cgroups under one parent
+cgroup limited to 512 MiB (cgroup v1 here: the parent's hierarchical
+limit; v2 in the VM): one memory domain. Without the agent the classic
+caches outgrow the parent and are OOM-killed; with one `--all` agent none
+is, and the agent evicts across the three by one ranking: batches mix
+executors and, within a class, go from the highest score down, and no
+executor is drained while the others keep their entries.
+"""
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rctest import (AGENT, ROOT, MiB, Agent, Demo, Skip,  # noqa: E402
+                    main, memcg_version, require_demo, require_root,
+                    scratch_dir, test, wait_page)
+
+LIMIT = 512 * MiB
+# each classic cache holds ~2 x 32 MiB models + ~30 outputs of 8 MiB
+# (~300 MiB): three of them do not fit in 512 MiB, evicted ones do
+WORKLOAD = ["--prompts", 8, "--nodes", 6, "--models", 2, "--model-size",
+            "32M", "--output-size", "8M", "--steps", 10, "--step-ms", 20]
+TIMEOUT = 240
+# docexec (an executor from the doc): entry N is made at generation N, so
+# an entry's age is its executor's count minus N, the same clock in all
+# three; 24 x 12 MiB each, 864 MiB in all, outgrow 512 MiB
+DOCEXEC = os.path.join(ROOT, "tests", "helpers", "docexec.py")
+LADDER = ["--entries", 24, "--size", 12, "--every-ms", 200, "--hold-s", 1,
+          "--wait-agent", 60]
+# how many generations older an entry kept elsewhere may be than one
+# evicted (the three start within one generation of each other, even
+# under emulation in the VM)
+GAP = 3
+
+
+class Domain:
+    """A parent cgroup with a limit and three children without one."""
+
+    def __init__(self, limit, n=3):
+        self.version = memcg_version()
+        if self.version == 0:
+            raise Skip("no memory cgroup controller")
+        base = ("/sys/fs/cgroup" if self.version == 2
+                else "/sys/fs/cgroup/memory")
+        self.rel = f"/ramcache-domain-{os.getpid()}-{int(time.monotonic())}"
+        self.path = base + self.rel
+        self.children = []
+        os.mkdir(self.path)
+        try:
+            if self.version == 2:
+                self._w(self.path, "memory.max", str(limit))
+                self._w(self.path, "memory.swap.max", "0")
+                self._w(self.path, "cgroup.subtree_control", "+memory")
+            else:
+                self._w(self.path, "memory.limit_in_bytes", str(limit))
+                with contextlib.suppress(OSError):
+                    self._w(self.path, "memory.memsw.limit_in_bytes",
+                            str(limit))
+                with contextlib.suppress(OSError):
+                    self._w(self.path, "memory.swappiness", "0")
+            for i in range(n):
+                child = f"{self.path}/ramcache-ex{i}"
+                os.mkdir(child)
+                self.children.append(child)
+        except BaseException:
+            self.remove()
+            raise
+
+    @staticmethod
+    def _w(d, f, v):
+        with open(os.path.join(d, f), "w") as fh:
+            fh.write(v)
+
+    @staticmethod
+    def _r(d, f):
+        with open(os.path.join(d, f)) as fh:
+            return fh.read()
+
+    def preexec(self, i):
+        path = os.path.join(self.children[i], "cgroup.procs")
+
+        def f():
+            with open(path, "w") as fh:
+                fh.write("0")
+        return f
+
+    def oom_kills(self):
+        """OOM kills counted in the parent and its children (a kill may
+        count at both levels: only 0 and >= 1 are compared)."""
+        n = 0
+        for d in [self.path] + self.children:
+            f = "memory.events" if self.version == 2 else "memory.oom_control"
+            with contextlib.suppress(OSError):
+                for line in self._r(d, f).splitlines():
+                    k, v = line.split()
+                    if k == "oom_kill":
+                        n += int(v)
+        return n
+
+    def remove(self):
+        for d in self.children[::-1] + [self.path]:
+            for _ in range(100):
+                if not os.path.isdir(d):
+                    break
+                with contextlib.suppress(OSError):
+                    for p in self._r(d, "cgroup.procs").split():
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(int(p), signal.SIGKILL)
+                try:
+                    os.rmdir(d)
+                    break
+                except OSError:
+                    time.sleep(0.05)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.remove()
+
+
+def run_demos(dom, policy, mdirs, extra=()):
+    return [Demo("--policy", policy, *extra, *WORKLOAD, memcg=_Pre(dom, i),
+                 mdir=mdirs[i]) for i in range(3)]
+
+
+class _Pre:
+    """What Demo wants of a memcg: preexec()."""
+
+    def __init__(self, dom, i):
+        self.dom, self.i = dom, i
+
+    def preexec(self):
+        return self.dom.preexec(self.i)
+
+
+class DocExec:
+    """docexec.py in child cgroup @i of @dom, its JSON lines read."""
+
+    def __init__(self, dom, i):
+        self.proc = subprocess.Popen(
+            [sys.executable, DOCEXEC, *map(str, LADDER)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=dom.preexec(i))
+        self.events = []
+
+    def wait(self):
+        try:
+            out, err = self.proc.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+        self.err = err
+        self.events = [json.loads(x) for x in out.splitlines()
+                       if x.startswith("{")]
+        return self.proc.returncode
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+def ranking_violations(evicts, pids):
+    """Evictions of entry N of one executor while another still held an
+    entry GAP or more generations older (a smaller id it had not lost).
+    The three make entry N at about the same time: once any has lost
+    entry N, each has made entries up to N - 1 at least."""
+    lost = {p: set() for p in pids}
+    made = 0
+    bad = []
+    for e in evicts:
+        p, n = e["pid"], e["id"]
+        made = max(made, n)
+        for q in pids:
+            held = [m for m in range(1, made) if m not in lost[q]]
+            if q != p and held and n - held[0] >= GAP:
+                bad.append((p, n, q, held[0]))
+        lost[p].add(n)
+    return bad
+
+
+def is_model(ev):
+    return ev["label"].startswith("model-")
+
+
+def check_ranking(evicts):
+    """Within one evaluation (one ts_ns), each class goes by falling score;
+    returns how many evaluations picked from more than one executor."""
+    batches = {}
+    for e in evicts:
+        batches.setdefault(e["ts_ns"], []).append(e)
+    mixed = 0
+    for ts, b in batches.items():
+        if len({e["pid"] for e in b}) > 1:
+            mixed += 1
+        last = {}
+        for e in b:
+            k = (e["active"], is_model(e))
+            assert "score" in e, f"no score in a domain's evict: {e}"
+            if k in last:
+                assert e["score"] <= last[k]["score"] * (1 + 1e-9), (
+                    f"not in rank order at {ts}: {last[k]} then {e}")
+            last[k] = e
+    return mixed
+
+
+@test
+def classic_caches_are_oom_killed():
+    require_root()
+    require_demo()
+    with Domain(LIMIT) as dom, scratch_dir("dom-") as d0, \
+            scratch_dir("dom-") as d1, scratch_dir("dom-") as d2:
+        demos = run_demos(dom, "none", [d0, d1, d2])
+        try:
+            rcs = [x.wait(timeout=TIMEOUT) for x in demos]
+        finally:
+            for x in demos:
+                x.kill()
+        assert -signal.SIGKILL in rcs, f"no demo OOM-killed: {rcs}"
+        assert dom.oom_kills() >= 1, "no OOM kill in the domain"
+
+
+@test
+def one_agent_ranks_across_the_domain():
+    require_root()
+    require_demo()
+    if not os.access(AGENT, os.X_OK):
+        raise Skip(f"{AGENT} is not built")
+    with Domain(LIMIT) as dom, scratch_dir("dom-") as d0, \
+            scratch_dir("dom-") as d1, scratch_dir("dom-") as d2:
+        agent = Agent("--all", "--cgroup", dom.rel, "--headroom", "64M",
+                      "--inactive", "128M", "--interval", "1s")
+        demos = []
+        try:
+            assert agent.wait_type("start", timeout=60), agent.stderr
+            demos = run_demos(dom, "agent", [d0, d1, d2],
+                              extra=["--wait-agent", 60])
+            for x in demos:
+                assert wait_page(x.proc.pid, timeout=30), "no page"
+            rcs = [x.wait(timeout=TIMEOUT) for x in demos]
+        finally:
+            for x in demos:
+                x.kill()
+            agent.stop()
+        pids = {x.proc.pid for x in demos}
+        assert rcs == [0, 0, 0], (
+            f"exits {rcs}: {[x.err[-1000:] for x in demos]}")
+        assert dom.oom_kills() == 0, "OOM kill in the domain"
+        found = [e for e in agent.of_type("target")
+                 if e["state"] == "attached" and e["pid"] in pids]
+        assert {e["pid"] for e in found} == pids, found
+        assert {e["domain"] for e in found} == {dom.rel}, found
+        evicts = [e for e in agent.of_type("evict") if e["pid"] in pids]
+        by_pid = {p: [e for e in evicts if e["pid"] == p] for p in pids}
+        assert all(by_pid.values()), (
+            f"an executor never evicted: { {p: len(v) for p, v in by_pid.items()} }")
+        mixed = check_ranking(evicts)
+        assert mixed >= 1, "no evaluation picked from two executors"
+        for x in demos:
+            done = x.done()
+            assert done["prompts"] == 8 and done["acks_evicted"] >= 1, done
+        for e in agent.of_type("evict_done"):
+            if e["pid"] in pids:
+                assert e["domain"] == dom.rel and e["comm"], e
+        sums = [e for e in agent.of_type("summary") if e.get("pid") in pids]
+        assert {e["pid"] for e in sums} == pids, "a summary per executor"
+
+
+@test
+def evicted_entries_are_the_oldest_across_executors():
+    """Three executors age in step: the agent takes the oldest entry of
+    the domain each time, so no executor loses an entry while another
+    keeps one GAP generations older (a planner that drains one executor
+    first fails this within the first evictions)."""
+    require_root()
+    if not os.access(AGENT, os.X_OK):
+        raise Skip(f"{AGENT} is not built")
+    with Domain(LIMIT) as dom:
+        agent = Agent("--all", "--cgroup", dom.rel, "--headroom", "64M",
+                      "--inactive", "128M", "--interval", "1s")
+        execs = []
+        try:
+            assert agent.wait_type("start", timeout=60), agent.stderr
+            execs = [DocExec(dom, i) for i in range(3)]
+            rcs = [x.wait() for x in execs]
+        finally:
+            for x in execs:
+                x.kill()
+            agent.stop()
+        pids = [x.proc.pid for x in execs]
+        assert rcs == [0, 0, 0], f"exits {rcs}: {[x.err[-500:] for x in execs]}"
+        assert dom.oom_kills() == 0, "OOM kill in the domain"
+        evicts = [e for e in agent.of_type("evict") if e["pid"] in pids]
+        assert len(evicts) >= 12, f"only {len(evicts)} evictions"
+        bad = ranking_violations(evicts, pids)
+        assert not bad, (f"{len(bad)} evictions of a younger entry "
+                         f"(pid, id, other pid, its oldest): {bad[:5]}")
+        counts = {p: sum(e["pid"] == p for e in evicts) for p in pids}
+        assert min(counts.values()) >= 3, f"evictions per executor {counts}"
+        # what each executor obeyed is what the agent asked of it
+        for x in execs:
+            cmds = {c["id"] for c in x.events if c["type"] == "cmd"}
+            mine = {e["id"] for e in evicts if e["pid"] == x.proc.pid}
+            assert cmds == mine, (x.proc.pid, sorted(cmds), sorted(mine))
+
+
+if __name__ == "__main__":
+    main()

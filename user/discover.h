@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Finding executors for --all: the kernel reports each control page as it
+ * is created (a uprobe on libc's memfd_create, bpf/discover.bpf.c) and
+ * each execve of a followed executor; a scan of /proc finds the executors
+ * that were there before the agent, and, slowly, those whose libc is not
+ * the one probed (a container's, a static binary).
+ */
+#ifndef RAMCACHE_DISCOVER_H
+#define RAMCACHE_DISCOVER_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "discover_ev.h"
+
+struct discover_bpf;
+struct bpf_link;
+
+struct discover {
+	struct discover_bpf *skel;
+	struct bpf_link *enter, *exit, *exec;
+	char libc[PATH_MAX]; /* the libc probed, "" if none */
+};
+
+/*
+ * Load and attach. 0 when the uprobe is on (exec reports may still be
+ * off: d->exec NULL), or -errno with nothing attached; the caller falls
+ * back to scanning. @why is filled with what failed.
+ */
+int discover_open(struct discover *d, char *why, size_t len);
+void discover_close(struct discover *d);
+/* The ring buffer map's fd (events are struct rc_discover_ev). */
+int discover_events_fd(const struct discover *d);
+/* Report execve of @tgid (on), or stop (off). */
+int discover_follow(struct discover *d, pid_t tgid, bool on);
+
+/* True if @pid holds a descriptor of a memfd named "ramcache". */
+bool discover_has_page(const char *proc, pid_t pid);
+
+/*
+ * Every process under @proc (other than @self) holding a page: @fn is
+ * called with each. Returns how many, or -errno when @proc is unreadable.
+ */
+int discover_scan(const char *proc, pid_t self, void (*fn)(pid_t, void *),
+		  void *ctx);
+
+#endif /* RAMCACHE_DISCOVER_H */
