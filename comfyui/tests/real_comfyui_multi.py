@@ -307,6 +307,9 @@ def main():
                     help="give the agent --weight PID=W for the first instance: "
                          "its entries then rank W times lower, so the check on "
                          "the ranking (unweighted scores) must fail")
+    ap.add_argument("--machine", action="store_true",
+                    help="plain --all: every executor on the machine, not only "
+                         "those under the parent cgroup (--cgroup)")
     ap.add_argument("--no-agent", action="store_true", help="the control run")
     ap.add_argument("--json", help="write the summary here")
     a = ap.parse_args()
@@ -322,7 +325,7 @@ def main():
     results = []
     summary = {"comfyui": comfy, "commit": a.commit, "cache_ram": fam,
                "args": cmdline, "instances": n, "agent": not a.no_agent,
-               "favour_first": a.favour_first,
+               "favour_first": a.favour_first, "machine": a.machine,
                "checks": results}
     per_prompt = 2 * a.side * a.side * 3 * 4 * a.batch
     print(f"{n} x ComfyUI ({a.commit or 'commit not given'}), {fam}: main.py --cpu "
@@ -359,8 +362,9 @@ def main():
                 rctest.AGENT = a.agent
                 extra = ["--weight", f"{pids[0]}={a.favour_first:g}"] \
                     if a.favour_first else []
-                ag = rctest.Agent("--all", "--cgroup", parent.rel, "--headroom",
-                                  a.headroom, "--inactive", a.inactive, *extra)
+                scope = [] if a.machine else ["--cgroup", parent.rel]
+                ag = rctest.Agent("--all", *scope, "--headroom", a.headroom,
+                                  "--inactive", a.inactive, *extra)
                 end = time.monotonic() + 20
                 att = []
                 while time.monotonic() < end:
