@@ -144,9 +144,9 @@ class _Pre:
 class DocExec:
     """docexec.py in child cgroup @i of @dom, its JSON lines read."""
 
-    def __init__(self, dom, i):
+    def __init__(self, dom, i, script=DOCEXEC):
         self.proc = subprocess.Popen(
-            [sys.executable, DOCEXEC, *map(str, LADDER)],
+            [sys.executable, script, *map(str, LADDER)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             preexec_fn=dom.preexec(i))
         self.events = []
@@ -284,21 +284,8 @@ def evicted_entries_are_the_oldest_across_executors():
     if not os.access(AGENT, os.X_OK):
         raise Skip(f"{AGENT} is not built")
     with Domain(LIMIT) as dom:
-        agent = Agent("--all", "--cgroup", dom.rel, "--headroom", "64M",
-                      "--inactive", "128M", "--interval", "1s")
-        execs = []
-        try:
-            assert agent.wait_type("start", timeout=60), agent.stderr
-            execs = [DocExec(dom, i) for i in range(3)]
-            rcs = [x.wait() for x in execs]
-        finally:
-            for x in execs:
-                x.kill()
-            agent.stop()
+        agent, execs, evicts = run_ladder(dom)
         pids = [x.proc.pid for x in execs]
-        assert rcs == [0, 0, 0], f"exits {rcs}: {[x.err[-500:] for x in execs]}"
-        assert dom.oom_kills() == 0, "OOM kill in the domain"
-        evicts = [e for e in agent.of_type("evict") if e["pid"] in pids]
         assert len(evicts) >= 12, f"only {len(evicts)} evictions"
         bad = ranking_violations(evicts, pids)
         assert not bad, (f"{len(bad)} evictions of a younger entry "
@@ -310,6 +297,51 @@ def evicted_entries_are_the_oldest_across_executors():
             cmds = {c["id"] for c in x.events if c["type"] == "cmd"}
             mine = {e["id"] for e in evicts if e["pid"] == x.proc.pid}
             assert cmds == mine, (x.proc.pid, sorted(cmds), sorted(mine))
+
+
+def run_ladder(dom, *agent_args, scripts=(DOCEXEC,) * 3):
+    """The agent and three docexec executors in @dom; their evictions."""
+    agent = Agent("--all", "--cgroup", dom.rel, "--headroom", "64M",
+                  "--inactive", "128M", "--interval", "1s", *agent_args)
+    execs = []
+    try:
+        assert agent.wait_type("start", timeout=60), agent.stderr
+        execs = [DocExec(dom, i, s) for i, s in enumerate(scripts)]
+        rcs = [x.wait() for x in execs]
+    finally:
+        for x in execs:
+            x.kill()
+        agent.stop()
+    assert rcs == [0, 0, 0], f"exits {rcs}: {[x.err[-500:] for x in execs]}"
+    assert dom.oom_kills() == 0, "OOM kill in the domain"
+    pids = [x.proc.pid for x in execs]
+    return agent, execs, [e for e in agent.of_type("evict")
+                          if e["pid"] in pids]
+
+
+@test
+def weight_keeps_one_executors_entries_longer():
+    """--weight PATTERN=8: the favoured executor's entries score 8 times
+    less, so it gives up an entry about 8 generations (1.3^8 = 8.2) after
+    the others give up theirs of the same age."""
+    require_root()
+    if not os.access(AGENT, os.X_OK):
+        raise Skip(f"{AGENT} is not built")
+    with Domain(LIMIT) as dom, scratch_dir("dom-") as d:
+        fav = os.path.join(d, "ramcache-favoured-docexec.py")
+        os.symlink(DOCEXEC, fav)
+        agent, execs, evicts = run_ladder(
+            dom, "--weight", "ramcache-favoured=8",
+            scripts=(fav, DOCEXEC, DOCEXEC))
+        pids = [x.proc.pid for x in execs]
+        found = {e["pid"]: e for e in agent.of_type("target")
+                 if e["state"] == "attached"}
+        assert found[pids[0]]["weight"] == 8, found
+        assert found[pids[1]]["weight"] == 1, found
+        last = {p: max([e["id"] for e in evicts if e["pid"] == p] or [0])
+                for p in pids}
+        # the others went on to younger entries; the favoured one lags
+        assert min(last[pids[1]], last[pids[2]]) - last[pids[0]] >= 4, last
 
 
 if __name__ == "__main__":
