@@ -355,9 +355,11 @@ run-bench: all
 
 # ---- install ----------------------------------------------------------------
 # `make install` (PREFIX=/usr/local, DESTDIR for staging): the agent, the
-# executor library and its headers, the systemd unit and its settings (an
-# existing /etc/default/ramcache-bpf is kept), ramcache-report and
-# ramcache-top (Python, stdlib only) with their modules in lib/ramcache-bpf.
+# executor library (then ldconfig, without DESTDIR: the loader finds a new
+# library in /usr/local/lib only through its cache) and its headers, the
+# systemd unit and its settings (an existing /etc/default/ramcache-bpf is
+# kept), ramcache-report and ramcache-top (Python, stdlib only) with their
+# modules in lib/ramcache-bpf.
 PREFIX ?= /usr/local
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 .PHONY: install
@@ -366,6 +368,7 @@ install: all
 	$(Q)install -D -m 0755 $(AGENT) $(DESTDIR)$(PREFIX)/bin/ramcache-bpf
 	$(Q)install -D -m 0755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libramcache.so.1
 	$(Q)ln -sf libramcache.so.1 $(DESTDIR)$(PREFIX)/lib/libramcache.so
+	$(Q)[ -n "$(DESTDIR)" ] || [ "$$(id -u)" != 0 ] || ! command -v ldconfig >/dev/null || ldconfig
 	$(Q)install -D -m 0644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/libramcache.a
 	$(Q)install -d $(DESTDIR)$(PREFIX)/include/ramcache
 	$(Q)install -m 0644 include/ramcache/*.h $(DESTDIR)$(PREFIX)/include/ramcache/

@@ -128,5 +128,50 @@ def a_user_without_sbin_on_path_builds_with_bpftool():
         shutil.rmtree(out, ignore_errors=True)
 
 
+INSTALLED = r"""
+set -e
+work=$1 root=$2
+# a private /usr/local and /etc: nothing written here reaches the host
+mount -t tmpfs none /usr/local
+mkdir -p "$work/upper" "$work/wd"
+mount -t overlay overlay -o "lowerdir=/etc,upperdir=$work/upper,workdir=$work/wd" /etc
+make -s -C "$root" install >/dev/null
+cat > "$work/prog.c" <<'C'
+#include <ramcache/ramcache.h>
+#include <stdio.h>
+int main(void)
+{
+	struct ramcache *rc;
+	int err = ramcache_create(&rc, NULL, 0, 0);
+
+	if (!err)
+		ramcache_destroy(rc, true);
+	printf("create %d\n", err);
+	return err ? 1 : 0;
+}
+C
+cc -I/usr/local/include "$work/prog.c" -L/usr/local/lib -lramcache -o "$work/prog"
+exec "$work/prog"
+"""
+
+
+@test
+def after_make_install_a_program_linked_with_libramcache_runs():
+    """sudo make install, then an executor built with -lramcache runs (the
+    loader's cache knows the new library: make install runs ldconfig)."""
+    require_root()
+    work = tempfile.mkdtemp(prefix="ramcache-test-make-")
+    try:
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("MAKEFLAGS", "MFLAGS")}
+        p = subprocess.run(["unshare", "-m", "sh", "-c", INSTALLED, "sh", work,
+                            ROOT], capture_output=True, text=True, timeout=300,
+                           env=env)
+        assert p.returncode == 0 and "create 0" in p.stdout, \
+            (p.returncode, p.stdout, p.stderr[-1500:])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 if __name__ == "__main__":
     main()
