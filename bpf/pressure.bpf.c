@@ -29,19 +29,14 @@ const volatile __u64 page_size = 4096;
 
 /*
  * The tracked processes (written by the agent) and the mm of each, filed
- * by a hash of the mm pointer: an entry is the mm with its slot number in
- * the low bits (mm_struct is cache-line aligned), 0 when free. A fault or
- * an RSS change of an untracked process costs one load here and a compare.
+ * by a hash of its key (see mm_key_ptr()): an entry is the key with its
+ * slot number in the low bits, 0 when free. A fault or an RSS change of an
+ * untracked process costs one load here and a compare.
  */
 struct rc_target targets[RC_MAX_TARGETS];
 __u64 mm_index[RC_MM_SLOTS];
 
-/*
- * The address of mm_index as a number (set by the first program that needs
- * it): a tp_btf program turns a kernel pointer into a number by subtracting
- * mm_index from it (pointer - pointer is a number for a privileged program)
- * and adding this back. No helper call, no scratch memory.
- */
+/* The address of mm_index as a number, once a program has needed it. */
 volatile __u64 mm_index_addr;
 
 /* The target whose mm the learn_mm iterator looks for (agent-written). */
@@ -164,15 +159,59 @@ static __always_inline __u32 log2_u64(__u64 v)
 
 /* ---- which process is tracked: its mm, found in mm_index ---- */
 
-static __always_inline __u32 mm_hash(__u64 mm)
+/*
+ * A process is known by its mm's key: the mm pointer minus the address of
+ * mm_index, a number a tp_btf program gets from a typed pointer with one
+ * subtraction (pointer - pointer is a number for a privileged program).
+ * 0 is no mm. mm_struct is cache-line aligned, so every key has the same
+ * low RC_SLOT_MASK bits: an index entry keeps the slot in their place.
+ */
+static __always_inline __u64 mm_key_ptr(const struct mm_struct *mm)
 {
-	return (mm * 0x9E3779B97F4A7C15ULL) >> (64 - RC_MM_BITS);
+	__u64 d;
+
+	if (!mm)
+		return 0;
+	d = (__u64)mm - (__u64)mm_index;
+	/* keep the difference whole: no rewriting into a number minus a
+	 * pointer, which the verifier refuses */
+	barrier_var(d);
+	return d;
 }
 
-/* Slot of the target that owns @mm, or -1: one load for anyone else. */
-static __always_inline int mm_slot(__u64 mm)
+/* mm_index's address as a number (set by the first program that needs it). */
+static __always_inline __u64 index_addr(void)
 {
-	__u32 h = mm_hash(mm);
+	__u64 base = mm_index_addr;
+
+	if (!base) {
+		/* a privileged program may store a pointer as a number */
+		mm_index_addr = (__u64)mm_index;
+		base = mm_index_addr;
+	}
+	return base;
+}
+
+/* The key of an mm known as a number (raw_tp: read with probe reads). */
+static __always_inline __u64 mm_key_num(__u64 mm)
+{
+	return mm ? mm - index_addr() : 0;
+}
+
+static __always_inline __u64 mm_entry(__u64 key, __u32 slot)
+{
+	return (key & ~RC_SLOT_MASK) | slot;
+}
+
+static __always_inline __u32 mm_hash(__u64 key)
+{
+	return (key * 0x9E3779B97F4A7C15ULL) >> (64 - RC_MM_BITS);
+}
+
+/* Slot of the target whose mm has @key, or -1: one load for anyone else. */
+static __always_inline int mm_slot(__u64 key)
+{
+	__u32 h = mm_hash(key);
 
 #pragma unroll
 	for (int i = 0; i < RC_MM_PROBES; i++) {
@@ -180,25 +219,27 @@ static __always_inline int mm_slot(__u64 mm)
 
 		if (!e)
 			return -1;
-		if (e != RC_MM_TOMB && (e & ~RC_SLOT_MASK) == mm)
+		if (e != RC_MM_TOMB &&
+		    (e & ~RC_SLOT_MASK) == (key & ~RC_SLOT_MASK))
 			return e & RC_SLOT_MASK;
 	}
 	return -1;
 }
 
-static __always_inline void mm_unindex(__u64 mm, __u32 slot)
+static __always_inline void mm_unindex(__u64 key, __u32 slot)
 {
-	__u32 h = mm_hash(mm);
+	__u32 h = mm_hash(key);
+	__u64 want = mm_entry(key, slot);
 
 	for (int i = 0; i < RC_MM_PROBES; i++) {
 		__u64 *e = &mm_index[(h + i) & (RC_MM_SLOTS - 1)];
 
 		if (!*e)
 			return;
-		if (*e == (mm | slot)) {
+		if (*e == want) {
 			/* a lookup stops at 0: mid-chain, leave a tombstone */
 			__sync_val_compare_and_swap(
-				e, mm | slot,
+				e, want,
 				mm_index[(h + i + 1) & (RC_MM_SLOTS - 1)]
 					? RC_MM_TOMB
 					: 0);
@@ -207,84 +248,73 @@ static __always_inline void mm_unindex(__u64 mm, __u32 slot)
 	}
 }
 
-static __always_inline bool mm_index_add(__u64 mm, __u32 slot)
+static __always_inline bool mm_index_add(__u64 key, __u32 slot)
 {
-	__u32 h = mm_hash(mm);
+	__u32 h = mm_hash(key);
+	__u64 want = mm_entry(key, slot);
 
 	for (int i = 0; i < RC_MM_PROBES; i++) {
 		__u64 *e = &mm_index[(h + i) & (RC_MM_SLOTS - 1)];
 		__u64 old = *e;
 
-		if (old == (mm | slot))
+		if (old == want)
 			return true;
 		if ((old == 0 || old == RC_MM_TOMB) &&
-		    __sync_val_compare_and_swap(e, old, mm | slot) == old)
+		    __sync_val_compare_and_swap(e, old, want) == old)
 			return true;
 	}
 	return false;
 }
 
 /*
- * File @mm as the one of target @slot (its first mm, or a new one after
- * exec), unfiling the old one; the next RSS change is reported.
+ * File the mm of @key as the one of target @slot (its first mm, or a new
+ * one after exec), unfiling the old one; the next RSS change is reported.
  */
-static __always_inline void mm_learn(__u32 slot, __u64 mm)
+static __always_inline void mm_learn(__u32 slot, __u64 key)
 {
 	struct rc_target *t;
 
 	slot &= RC_SLOT_MASK;
 	t = &targets[slot];
-	if (t->mm == mm)
+	if (t->mm_key == key)
 		return;
-	if (t->mm)
-		mm_unindex(t->mm, slot);
-	t->mm = 0;
-	if (!mm || (mm & RC_SLOT_MASK))
+	if (t->mm_key)
+		mm_unindex(t->mm_key, slot);
+	t->mm_key = 0;
+	if (!key)
 		return;
 	for (int i = 0; i < 4; i++)
 		t->pages[i] = -(__s64)rss_step_pages - 1;
-	if (mm_index_add(mm, slot))
-		t->mm = mm;
+	if (mm_index_add(key, slot))
+		t->mm_key = key;
 	else
 		stat_inc(RC_STAT_MM_INDEX_FULL);
 }
 
-/* The value of a pointer the verifier types (tp_btf, iterators). */
-static __always_inline __u64 ptr_value(const void *p)
+/* The current task's mm as a number (raw_tp). */
+static __always_inline __u64 current_mm_num(void)
 {
-	__u64 base = mm_index_addr, d;
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 
-	if (!base) {
-		/* a privileged program may store a pointer as a number */
-		mm_index_addr = (__u64)mm_index;
-		base = mm_index_addr;
-	}
-	d = (__u64)p - (__u64)mm_index;
-	/* keep the pointer difference whole: base - mm_index would be a
-	 * number minus a pointer, which the verifier refuses */
-	barrier_var(d);
-	return d + base;
+	return (__u64)BPF_CORE_READ(task, mm);
 }
 
-static __always_inline __u64 current_mm(bool btf)
+static __always_inline __u64 current_key(bool btf)
 {
-	struct task_struct *task;
-
 	if (btf)
-		return ptr_value(bpf_get_current_task_btf()->mm);
-	task = (struct task_struct *)bpf_get_current_task();
-	return (__u64)BPF_CORE_READ(task, mm);
+		return mm_key_ptr(bpf_get_current_task_btf()->mm);
+	return mm_key_num(current_mm_num());
 }
 
 /* Slot of the current task's process (0 when the whole system is watched). */
 static __always_inline int current_slot(bool btf)
 {
-	__u64 mm;
+	__u64 key;
 
 	if (!filter_tgid)
 		return 0;
-	mm = current_mm(btf);
-	return mm ? mm_slot(mm) : -1;
+	key = current_key(btf);
+	return key ? mm_slot(key) : -1;
 }
 
 static __always_inline struct rc_track *track_of(int slot)
@@ -308,7 +338,8 @@ int learn_mm(struct bpf_iter__task *ctx)
 	/* any live thread: a group leader that exited has no mm */
 	if (!task || task->tgid != learn_tgid || !task->mm)
 		return 0;
-	mm_learn(learn_slot, ptr_value(task->mm));
+	index_addr(); /* for the raw_tp programs and the agent */
+	mm_learn(learn_slot, mm_key_ptr(task->mm));
 	return 0;
 }
 
@@ -316,15 +347,15 @@ int learn_mm(struct bpf_iter__task *ctx)
 static __always_inline int handle_exec(bool btf)
 {
 	__u32 tgid;
-	__u64 mm;
+	__u64 key;
 
 	if (!filter_tgid)
 		return 0;
-	mm = current_mm(btf);
+	key = current_key(btf);
 	tgid = bpf_get_current_pid_tgid() >> 32;
 	for (__u32 i = 0; i < RC_MAX_TARGETS; i++) {
 		if (targets[i].tgid == tgid) {
-			mm_learn(i, mm);
+			mm_learn(i, key);
 			return 0;
 		}
 	}
@@ -614,9 +645,9 @@ static __noinline int rss_report(struct mm_struct *mm, __u32 slot, int member,
 	/* the teardown of a process's memory (exit, or exec's old image) is
 	 * not news, and its mm is about to be freed: unfile it */
 	if (!BPF_CORE_READ(mm, mm_users.counter)) {
-		if (t->mm)
-			mm_unindex(t->mm, slot & RC_SLOT_MASK);
-		t->mm = 0;
+		if (t->mm_key)
+			mm_unindex(t->mm_key, slot & RC_SLOT_MASK);
+		t->mm_key = 0;
 		return 0;
 	}
 	file = member == 0 ? cur : mm_counter(mm, 0);
@@ -652,7 +683,7 @@ static __always_inline int handle_rss(struct mm_struct *mm, int member,
 	/* Whole-system mode reports no per-process RSS. */
 	if (!filter_tgid)
 		return 0;
-	slot = mm_slot(btf ? ptr_value(mm) : (__u64)mm);
+	slot = mm_slot(btf ? mm_key_ptr(mm) : mm_key_num((__u64)mm));
 	if (slot < 0 || member < 0 || member > 3)
 		return 0;
 	if (count >= 0)
@@ -680,5 +711,5 @@ TP_BOTH(rss_count, "rss_stat", handle_rss(mm, member, count, btf),
  * current task's own RSS.
  */
 TP_BOTH(rss_nomm, "rss_stat",
-	handle_rss((struct mm_struct *)current_mm(false), member, count, false),
+	handle_rss((struct mm_struct *)current_mm_num(), member, count, false),
 	int member, long count)

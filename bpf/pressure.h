@@ -123,14 +123,15 @@ struct rc_track {
 
 /*
  * One tracked process (shared, not per CPU): its tgid (written by the
- * agent, 0 when the slot is free), the mm learnt for it, and its RSS as
- * last reported, in pages per counter (MM_FILEPAGES, MM_ANONPAGES,
- * MM_SWAPENTS, MM_SHMEMPAGES).
+ * agent, 0 when the slot is free), the key of the mm learnt for it (the mm
+ * pointer minus mm_index_addr; 0: none yet), and its RSS as last reported,
+ * in pages per counter (MM_FILEPAGES, MM_ANONPAGES, MM_SWAPENTS,
+ * MM_SHMEMPAGES). An mm_index entry is (mm_key & ~RC_SLOT_MASK) | slot.
  */
 struct rc_target {
 	__u32 tgid;
 	__u32 pad;
-	__u64 mm;
+	__u64 mm_key;
 	__s64 pages[4];
 };
 

@@ -104,20 +104,21 @@ static int zero_counters(struct bpfstate *b, __u32 slot)
 static void mm_unfile(struct bpfstate *b, int slot)
 {
 	__u64 *index = b->skel->bss->mm_index;
-	__u64 mm = b->skel->bss->targets[slot].mm;
+	__u64 key = b->skel->bss->targets[slot].mm_key;
 
-	if (!mm)
+	if (!key)
 		return;
 	for (int i = 0; i < RC_MM_SLOTS; i++) {
 		__u64 next = index[(i + 1) % RC_MM_SLOTS];
 
 		if (__atomic_load_n(&index[i], __ATOMIC_RELAXED) ==
-		    (mm | (__u64)slot))
+		    ((key & ~RC_SLOT_MASK) | (__u64)slot))
 			/* a lookup stops at 0: leave a tombstone mid-chain */
 			__atomic_store_n(&index[i], next ? RC_MM_TOMB : 0,
 					 __ATOMIC_RELAXED);
 	}
-	__atomic_store_n(&b->skel->bss->targets[slot].mm, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->skel->bss->targets[slot].mm_key, 0,
+			 __ATOMIC_RELAXED);
 }
 
 /* Run the learn_mm iterator over every task for the target in @slot. */
@@ -144,7 +145,7 @@ static int mm_learn(struct bpfstate *b, int slot, pid_t tgid)
 	b->skel->bss->learn_tgid = 0;
 	if (n < 0)
 		return -errno;
-	if (!b->skel->bss->targets[slot].mm)
+	if (!b->skel->bss->targets[slot].mm_key)
 		return bpfstate_stat(b, RC_STAT_MM_INDEX_FULL) ? -ENOSPC
 							       : -ESRCH;
 	return 0;

@@ -128,8 +128,10 @@ cleanup:
 static __u64 my_mm(struct fixture *f)
 {
 	for (int i = 0; i < RC_MAX_TARGETS; i++)
-		if (f->b.skel->bss->targets[i].tgid == (__u32)getpid())
-			return f->b.skel->bss->targets[i].mm;
+		if (f->b.skel->bss->targets[i].tgid == (__u32)getpid() &&
+		    f->b.skel->bss->targets[i].mm_key)
+			return f->b.skel->bss->targets[i].mm_key +
+			       f->b.skel->bss->mm_index_addr;
 	return 0;
 }
 
@@ -427,12 +429,12 @@ TEST(exec_files_the_new_mm)
 	/* pretend the old image was another mm, as after an exec */
 	ASSERT_OK(bpfstate_untrack(&f.b, getpid()), "untrack");
 	f.b.skel->bss->targets[0].tgid = getpid();
-	f.b.skel->bss->targets[0].mm = 0;
+	f.b.skel->bss->targets[0].mm_key = 0;
 	f.b.slots[0] = getpid();
 	ASSERT_OK(run(f.b.skel->progs.fault_raw, args, 3), "run");
-	ASSERT_EQ(f.b.skel->bss->targets[0].mm, 0, "not filed yet");
+	ASSERT_EQ(f.b.skel->bss->targets[0].mm_key, 0, "not filed yet");
 	ASSERT_OK(run(f.b.skel->progs.exec_raw, args, 3), "exec");
-	ASSERT_EQ(f.b.skel->bss->targets[0].mm, old, "filed on exec");
+	ASSERT_EQ(my_mm(&f), old, "filed on exec");
 	ASSERT_OK(run(f.b.skel->progs.fault_raw, args, 3), "run");
 	ASSERT_OK(run(f.b.skel->progs.fault_raw, args, 3), "run");
 	{
