@@ -66,7 +66,7 @@ PSI_TRIGGER = "some 150000 2000000"  # 150 ms stalled in a 2 s window
 TARGET_OVERHEAD = 0.02
 
 FULL = {
-    "overhead_rounds": 15, "fault_size": "16M", "fault_rounds": 15,
+    "overhead_rounds": 21, "fault_size": "64M", "fault_rounds": 15,
     "bpf_cost_rounds": 7, "tracked_counts": [1, 8, 64],
     "switches": 20000,
     "idle_s": 30.0, "warmup_s": 2.0,
