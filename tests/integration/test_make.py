@@ -112,10 +112,16 @@ def a_user_without_sbin_on_path_builds_with_bpftool():
     require_root()
     out = tempfile.mkdtemp(prefix="ramcache-test-make-")
     try:
+        # a copy the user can read (a clone under /root is not)
+        src = os.path.join(out, "src")
+        shutil.copytree(ROOT, src, symlinks=True, ignore=shutil.ignore_patterns(
+            ".git", "build", "node_modules", "fuzz-corpus"))
+        for d, dirs, files in os.walk(out):
+            os.chmod(d, 0o755)
         p = subprocess.run(
             ["setpriv", "--reuid", "65534", "--regid", "65534",
              "--clear-groups", "env", "-i", "HOME=/tmp",
-             "PATH=/usr/local/bin:/usr/bin:/bin", "make", "-n", "-C", ROOT,
+             "PATH=/usr/local/bin:/usr/bin:/bin", "make", "-n", "-C", src,
              f"OUTPUT={out}/build"], capture_output=True, text=True,
             timeout=120)
         assert p.returncode == 0, p.stderr
