@@ -49,7 +49,7 @@ class Domain:
             raise Skip("no memory cgroup controller")
         base = ("/sys/fs/cgroup" if self.version == 2
                 else "/sys/fs/cgroup/memory")
-        self.rel = f"/ramcache-domain-{os.getpid()}-{int(time.monotonic())}"
+        self.rel = f"/ramcache-domain-{os.getpid()}-{time.monotonic_ns()}"
         self.path = base + self.rel
         self.children = []
         os.mkdir(self.path)
@@ -297,6 +297,84 @@ def evicted_entries_are_the_oldest_across_executors():
             cmds = {c["id"] for c in x.events if c["type"] == "cmd"}
             mine = {e["id"] for e in evicts if e["pid"] == x.proc.pid}
             assert cmds == mine, (x.proc.pid, sorted(cmds), sorted(mine))
+
+
+# A process that makes a page, then (argv[1] == "exec") runs execve into
+# a new image that makes another, then exits when stdin closes.
+PAGE_MAKER = r"""
+import os, sys
+fd = os.memfd_create("ramcache", 0)
+print("page", flush=True)
+if sys.argv[1] == "exec":
+    sys.stdin.readline()
+    os.close(fd)
+    os.execv(sys.executable, [sys.executable, "-c", sys.argv[2], "done"])
+sys.stdin.readline()
+"""
+
+
+def page_maker(dom, i, then):
+    p = subprocess.Popen([sys.executable, "-c", PAGE_MAKER, then, PAGE_MAKER],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True, preexec_fn=dom.preexec(i))
+    assert p.stdout.readline().strip() == "page"
+    return p
+
+
+def target_event(agent, pid, state, timeout=10):
+    return agent.wait_for(lambda e: e.get("type") == "target"
+                          and e.get("pid") == pid
+                          and e.get("state") == state, timeout)
+
+
+@test
+def all_follows_executors_as_they_come_exec_and_go():
+    """--all: an executor there before the agent is found by the scan, a
+    new one by the uprobe at once; execve drops it and its new image's
+    page brings it back; exit detaches it; one outside --cgroup is never
+    adopted."""
+    require_root()
+    if not os.access(AGENT, os.X_OK):
+        raise Skip(f"{AGENT} is not built")
+    with Domain(LIMIT, n=2) as dom, Domain(LIMIT, n=1) as other:
+        early = page_maker(dom, 0, "stay")
+        agent = Agent("--all", "--no-evict", "--cgroup", dom.rel,
+                      "--interval", "10s")
+        procs = [early]
+        try:
+            assert agent.wait_type("start", timeout=60), agent.stderr
+            ev = target_event(agent, early.pid, "attached")
+            assert ev and ev["discovery"] == "scan", ev
+            late = page_maker(dom, 1, "exec")
+            outsider = page_maker(other, 0, "stay")
+            procs += [late, outsider]
+            ev = target_event(agent, late.pid, "attached")
+            assert ev and ev["discovery"] == "uprobe", (ev, agent.stderr)
+            assert ev["domain"] == dom.rel and ev["comm"], ev
+            late.stdin.write("\n")
+            late.stdin.flush()
+            assert target_event(agent, late.pid, "exec"), agent.events[-5:]
+            assert late.stdout.readline().strip() == "page"
+            again = [e for e in agent.of_type("target")
+                     if e["pid"] == late.pid and e["state"] == "attached"]
+            ev = target_event(agent, late.pid, "attached")
+            assert ev and len(again) >= 1
+            ev = agent.wait_for(
+                lambda e: e.get("type") == "target"
+                and e.get("pid") == late.pid and e.get("state") == "attached"
+                and e.get("discovery") == "uprobe" and e is not again[0], 10)
+            assert ev, [e for e in agent.of_type("target")]
+            early.stdin.close()
+            early.wait(timeout=10)
+            assert target_event(agent, early.pid, "exited"), agent.events[-5:]
+            assert agent.proc.poll() is None, "the agent stopped"
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait()
+            agent.stop()
+        assert not [e for e in agent.of_type("target")
+                    if e["pid"] == outsider.pid], "adopted outside --cgroup"
 
 
 def run_ladder(dom, *agent_args, scripts=(DOCEXEC,) * 3):
