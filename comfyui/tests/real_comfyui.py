@@ -280,6 +280,11 @@ class ComfyUI:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+        # a page file (--control file) outlives a ComfyUI that was killed
+        try:
+            os.unlink(f"/dev/shm/ramcache-{self.pid}")
+        except FileNotFoundError:
+            pass
         return self.proc.returncode
 
 
