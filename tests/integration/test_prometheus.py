@@ -12,6 +12,7 @@ promtool and against what a real agent serves.
   executor, scraped), and promtool evaluates every dashboard query to data
   over the series of that scrape.
 """
+import contextlib
 import json
 import os
 import re
@@ -23,7 +24,8 @@ import time
 
 import promql
 import promtext
-from rctest import AGENT, HELPERS, OUTPUT, ROOT, main, require_root, test
+from rctest import (AGENT, HELPERS, OUTPUT, ROOT, Memcg, main,
+                    require_root, test)
 
 try:
     import yaml
@@ -475,6 +477,98 @@ def evaluate_queries(text, exprs):
         rc, out = promtool("test", "rules", "q.test.yml", cwd=tmp)
     empty = sorted({int(n) for n in re.findall(r"alertname: Q(\d+),", out)})
     return rc, [exprs[i] for i in empty]
+
+
+def series_by_part(text):
+    """{slot: series}, {domain: series}, the fixed rest and the total."""
+    slots, domains, fixed = {}, {}, 0
+    lines = [ln for ln in text.splitlines() if ln and ln[0] != "#"]
+    for ln in lines:
+        slot = re.search(r'\bslot="(\d+)"', ln)
+        dom = re.match(r'ramcache_domain_\w+\{domain="((?:[^"\\]|\\.)*)"', ln)
+        if slot:
+            slots[slot.group(1)] = slots.get(slot.group(1), 0) + 1
+        elif dom:
+            domains[dom.group(1)] = domains.get(dom.group(1), 0) + 1
+        else:
+            fixed += 1
+    return slots, domains, fixed, len(lines)
+
+
+@test
+def series_stay_bounded_with_all():
+    """--all with five executors in three domains (two scratch cgroups, one
+    shared by three, and the machine), then 15 that come and go: the same
+    number of series before and after, one slot per live executor."""
+    require_root()
+    with contextlib.ExitStack() as stack:
+        shared = stack.enter_context(Memcg(2 << 30, name=(
+            f"ramcache-fleet-{os.getpid()}-{int(time.monotonic())}")))
+        if shared.version == 2:
+            shared._w("cgroup.subtree_control", "+memory")
+        # children without a limit of their own: the parent's is theirs
+        unlimited = "max" if shared.version == 2 else -1
+        where = [stack.enter_context(Memcg(
+            unlimited, swap_limit=None,
+            name=f"{os.path.basename(shared.path)}/ramcache-{c}"))
+            for c in "abc"]
+        where += [stack.enter_context(Memcg(1 << 30)), None]
+        port = free_port()
+        agent = subprocess.Popen(
+            [AGENT, "--all", "--quiet", "--metrics", f"127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        live = []
+
+        def stop_all():
+            for p in live + [agent]:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        stack.callback(stop_all)
+
+        def start(cg):
+            live.append(subprocess.Popen(
+                [EXECUTOR, "--entries", "16"], stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                preexec_fn=cg.preexec() if cg else None))
+
+        def settled():
+            end = time.monotonic() + 20
+            while time.monotonic() < end:
+                assert agent.poll() is None, agent.stderr.read()
+                with contextlib.suppress(OSError):
+                    text = promtext.fetch(f"127.0.0.1:{port}")
+                    ups = re.findall(r"^ramcache_executor_up\{.*\} (\d)$",
+                                     text, re.M)
+                    inside = re.findall(
+                        r"^ramcache_domain_executors\{.*\} (\d+)$", text,
+                        re.M)
+                    if ups.count("1") == len(where) and len(inside) == 3 and \
+                            sum(map(int, inside)) == len(where):
+                        return text
+                time.sleep(0.3)
+            raise AssertionError(f"never {len(where)} attached:\n{text}")
+
+        time.sleep(1)
+        for cg in where:
+            start(cg)
+        slots, domains, fixed, total = series_by_part(settled())
+        print(f"# {total} series = {fixed} fixed + {slots} by slot + "
+              f"{domains} by domain")
+        assert len(set(slots.values())) == 1, slots
+        assert len(set(domains.values())) == 1, domains
+        assert len(slots) == 5 and len(domains) == 3, (slots, domains)
+        for r in range(15):
+            old = live.pop(0)
+            old.kill()
+            old.wait()
+            start(where[r % len(where)])
+            time.sleep(0.5)
+        slots2, domains2, fixed2, total2 = series_by_part(settled())
+        print(f"# after 15 came and went: {total2} series, slots "
+              f"{sorted(slots2)}")
+        assert (total2, fixed2, len(slots2), len(domains2)) == \
+            (total, fixed, 5, 3), (slots2, domains2)
 
 
 @test
