@@ -2,8 +2,11 @@
 /*
  * Discovery for --all: the kernel tells the agent when a process creates
  * its control page, instead of the agent polling /proc. A uprobe on libc's
- * memfd_create notes the calls that name "ramcache"; its uretprobe reports
- * the ones that returned a descriptor. A raw tracepoint on
+ * memfd_create reports the calls that name "ramcache", at entry: the page
+ * does not exist yet, so the agent looks for it a moment later (and gives
+ * up if none comes). There is no uretprobe: it would cost every
+ * memfd_create on the machine a second trap, whatever the name. A raw
+ * tracepoint on
  * sched_process_exec reports execve of the processes the agent follows, so
  * it looks for their page again. Nothing here runs for other processes
  * beyond one string compare per memfd_create (rare) and one hash lookup
@@ -20,14 +23,6 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 64 * 1024);
 } disc_events SEC(".maps");
-
-/* Threads inside a memfd_create("ramcache") call. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u64); /* pid_tgid */
-	__type(value, __u8);
-} in_call SEC(".maps");
 
 /* The executors the agent follows (written by the agent). */
 struct {
@@ -55,8 +50,6 @@ int BPF_KPROBE(memfd_enter, const char *name)
 {
 	char buf[RC_DISCOVER_NAME_LEN + 1] = {};
 	const char want[] = RC_DISCOVER_NAME;
-	__u64 id = bpf_get_current_pid_tgid();
-	__u8 one = 1;
 
 	if (bpf_probe_read_user_str(buf, sizeof(buf), name) !=
 	    RC_DISCOVER_NAME_LEN)
@@ -64,20 +57,7 @@ int BPF_KPROBE(memfd_enter, const char *name)
 	for (int i = 0; i < RC_DISCOVER_NAME_LEN; i++)
 		if (buf[i] != want[i])
 			return 0;
-	bpf_map_update_elem(&in_call, &id, &one, BPF_ANY);
-	return 0;
-}
-
-SEC("uretprobe")
-int BPF_KRETPROBE(memfd_exit, int ret)
-{
-	__u64 id = bpf_get_current_pid_tgid();
-
-	if (!bpf_map_lookup_elem(&in_call, &id))
-		return 0;
-	bpf_map_delete_elem(&in_call, &id);
-	if (ret >= 0)
-		emit(id >> 32, RC_DISC_PAGE);
+	emit(bpf_get_current_pid_tgid() >> 32, RC_DISC_PAGE);
 	return 0;
 }
 

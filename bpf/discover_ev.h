@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * ABI between bpf/discover.bpf.c and user/discover.c: how the kernel tells
- * the agent that a process created a control page (a memfd named
- * "ramcache", seen by a uretprobe on libc's memfd_create) or that a
- * followed executor ran execve.
+ * the agent that a process is creating a control page (a memfd named
+ * "ramcache", seen by a uprobe at the entry of libc's memfd_create) or
+ * that a followed executor ran execve.
  */
 #ifndef RAMCACHE_DISCOVER_EV_H
 #define RAMCACHE_DISCOVER_EV_H
@@ -17,7 +17,7 @@
 #define RC_DISCOVER_MAX	     64 /* followed executors: RC_MAX_TARGETS */
 
 enum rc_discover_kind {
-	RC_DISC_PAGE = 1, /* memfd_create("ramcache") returned a descriptor */
+	RC_DISC_PAGE = 1, /* memfd_create("ramcache") was called (not yet done) */
 	RC_DISC_EXEC = 2, /* a followed process ran execve */
 };
 

@@ -41,26 +41,14 @@ static int find_libc(char *out, size_t len)
 	return err;
 }
 
-static int attach_uprobes(struct discover *d)
+static int attach_uprobe(struct discover *d)
 {
 	struct bpf_uprobe_opts uo = { .sz = sizeof(uo),
 				      .func_name = "memfd_create" };
-	int err;
 
 	d->enter = bpf_program__attach_uprobe_opts(d->skel->progs.memfd_enter,
 						   -1, d->libc, 0, &uo);
-	if (!d->enter)
-		return -errno;
-	uo.retprobe = true;
-	d->exit = bpf_program__attach_uprobe_opts(d->skel->progs.memfd_exit, -1,
-						  d->libc, 0, &uo);
-	if (!d->exit) {
-		err = -errno;
-		bpf_link__destroy(d->enter);
-		d->enter = NULL;
-		return err;
-	}
-	return 0;
+	return d->enter ? 0 : -errno;
 }
 
 int discover_open(struct discover *d, char *why, size_t len)
@@ -80,7 +68,7 @@ int discover_open(struct discover *d, char *why, size_t len)
 			 strerror(-err));
 		return err;
 	}
-	err = attach_uprobes(d);
+	err = attach_uprobe(d);
 	if (err) {
 		snprintf(why, len, "failed to attach a uprobe to %s: %s",
 			 d->libc, strerror(-err));
@@ -99,10 +87,9 @@ int discover_open(struct discover *d, char *why, size_t len)
 void discover_close(struct discover *d)
 {
 	bpf_link__destroy(d->exec);
-	bpf_link__destroy(d->exit);
 	bpf_link__destroy(d->enter);
 	discover_bpf__destroy(d->skel);
-	d->exec = d->exit = d->enter = NULL;
+	d->exec = d->enter = NULL;
 	d->skel = NULL;
 }
 

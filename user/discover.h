@@ -20,7 +20,7 @@ struct bpf_link;
 
 struct discover {
 	struct discover_bpf *skel;
-	struct bpf_link *enter, *exit, *exec;
+	struct bpf_link *enter, *exec;
 	char libc[PATH_MAX]; /* the libc probed, "" if none */
 };
 
