@@ -65,8 +65,13 @@
  */
 #define RESCAN_NS	(30 * NSEC_PER_SEC)
 #define RESCAN_BLIND_NS (2 * NSEC_PER_SEC)
-/* A page just created is sealed and filled in next: look at it this late. */
-#define PAGE_SETTLE_NS (100 * 1000000ULL)
+/* A page reported by the uprobe is looked for this long (it is being made). */
+#define PEND_NS	      (2 * NSEC_PER_SEC)
+#define PEND_RETRY_NS (50 * 1000000ULL)
+/* --all: a target without a page this long is let go. */
+#define NO_PAGE_NS (5 * NSEC_PER_SEC)
+/* --all: places one user's executors may take (root and --user: all). */
+#define PER_UID_MAX (RC_MAX_TARGETS / 4)
 
 struct agent {
 	const struct opts *o;
@@ -82,7 +87,13 @@ struct agent {
 	struct discover disc;
 	bool disc_on;	       /* the uprobe is attached */
 	uint64_t next_scan_ns; /* --all: the next look through /proc */
-	struct sampler sys;    /* without a single target */
+	struct {
+		pid_t pid;
+		uint64_t until_ns;
+	} pend[RC_MAX_TARGETS]; /* pages reported, not ready yet */
+	int npend;
+	uint64_t next_adopt_warn_ns;
+	struct sampler sys; /* without a single target */
 	struct track_totals sys_prev;
 	struct level_watch lw;
 	uint64_t mem_total;
@@ -623,32 +634,130 @@ static void drop_target(struct agent *a, struct target *t, const char *state)
 	}
 }
 
-/* --all: follow @pid if the rules accept it; @how it was found. */
-static void adopt(struct agent *a, pid_t pid, const char *how)
+/* At most this often a warning about executors not followed (--all). */
+static bool may_warn(struct agent *a, uint64_t now)
+{
+	if (now < a->next_adopt_warn_ns)
+		return false;
+	a->next_adopt_warn_ns = now + DROP_WARN_NS;
+	return true;
+}
+
+/*
+ * One user's executors take at most PER_UID_MAX places unless the user
+ * is root or named by --user: any process can make a memfd named
+ * "ramcache", and 64 of one user's must not keep out everybody else's.
+ */
+static bool uid_full(struct agent *a, pid_t pid, uint64_t now)
+{
+	char path[64];
+	struct stat st;
+	struct target *t;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	if (stat(path, &st))
+		return true; /* gone */
+	if (!st.st_uid || (a->o->has_user && a->o->user == st.st_uid))
+		return false;
+	for_each_target(a, t, i)
+		n += t->uid == st.st_uid;
+	if (n < PER_UID_MAX)
+		return false;
+	if (may_warn(a, now))
+		out_warn(
+			&a->out,
+			"not following pid %d: uid %u already has %d executors followed, the most for one user (--user %u lifts it)",
+			pid, st.st_uid, n, st.st_uid);
+	return true;
+}
+
+/* Look again at @pid's page in a moment (it may still be being made). */
+static void pend(struct agent *a, pid_t pid, uint64_t now)
+{
+	for (int i = 0; i < a->npend; i++)
+		if (a->pend[i].pid == pid)
+			return;
+	if (a->npend == RC_MAX_TARGETS) /* full: the oldest goes */
+		memmove(a->pend, a->pend + 1,
+			(size_t)--a->npend * sizeof(a->pend[0]));
+	a->pend[a->npend].pid = pid;
+	a->pend[a->npend].until_ns = now + PEND_NS;
+	a->npend++;
+}
+
+/*
+ * --all: follow @pid if the rules accept it and it holds a page that
+ * passes every check; @how it was found. Nothing is held for a process
+ * whose page is not there (yet): the uprobe's are looked at again for
+ * PEND_NS, a scan's at the next scan. True when it is followed or can
+ * never be (stop looking).
+ */
+static bool adopt(struct agent *a, pid_t pid, const char *how)
 {
 	struct match_spec s, *sp = NULL;
+	uint64_t now = now_ns();
 	struct target *t;
 	int err;
 
 	if (pid == getpid() || targets_find(&a->ts, pid))
-		return;
+		return true;
 	if (a->o->match || a->o->has_user || a->o->cgroup) {
 		match_spec_of(a->o, &s);
 		sp = &s;
+		if (match_verify(RC_PROC_ROOT, sp, pid, -1))
+			return true; /* not ours, or gone */
 	}
+	err = discover_verify(RC_PROC_ROOT, pid);
+	if (err)
+		return err == -ESRCH;
+	if (uid_full(a, pid, now))
+		return true;
 	err = target_attach(&a->ts, &a->env, pid, sp, &t);
 	if (err) {
-		/* refused by --match, --user or --cgroup: not ours */
-		if (err != -EACCES)
+		if (err != -EACCES && (err != -ENOSPC || may_warn(a, now)))
 			attach_failed(a, pid, err);
-		return;
+		return true;
 	}
 	discover_follow(&a->disc, pid, true);
-	/* a page just created is sealed and filled in a moment later */
-	if (t->evicting && !strcmp(how, "uprobe"))
-		t->ev.next_open_ns = now_ns() + PAGE_SETTLE_NS;
 	out_target_found(&a->out, pid, &t->tag, t->weight, how);
-	wake_now(a, now_ns());
+	wake_now(a, now);
+	return true;
+}
+
+/* The uprobe's reports whose page was not ready: once more each tick. */
+static void retry_pending(struct agent *a, uint64_t now)
+{
+	int k = 0;
+
+	for (int i = 0; i < a->npend; i++) {
+		if (now < a->pend[i].until_ns &&
+		    !adopt(a, a->pend[i].pid, "uprobe"))
+			a->pend[k++] = a->pend[i];
+	}
+	a->npend = k;
+}
+
+/*
+ * --all: a target whose page has been gone (or refused) for NO_PAGE_NS
+ * is no executor any more: let its place go.
+ */
+static void drop_pageless(struct agent *a, uint64_t now)
+{
+	struct target *t;
+
+	if (!a->o->all)
+		return;
+	for_each_target(a, t, i) {
+		if (!t->evicting || t->ev.open) {
+			t->no_page_since = 0;
+			continue;
+		}
+		if (!t->no_page_since)
+			t->no_page_since = now;
+		else if (now - t->no_page_since >= NO_PAGE_NS)
+			drop_target(a, t, "no_page");
+	}
 }
 
 static void adopt_found(pid_t pid, void *ctx)
@@ -669,7 +778,8 @@ static int handle_discover(void *ctx, void *data, size_t len)
 	pid = (pid_t)e->tgid;
 	t = targets_find(&a->ts, pid);
 	if (e->kind == RC_DISC_PAGE && !t) {
-		adopt(a, pid, "uprobe");
+		if (!adopt(a, pid, "uprobe"))
+			pend(a, pid, now_ns());
 	} else if (e->kind == RC_DISC_EXEC && t) {
 		/* its page went with the old image, unless it was inherited */
 		drop_target(a, t, "exec");
@@ -809,6 +919,8 @@ static uint64_t next_tick(struct agent *a, uint64_t now)
 		next = a->next_match_ns;
 	if (a->o->all && a->next_scan_ns < next)
 		next = a->next_scan_ns;
+	if (a->npend && now + PEND_RETRY_NS < next)
+		next = now + PEND_RETRY_NS;
 	if (a->end_ns && a->end_ns < next)
 		next = a->end_ns;
 	if (a->ts.n && a->next_cg_ns < next)
@@ -843,6 +955,8 @@ static void on_tick(struct agent *a)
 	if (a->o->match && !a->o->all && !a->ts.n && now >= a->next_match_ns)
 		find_match(a, now);
 	rescan(a, now);
+	retry_pending(a, now);
+	drop_pageless(a, now);
 	recheck_cgroups(a, now);
 	cadence_input(a, now, &ci);
 	cadence_plan(&ci, &a->cad);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -111,6 +112,26 @@ int discover_follow(struct discover *d, pid_t tgid, bool on)
 		return bpf_map_update_elem(fd, &key, &one, BPF_ANY) ? -errno
 								    : 0;
 	return bpf_map_delete_elem(fd, &key) && errno != ENOENT ? -errno : 0;
+}
+
+int discover_verify(const char *proc, pid_t pid)
+{
+	struct ctl_target t;
+	char path[64];
+	struct stat st;
+	struct ctl c;
+	int err;
+
+	snprintf(path, sizeof(path), "%s/%d", proc, (int)pid);
+	if (stat(path, &st))
+		return -errno;
+	err = ctl_target_read(proc, pid, st.st_uid, &t);
+	if (err)
+		return err;
+	err = ctl_find(&c, proc, &t);
+	if (!err)
+		ctl_close(&c);
+	return err;
 }
 
 bool discover_has_page(const char *proc, pid_t pid)

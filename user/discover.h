@@ -36,6 +36,13 @@ int discover_events_fd(const struct discover *d);
 /* Report execve of @tgid (on), or stop (off). */
 int discover_follow(struct discover *d, pid_t tgid, bool on);
 
+/*
+ * 0 if @pid holds a control page that opens and passes every check (as
+ * the evictor will open it: sealed memfd of its uid, header, sizes), else
+ * -errno (-ENOENT: none yet). Nothing is kept open.
+ */
+int discover_verify(const char *proc, pid_t pid);
+
 /* True if @pid holds a descriptor of a memfd named "ramcache". */
 bool discover_has_page(const char *proc, pid_t pid);
 

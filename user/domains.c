@@ -80,6 +80,20 @@ int domain_outlook(const struct targets *ts, int dom,
 	return 0;
 }
 
+/*
+ * The most one entry of @t, or all its commands out, may count for in a
+ * domain of several: its RSS as the kernel counts it. Alone, an executor
+ * that claims more than it holds only fools itself: no cap (0).
+ */
+static uint64_t claim_cap(const struct domain *d, int k)
+{
+	uint64_t rss = d->m[k]->sm.rss, page = 4096;
+
+	if (d->n < 2)
+		return 0;
+	return rss > page ? rss : page;
+}
+
 /* Rank the entries of every member together and post the picks. */
 static void post(const struct domain *d, const struct domain_env *env,
 		 const struct rc_plan *p, uint64_t deficit,
@@ -93,8 +107,14 @@ static void post(const struct domain *d, const struct domain_env *env,
 	int n;
 
 	for (int k = 0; k < d->n; k++) {
-		n = evictor_candidates(&d->m[k]->ev, ep->now, &mm[k]);
+		uint64_t cap = claim_cap(d, k);
+		uint64_t out = evictor_pending(&d->m[k]->ev);
+
+		n = evictor_candidates(&d->m[k]->ev, ep->now, cap, &mm[k]);
 		mm[k].weight = d->m[k]->weight;
+		/* what it can still free: what it holds less what it has out */
+		mm[k].capped = cap != 0;
+		mm[k].cap = cap > out ? cap - out : 0;
 		total += n > 0 ? (size_t)n : 0;
 	}
 	if (!total)
@@ -128,8 +148,13 @@ static void evaluate(const struct domain *d, const struct domain_env *env,
 	ep.headroom = plan(d, env, why, &p);
 	if (!p.evict)
 		return;
-	for (int k = 0; k < d->n; k++)
-		pending += evictor_pending(&d->m[k]->ev);
+	/* what a member has out counts for no more than it holds */
+	for (int k = 0; k < d->n; k++) {
+		uint64_t out = evictor_pending(&d->m[k]->ev);
+		uint64_t cap = claim_cap(d, k);
+
+		pending += cap && out > cap ? cap : out;
+	}
 	if (pending >= p.deficit)
 		return;
 	ep.plan = &p;

@@ -498,7 +498,7 @@ static void evict_event(struct evictor *ev, const struct ctl_entry *e,
 	out_evict(ev->out, &i);
 }
 
-int evictor_candidates(struct evictor *ev, uint64_t now,
+int evictor_candidates(struct evictor *ev, uint64_t now, uint64_t cap,
 		       struct rc_domain_member *m)
 {
 	struct ctl_exec ex;
@@ -517,6 +517,8 @@ int evictor_candidates(struct evictor *ev, uint64_t now,
 				? ev->win_start + EVICT_MAX_SCORED
 				: 0;
 	for (int i = 0; i < n; i++) {
+		if (cap && ev->entries[i].bytes > cap)
+			ev->entries[i].bytes = cap;
 		ev->rce[i].id = ev->entries[i].id;
 		ev->rce[i].bytes = ev->entries[i].bytes;
 		ev->rce[i].last_use_ns = ev->entries[i].last_use_ns;
@@ -596,7 +598,7 @@ void evictor_evaluate(struct evictor *ev, uint64_t now, uint64_t headroom,
 	pending = evictor_pending(ev);
 	if (pending >= plan.deficit)
 		return;
-	n = evictor_candidates(ev, now, &m);
+	n = evictor_candidates(ev, now, 0, &m);
 	if (n <= 0)
 		return;
 	n = rc_select_domain(&m, 1, plan.deficit - pending, plan.phase,

@@ -143,10 +143,13 @@ struct evict_post {
 /*
  * The domain planner's view of this executor: read a window of its entry
  * table into the evictor and describe it in @m (weight 1, in-flight and
- * cooling entries excluded). Returns the entries read; 0 when the page is
- * not open, the executor stalled or the table unreadable.
+ * cooling entries excluded). No entry counts for more than @cap bytes
+ * (the executor's RSS: a page may claim anything, and a claim bigger than
+ * the memory the process holds would cover the deficit of others in its
+ * domain); 0: no cap. Returns the entries read; 0 when the page is not
+ * open, the executor stalled or the table unreadable.
  */
-int evictor_candidates(struct evictor *ev, uint64_t now_ns,
+int evictor_candidates(struct evictor *ev, uint64_t now_ns, uint64_t cap,
 		       struct rc_domain_member *m);
 
 /*

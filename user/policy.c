@@ -273,9 +273,9 @@ int rc_select_domain(const struct rc_domain_member *m, size_t nr,
 		     size_t out_max, uint64_t *covered)
 {
 	size_t cap = 2, picked = 0;
+	uint64_t sum = 0, *left;
 	struct pick_key *set;
 	struct cand *c = NULL;
-	uint64_t sum = 0;
 	ssize_t n;
 
 	*covered = 0;
@@ -294,16 +294,33 @@ int rc_select_domain(const struct rc_domain_member *m, size_t nr,
 		return -ENOMEM;
 	}
 	qsort_r(c, (size_t)n, sizeof(*c), cmp_cand, &policy);
+	left = calloc(nr, sizeof(*left));
+	if (!left) {
+		free(c);
+		free(set);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < nr; k++)
+		left[k] = m[k].capped ? m[k].cap : UINT64_MAX;
 	for (ssize_t i = 0; i < n && sum < deficit && picked < out_max; i++) {
-		/* A corrupt table may repeat an id: evicting it once is enough. */
-		if (!pickset_add(set, cap - 1, c[i].e->id, c[i].member))
+		uint32_t k = c[i].member;
+		uint64_t b = c[i].e->bytes < left[k] ? c[i].e->bytes : left[k];
+
+		/* a member that cannot free more is passed over */
+		if (!b)
 			continue;
-		out[picked].member = c[i].member;
+		/* A corrupt table may repeat an id: evicting it once is enough. */
+		if (!pickset_add(set, cap - 1, c[i].e->id, k))
+			continue;
+		out[picked].member = k;
 		out[picked].idx = c[i].idx;
 		out[picked].score = c[i].score;
 		picked++;
-		sum = sat_add(sum, c[i].e->bytes);
+		if (left[k] != UINT64_MAX)
+			left[k] -= b;
+		sum = sat_add(sum, b);
 	}
+	free(left);
 	free(c);
 	free(set);
 	*covered = sum;

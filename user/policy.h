@@ -201,6 +201,13 @@ struct rc_domain_member {
 	 * [RC_WEIGHT_MIN, RC_WEIGHT_MAX]; 0, negative or NaN counts as 1.
 	 */
 	double weight;
+	/*
+	 * With @capped, this member's picks count for at most @cap bytes in
+	 * all (what it can still free: its RSS less what it has out); once
+	 * that is reached its other entries are passed over.
+	 */
+	bool capped;
+	uint64_t cap;
 	rc_inflight_fn in_flight; /* may be NULL */
 	void *ctx;
 };
@@ -223,7 +230,8 @@ struct rc_pick {
  * order), and picked until the deficit is covered. So the least valuable
  * entries of the domain go first, whichever executor holds them; no
  * executor is drained before another. Duplicate ids within a member are
- * picked once. Returns the number picked (at most out_max), or -EINVAL /
+ * picked once. A capped member's picks count for no more than its cap
+ * (an entry over what is left counts for what is left). Returns the number picked (at most out_max), or -EINVAL /
  * -ENOMEM; *covered is the sum of their bytes (saturating).
  */
 int rc_select_domain(const struct rc_domain_member *m, size_t nr,

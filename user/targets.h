@@ -42,9 +42,10 @@ struct target {
 	bool evicting;
 	struct rc_thresholds thr;
 	struct track_totals prev;
-	uint64_t oom_base;  /* the cgroup's oom_kill count at attach */
-	uint64_t oom_carry; /* OOM kills in cgroups it has left */
-	double weight;	    /* --weight, 1 when none applies */
+	uint64_t oom_base;	/* the cgroup's oom_kill count at attach */
+	uint64_t oom_carry;	/* OOM kills in cgroups it has left */
+	double weight;		/* --weight, 1 when none applies */
+	uint64_t no_page_since; /* --all: when its page went, 0: it has one */
 	/* the memory domain: nearest limited cgroup's inode, 0: the machine */
 	uint64_t domain;
 	int dom; /* its index in struct targets (and in the metrics), -1: none */

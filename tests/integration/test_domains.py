@@ -299,24 +299,47 @@ def evicted_entries_are_the_oldest_across_executors():
             assert cmds == mine, (x.proc.pid, sorted(cmds), sorted(mine))
 
 
-# A process that makes a page, then (argv[1] == "exec") runs execve into
-# a new image that makes another, then exits when stdin closes.
+HELPERS_SRC = os.path.join(ROOT, "tests", "helpers")
+# A process that makes a page (docexec's Page: from the doc), then
+# (argv[1] == "exec") runs execve into a new image that makes another, or
+# (argv[1] == "bare") holds only a memfd named ramcache, no page; it exits
+# when stdin closes.
 PAGE_MAKER = r"""
 import os, sys
-fd = os.memfd_create("ramcache", 0)
+sys.path.insert(0, sys.argv[3])
+from docexec import Page
+if sys.argv[1] == "bare":
+    fd = os.memfd_create("ramcache", 0)
+else:
+    page = Page(max_entries=16, ring=8)
 print("page", flush=True)
 if sys.argv[1] == "exec":
     sys.stdin.readline()
-    os.close(fd)
-    os.execv(sys.executable, [sys.executable, "-c", sys.argv[2], "done"])
+    page.close()
+    os.execv(sys.executable, [sys.executable, "-c", sys.argv[2], "done",
+                              sys.argv[2], sys.argv[3]])
 sys.stdin.readline()
 """
 
 
-def page_maker(dom, i, then):
-    p = subprocess.Popen([sys.executable, "-c", PAGE_MAKER, then, PAGE_MAKER],
+def as_user(uid, then=None):
+    def f():
+        if then:
+            then()
+        os.setgid(uid)
+        os.setgroups([])
+        os.setuid(uid)
+    return f
+
+
+def page_maker(dom, i, then, uid=None):
+    pre = dom.preexec(i)
+    py = sys.executable if uid is None else SYS_PYTHON
+    p = subprocess.Popen([py, "-c", PAGE_MAKER, then, PAGE_MAKER,
+                          HELPERS_SRC],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         text=True, preexec_fn=dom.preexec(i))
+                         text=True,
+                         preexec_fn=pre if uid is None else as_user(uid, pre))
     assert p.stdout.readline().strip() == "page"
     return p
 
@@ -375,6 +398,109 @@ def all_follows_executors_as_they_come_exec_and_go():
             agent.stop()
         assert not [e for e in agent.of_type("target")
                     if e["pid"] == outsider.pid], "adopted outside --cgroup"
+
+
+NOBODY = 65534
+# a python another user may run (sys.executable may sit under /root)
+SYS_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) \
+    else sys.executable
+
+
+@test
+def one_user_cannot_take_every_place():
+    """Any process can make a memfd named ramcache: bare ones (no page)
+    are never adopted, and one user's executors take at most 16 of the
+    64 places, so root's executor started after 20 of theirs and 20
+    squatters is still followed."""
+    require_root()
+    if not os.access(AGENT, os.X_OK):
+        raise Skip(f"{AGENT} is not built")
+    with Domain(4096 * MiB, n=2) as dom:
+        agent = Agent("--all", "--no-evict", "--cgroup", dom.rel,
+                      "--interval", "10s")
+        procs = []
+        try:
+            assert agent.wait_type("start", timeout=60), agent.stderr
+            procs += [page_maker(dom, 0, "bare", NOBODY) for _ in range(20)]
+            procs += [page_maker(dom, 0, "stay", NOBODY) for _ in range(20)]
+            time.sleep(3)  # longer than a bare memfd is looked at
+            root = page_maker(dom, 1, "stay")
+            procs.append(root)
+            ev = target_event(agent, root.pid, "attached")
+            assert ev, agent.stderr[-5:]
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait()
+            agent.stop()
+        bare = {p.pid for p in procs[:20]}
+        paged = {p.pid for p in procs[20:40]}
+        got = {e["pid"] for e in agent.of_type("target")
+               if e["state"] == "attached"}
+        assert not got & bare, "a memfd without a page was adopted"
+        assert len(got & paged) == 16, f"{len(got & paged)} of one user's"
+        assert any("the most for one user" in w["message"]
+                   for w in agent.of_type("warning")), agent.stderr
+
+
+# A hostile executor (from the doc): entries that do not exist, claiming
+# 1 TiB each, as old as can be; it never acks.
+SHIELD = r"""
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from docexec import Page
+page = Page(max_entries=256, ring=64)
+page.set_generation(1000)
+for i in range(200):
+    page.publish(1_000_000 + i, 1 << 40, 0, 0, f"fake {i}")
+print("ready", flush=True)
+while True:
+    page.heartbeat()
+    while page.take():
+        pass
+    time.sleep(0.05)
+"""
+
+
+@test
+def a_claim_bigger_than_its_memory_shields_nobody():
+    """One member of a domain lists fake entries claiming 1 TiB: their
+    claims count for no more than its RSS, so the other member is still
+    evicted and not OOM-killed (before, one unacked fake command covered
+    the domain's deficit until it timed out)."""
+    require_root()
+    if not os.access(AGENT, os.X_OK):
+        raise Skip(f"{AGENT} is not built")
+    with Domain(LIMIT, n=2) as dom:
+        agent = Agent("--all", "--cgroup", dom.rel, "--headroom", "64M",
+                      "--inactive", "128M", "--interval", "1s")
+        shield = victim = None
+        try:
+            assert agent.wait_type("start", timeout=60), agent.stderr
+            shield = subprocess.Popen(
+                [SYS_PYTHON, "-c", SHIELD, HELPERS_SRC],
+                stdout=subprocess.PIPE, text=True,
+                preexec_fn=as_user(NOBODY, dom.preexec(1)))
+            assert shield.stdout.readline().strip() == "ready"
+            assert target_event(agent, shield.pid, "attached")
+            victim = subprocess.Popen(
+                [sys.executable, DOCEXEC,
+                 *map(str, ["--entries", 48, "--size", 16, "--every-ms", 100,
+                            "--hold-s", 1, "--wait-agent", 60])],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                preexec_fn=dom.preexec(0))
+            rc = victim.wait(timeout=TIMEOUT)
+        finally:
+            for p in (shield, victim):
+                if p and p.poll() is None:
+                    p.kill()
+                    p.wait()
+            agent.stop()
+        got = [e for e in agent.of_type("evict") if e["pid"] == victim.pid]
+        assert rc == 0 and dom.oom_kills() == 0, (
+            f"victim exit {rc}, {dom.oom_kills()} OOM kills, "
+            f"{len(got)} of its entries evicted")
+        assert got, "the victim was never evicted"
 
 
 def run_ladder(dom, *agent_args, scripts=(DOCEXEC,) * 3):

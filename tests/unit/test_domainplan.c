@@ -179,6 +179,35 @@ TEST(domain_inflight_and_duplicates)
 	ASSERT_EQ(n, 2, "out_max bounds the picks");
 }
 
+/* A member cannot free more than its cap: a huge claim covers nothing. */
+TEST(domain_cap_bounds_what_a_member_covers)
+{
+	struct rc_entry liar[] = { old(1, 1 << 20, 200), old(2, 1 << 20, 200),
+				   old(3, 1 << 20, 200) };
+	struct rc_entry b[] = { old(1, 16, 5), old(2, 16, 4), old(3, 16, 3) };
+	struct rc_domain_member m[] = { member(liar, 3), member(b, 3) };
+	struct rc_pick p[6];
+	uint64_t covered;
+	int n;
+
+	n = rc_select_domain(m, 2, 40 * MiB, RC_PHASE_INACTIVE, RC_POLICY_RAM,
+			     p, 6, &covered);
+	ASSERT_TRUE(n == 1 && p[0].member == 0,
+		    "uncapped: one 1 TiB claim covers everything");
+	m[0].capped = true;
+	m[0].cap = 10 * MiB; /* its RSS */
+	n = rc_select_domain(m, 2, 40 * MiB, RC_PHASE_INACTIVE, RC_POLICY_RAM,
+			     p, 6, &covered);
+	ASSERT_EQ(n, 3, "the liar's first entry (10 MiB), then two of b's");
+	ASSERT_TRUE(p[0].member == 0 && p[1].member == 1 && p[2].member == 1,
+		    "b is evicted");
+	ASSERT_EQ(covered, 42 * MiB, "10 + 16 + 16 MiB");
+	m[0].cap = 0; /* all it holds is out already */
+	n = rc_select_domain(m, 2, 40 * MiB, RC_PHASE_INACTIVE, RC_POLICY_RAM,
+			     p, 6, &covered);
+	ASSERT_TRUE(n == 3 && p[0].member == 1, "only b's entries");
+}
+
 TEST(domain_bad_input)
 {
 	struct rc_pick p[1];
