@@ -67,6 +67,7 @@
 #define RESCAN_BLIND_NS (2 * NSEC_PER_SEC)
 /* A page reported by the uprobe is looked for this long (it is being made). */
 #define PEND_NS	      (2 * NSEC_PER_SEC)
+#define PEND_FIRST_NS (5 * 1000000ULL) /* the first look again */
 #define PEND_RETRY_NS (50 * 1000000ULL)
 /* --all: a target without a page this long is let go. */
 #define NO_PAGE_NS (5 * NSEC_PER_SEC)
@@ -684,6 +685,9 @@ static void pend(struct agent *a, pid_t pid, uint64_t now)
 	a->pend[a->npend].pid = pid;
 	a->pend[a->npend].until_ns = now + PEND_NS;
 	a->npend++;
+	/* a calm loop may not wake for seconds: look again soon */
+	if (now + PEND_FIRST_NS < a->armed_ns)
+		arm(a, now + PEND_FIRST_NS);
 }
 
 /*
