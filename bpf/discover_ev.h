@@ -17,7 +17,7 @@
 #define RC_DISCOVER_MAX	     64 /* followed executors: RC_MAX_TARGETS */
 
 enum rc_discover_kind {
-	RC_DISC_PAGE = 1, /* memfd_create("ramcache") was called (not yet done) */
+	RC_DISC_PAGE = 1, /* memfd_create("ramcache") called, no page yet */
 	RC_DISC_EXEC = 2, /* a followed process ran execve */
 };
 
