@@ -992,7 +992,12 @@ static void on_target_exit(struct agent *a, int slot)
 	struct target *t = targets_at(&a->ts, slot);
 	pid_t pid;
 
-	if (!t)
+	/*
+	 * The slot may have changed hands since epoll_wait gathered this
+	 * event (its owner dropped, a new executor adopted in the same
+	 * batch): only the slot's own pidfd, readable, means it exited.
+	 */
+	if (!t || pidfd_alive(t->pidfd) == 0)
 		return;
 	pid = t->pid;
 	/* drain what the target left behind first */
