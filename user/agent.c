@@ -766,7 +766,17 @@ static void drop_pageless(struct agent *a, uint64_t now)
 
 static void adopt_found(pid_t pid, void *ctx)
 {
-	adopt(ctx, pid, "scan");
+	struct agent *a = ctx;
+	char why[512];
+
+	adopt(a, pid, "scan");
+	if (!a->disc_on || !targets_find(&a->ts, pid))
+		return;
+	/* its libc too, so the next executors on it are reported at once */
+	discover_scan_found(&a->disc, RC_PROC_ROOT, pid, a->disc.scans > 0, why,
+			    sizeof(why));
+	if (why[0])
+		out_warn(&a->out, "%s", why);
 }
 
 /* The kernel told: a page was created, or a followed executor exec'd. */
@@ -800,6 +810,7 @@ static void rescan(struct agent *a, uint64_t now)
 		return;
 	a->next_scan_ns = now + (a->disc_on ? RESCAN_NS : RESCAN_BLIND_NS);
 	discover_scan(RC_PROC_ROOT, getpid(), adopt_found, a);
+	a->disc.scans++;
 }
 
 static void setup_discover(struct agent *a)

@@ -4,7 +4,10 @@
  * is created (a uprobe on libc's memfd_create, bpf/discover.bpf.c) and
  * each execve of a followed executor; a scan of /proc finds the executors
  * that were there before the agent, and, slowly, those whose libc is not
- * the one probed (a container's, a static binary).
+ * one probed (a container's, a static binary). A uprobe is per file: the
+ * libc of every executor a scan finds is probed too (up to
+ * DISC_MAX_LIBC files), so the next executors of the same image are
+ * reported at once.
  */
 #ifndef RAMCACHE_DISCOVER_H
 #define RAMCACHE_DISCOVER_H
@@ -18,10 +21,23 @@
 struct discover_bpf;
 struct bpf_link;
 
+#define DISC_MAX_LIBC 32
+
+struct disc_libc {
+	dev_t dev;
+	ino_t ino;
+	struct bpf_link *link; /* NULL: could not be probed */
+	bool told;	       /* a warning named it */
+};
+
 struct discover {
 	struct discover_bpf *skel;
-	struct bpf_link *enter, *exec;
-	char libc[PATH_MAX]; /* the libc probed, "" if none */
+	struct bpf_link *exec;
+	struct disc_libc libcs[DISC_MAX_LIBC]; /* [0]: the agent's own */
+	int nlibc;
+	unsigned int scans;  /* scans of /proc done (by the caller) */
+	unsigned int told;   /* DISC_TOLD_* warnings given */
+	char libc[PATH_MAX]; /* the agent's libc, "" if none */
 };
 
 /*
@@ -42,6 +58,17 @@ int discover_follow(struct discover *d, pid_t tgid, bool on);
  * -errno (-ENOENT: none yet). Nothing is kept open.
  */
 int discover_verify(const char *proc, pid_t pid);
+
+/*
+ * A scan found executor @pid: probe the libc file it maps too (opened
+ * through /proc/PID/map_files, never by path; only a regular file owned
+ * by root and writable by no one else). @missed: the uprobe was on when
+ * it started (it was not there at the first scan). When the uprobe
+ * should have reported it, @why gets a one-line warning to give, once
+ * per libc file (once per kind of failure); else @why is "".
+ */
+void discover_scan_found(struct discover *d, const char *proc, pid_t pid,
+			 bool missed, char *why, size_t len);
 
 /* True if @pid holds a descriptor of a memfd named "ramcache". */
 bool discover_has_page(const char *proc, pid_t pid);

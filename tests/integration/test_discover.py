@@ -6,12 +6,13 @@ page they make passes every check the agent makes before following one.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import (AGENT, ROOT, Agent, Skip, main,  # noqa: E402
-                    require_root, test)
+                    require_root, scratch_dir, test, wait_page)
 
 DOCEXEC = os.path.join(ROOT, "tests", "helpers", "docexec.py")
 
@@ -65,6 +66,61 @@ def all_probes_memfd_create_at_entry_only():
             ex.kill()
             ex.wait()
         agent.stop()
+
+
+def own_libc():
+    """The libc this Python runs on (as the agent finds its own)."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            path = line.split()[-1]
+            if os.path.basename(path).startswith("libc.so"):
+                return path
+    raise Skip("no libc.so in this process's maps")
+
+
+@test
+def all_probes_the_libc_of_executors_the_scan_finds():
+    """An executor on another copy of libc (as in a container image) is
+    not reported by the uprobe on the agent's libc: the scan finds it, the
+    agent warns, naming that libc, and probes it, so the next executor on
+    the same copy is reported by the uprobe, not left for the next scan."""
+    require_agent()
+    with scratch_dir("libc") as d:
+        lib = os.path.join(d, "lib")
+        os.mkdir(lib)
+        shutil.copy(own_libc(), os.path.join(lib, "libc.so.6"))
+        env = dict(os.environ, LD_LIBRARY_PATH=lib)
+        # one there before the agent: once it is attached, the first scan
+        # is over and the next is 30 s away
+        marker = docexec(hold=60)
+        first = second = agent = None
+        try:
+            assert wait_page(marker.pid), "docexec made no page"
+            agent = Agent("--all", "--no-evict", "--interval", "10s")
+            assert agent.wait_type("start", timeout=60), agent.stderr
+            ev = attached(agent, marker.pid)
+            assert ev and ev["discovery"] == "scan", (ev, agent.stderr)
+            first = docexec(env, hold=60)
+            # the scan comes every 30 s
+            ev = attached(agent, first.pid, timeout=45)
+            assert ev and ev["discovery"] == "scan", (ev, agent.stderr)
+            warn = agent.wait_for(
+                lambda e: e.get("type") == "warning"
+                and f"executor {first.pid} " in e.get("message", ""), 5)
+            assert warn and lib in warn["message"], (warn, agent.stderr)
+            second = docexec(env, hold=60)
+            ev = attached(agent, second.pid, timeout=10)
+            assert ev and ev["discovery"] == "uprobe", (ev, agent.stderr)
+            probes = {p.get("filename") for p in
+                      agent_probes(agent.proc.pid)}
+            assert len(probes) == 2, probes
+        finally:
+            for p in (marker, first, second):
+                if p:
+                    p.kill()
+                    p.wait()
+            if agent:
+                agent.stop()
 
 
 if __name__ == "__main__":
