@@ -635,6 +635,45 @@ static void drop_target(struct agent *a, struct target *t, const char *state)
 	}
 }
 
+/* @t's process has exited: its last numbers, then its place goes. */
+static void target_exited(struct agent *a, struct target *t)
+{
+	pid_t pid = t->pid;
+
+	target_read(&a->ts, &a->env, t,
+		    now_ns()); /* its cgroup's OOM kills too */
+	summary_of(a, t, now_ns());
+	a->last_pid = pid;
+	if (!a->o->match && !a->o->all) {
+		if (target_detach(&a->ts, &a->env, t, &a->ack_hist,
+				  &a->freed_hist))
+			a->had_evictor = true;
+		a->stop = true;
+		a->exit_reason = "target exited";
+		return;
+	}
+	drop_target(a, t, "exited");
+	if (!a->o->all) {
+		a->next_match_ns = 0;
+		arm(a, now_ns()); /* look for the next one now */
+	}
+}
+
+/*
+ * --all: let go of the executors that have exited but whose pidfd event
+ * is still queued, before another takes a place: with both in one wake-up
+ * (a busy machine) the newcomer would otherwise get a new slot, and a new
+ * set of series, while the place it replaces is still held.
+ */
+static void reap_exited(struct agent *a)
+{
+	struct target *t;
+
+	for_each_target(a, t, i)
+		if (pidfd_alive(t->pidfd))
+			target_exited(a, t);
+}
+
 /* At most this often a warning about executors not followed (--all). */
 static bool may_warn(struct agent *a, uint64_t now)
 {
@@ -715,6 +754,7 @@ static bool adopt(struct agent *a, pid_t pid, const char *how)
 	err = discover_verify(RC_PROC_ROOT, pid);
 	if (err)
 		return err == -ESRCH;
+	reap_exited(a);
 	if (uid_full(a, pid, now))
 		return true;
 	err = target_attach(&a->ts, &a->env, pid, sp, &t);
@@ -1015,24 +1055,8 @@ static void on_target_exit(struct agent *a, int slot)
 	ring_buffer__consume(a->rb);
 	t = targets_find(&a->ts, pid);
 	if (!t)
-		return; /* dropped by an event just drained */
-	target_read(&a->ts, &a->env, t,
-		    now_ns()); /* its cgroup's OOM kills too */
-	summary_of(a, t, now_ns());
-	a->last_pid = pid;
-	if (!a->o->match && !a->o->all) {
-		if (target_detach(&a->ts, &a->env, t, &a->ack_hist,
-				  &a->freed_hist))
-			a->had_evictor = true;
-		a->stop = true;
-		a->exit_reason = "target exited";
-		return;
-	}
-	drop_target(a, t, "exited");
-	if (!a->o->all) {
-		a->next_match_ns = 0;
-		arm(a, now_ns()); /* look for the next one now */
-	}
+		return; /* dropped by an event just drained, or reaped */
+	target_exited(a, t);
 }
 
 static void on_signal(struct agent *a)
