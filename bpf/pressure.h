@@ -8,7 +8,8 @@
 
 #define RC_COMM_LEN   16
 #define RC_HIST_SLOTS 32
-#define RC_MAX_MEMCGS 16
+/* memory cgroups watched for reclaim: at most one per target */
+#define RC_MAX_MEMCGS 64
 
 /* Kinds of event in the ring buffer; each starts with struct rc_event_hdr. */
 enum rc_event_type {

@@ -192,15 +192,28 @@ int bpfstate_untrack(struct bpfstate *b, pid_t tgid)
 
 int bpfstate_watch_memcg(struct bpfstate *b, uint64_t ino)
 {
+	int first = memcg_ref_get(&b->memcgs, ino);
 	__u8 one = 1;
 
-	return bpf_map__update_elem(b->skel->maps.memcgs, &ino, sizeof(ino),
-				    &one, sizeof(one), BPF_ANY);
+	if (first <= 0)
+		return first;
+	if (!bpf_map__update_elem(b->skel->maps.memcgs, &ino, sizeof(ino), &one,
+				  sizeof(one), BPF_ANY))
+		return 0;
+	first = -errno;
+	memcg_ref_put(&b->memcgs, ino);
+	return first;
 }
 
 int bpfstate_unwatch_memcg(struct bpfstate *b, uint64_t ino)
 {
-	return bpf_map__delete_elem(b->skel->maps.memcgs, &ino, sizeof(ino), 0);
+	int last = memcg_ref_put(&b->memcgs, ino);
+
+	if (last <= 0)
+		return last;
+	return bpf_map__delete_elem(b->skel->maps.memcgs, &ino, sizeof(ino), 0)
+		       ? -errno
+		       : 0;
 }
 
 int bpfstate_totals(struct bpfstate *b, pid_t tgid, struct track_totals *t)

@@ -12,6 +12,7 @@
 
 #include "args.h"
 #include "hist.h"
+#include "memcgref.h"
 #include "pressure.h"
 #include "probes.h"
 
@@ -25,6 +26,7 @@ struct bpfstate {
 	int nr_attached;
 	pid_t slots[RC_MAX_TARGETS]; /* tgid tracked in each slot, 0: free */
 	struct bpf_link *learn;	     /* the learn_mm task iterator */
+	struct memcg_refs memcgs;    /* targets in each watched memcg */
 };
 
 /* Counters of one tracked tgid (or of the system), summed over CPUs. */
@@ -56,7 +58,11 @@ void bpfstate_destroy(struct bpfstate *b);
 int bpfstate_track(struct bpfstate *b, pid_t tgid);
 /* Stop following @tgid (-ENOENT when it was not followed). */
 int bpfstate_untrack(struct bpfstate *b, pid_t tgid);
-/* Report memcg reclaim of tasks in the memory cgroup with inode @ino. */
+/*
+ * Report memcg reclaim of tasks in the memory cgroup with inode @ino, for
+ * one more target in it (0 or -errno: then it is not counted). Unwatch:
+ * one target fewer; the reports stop when the last one goes.
+ */
 int bpfstate_watch_memcg(struct bpfstate *b, uint64_t ino);
 int bpfstate_unwatch_memcg(struct bpfstate *b, uint64_t ino);
 

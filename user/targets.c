@@ -38,6 +38,33 @@ static void report_read(const struct target_env *env, int err)
 	*env->read_err = err;
 }
 
+/*
+ * Memcg reclaim of @t's cgroup @ino is reported while a target is in it
+ * (counted per cgroup: one leaving does not stop it for the others).
+ */
+static void watch_memcg(const struct target_env *env, struct target *t,
+			uint64_t ino)
+{
+	static bool told;
+	int err = bpfstate_watch_memcg(env->bpf, ino);
+
+	t->memcg_watched = err ? 0 : ino;
+	if (err && !told) {
+		told = true;
+		out_warn(
+			env->out,
+			"failed to watch memory cgroup %s for reclaim stalls: %s; memcg reclaim of its other tasks is not reported",
+			t->sm.cg.path, strerror(-err));
+	}
+}
+
+static void unwatch_memcg(const struct target_env *env, struct target *t)
+{
+	if (t->memcg_watched)
+		bpfstate_unwatch_memcg(env->bpf, t->memcg_watched);
+	t->memcg_watched = 0;
+}
+
 static int read_comm(pid_t pid, char *buf, size_t len)
 {
 	char path[64];
@@ -232,7 +259,7 @@ static int start_sampling(struct targets *ts, struct target *t,
 	t->dom = domain_get(ts, t->domain);
 	t->oom_base = t->sm.cs.self.oom_kill;
 	if (t->sm.has_cg && t->sm.cg.ino)
-		bpfstate_watch_memcg(env->bpf, t->sm.cg.ino);
+		watch_memcg(env, t, t->sm.cg.ino);
 	target_thresholds(env, t->sm.has_cg ? t->sm.cs.limit : RC_UNLIMITED,
 			  &t->thr);
 	if (ctl_target_read(RC_PROC_ROOT, t->pid, t->uid, &t->ctl))
@@ -291,8 +318,7 @@ int target_attach(struct targets *ts, const struct target_env *env, pid_t pid,
 	return 0;
 fail:
 	domain_put(ts, env, t->dom);
-	if (t->sm.has_cg && t->sm.cg.ino)
-		bpfstate_unwatch_memcg(env->bpf, t->sm.cg.ino);
+	unwatch_memcg(env, t);
 	bpfstate_untrack(env->bpf, pid);
 fail_pin:
 	if (t->pidfd >= 0)
@@ -313,8 +339,7 @@ bool target_detach(struct targets *ts, const struct target_env *env,
 	}
 	metrics_exec_unbind(env->m, (unsigned int)t->slot);
 	domain_put(ts, env, t->dom);
-	if (t->sm.has_cg && t->sm.cg.ino)
-		bpfstate_unwatch_memcg(env->bpf, t->sm.cg.ino);
+	unwatch_memcg(env, t);
 	bpfstate_untrack(env->bpf, t->pid);
 	epoll_ctl(env->epfd, EPOLL_CTL_DEL, t->pidfd, NULL);
 	close(t->pidfd);
@@ -390,9 +415,8 @@ static void move_cgroup(struct targets *ts, struct target *t,
 	if (t->sm.has_cg) {
 		if (t->sm.cs.self.oom_kill > t->oom_base)
 			t->oom_carry += t->sm.cs.self.oom_kill - t->oom_base;
-		if (t->sm.cg.ino)
-			bpfstate_unwatch_memcg(env->bpf, t->sm.cg.ino);
 	}
+	unwatch_memcg(env, t);
 	t->sm.has_cg = has;
 	if (has)
 		t->sm.cg = *cg;
@@ -400,7 +424,7 @@ static void move_cgroup(struct targets *ts, struct target *t,
 	report_read(env, target_read(ts, env, t, now));
 	t->oom_base = t->sm.cs.self.oom_kill;
 	if (has && cg->ino)
-		bpfstate_watch_memcg(env->bpf, cg->ino);
+		watch_memcg(env, t, cg->ino);
 	target_thresholds(env, has ? t->sm.cs.limit : RC_UNLIMITED, &t->thr);
 	if (t->evicting)
 		t->ev.thr = t->thr;

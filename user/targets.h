@@ -36,6 +36,7 @@ struct target {
 	int pidfd;
 	char comm[64];
 	struct sampler sm;
+	uint64_t memcg_watched; /* its memcg's ino counted as watched, or 0 */
 	bool has_rss_file;
 	uint64_t rss_file; /* file-backed resident bytes, last rss event */
 	struct evictor ev;

@@ -11,18 +11,18 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rctest import (AGENT, ROOT, Agent, Skip, main,  # noqa: E402
+from rctest import (AGENT, ROOT, Agent, Memcg, Skip, main,  # noqa: E402
                     require_root, scratch_dir, test, wait_page)
 
 DOCEXEC = os.path.join(ROOT, "tests", "helpers", "docexec.py")
 
 
-def docexec(env=None, hold=20):
+def docexec(env=None, hold=20, preexec=None):
     return subprocess.Popen(
         [sys.executable, DOCEXEC, "--entries", "2", "--size", "1",
          "--hold-s", str(hold)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env=env)
+        env=env, preexec_fn=preexec)
 
 
 def attached(agent, pid, timeout=10):
@@ -121,6 +121,73 @@ def all_probes_the_libc_of_executors_the_scan_finds():
                     p.wait()
             if agent:
                 agent.stop()
+
+
+def watched_memcgs(pid):
+    """The keys of the memcgs map of the agent @pid (bpftool)."""
+    mine = set()
+    fdinfo = f"/proc/{pid}/fdinfo"
+    for fd in os.listdir(fdinfo):
+        try:
+            with open(os.path.join(fdinfo, fd)) as f:
+                for line in f:
+                    if line.startswith("map_id:"):
+                        mine.add(int(line.split()[1]))
+        except OSError:
+            pass
+    out = subprocess.run(["bpftool", "map", "show", "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    ids = [m["id"] for m in json.loads(out)
+           if m.get("name") == "memcgs" and m["id"] in mine]
+    assert len(ids) == 1, ids
+    out = subprocess.run(["bpftool", "map", "dump", "id", str(ids[0]),
+                          "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    keys = set()
+    for e in json.loads(out):
+        k = e.get("key")
+        if isinstance(k, list):  # without BTF: bytes as hex strings
+            k = int.from_bytes(bytes(int(b, 16) for b in k), "little")
+        keys.add(int(k))
+    return keys
+
+
+@test
+def a_memcg_stays_watched_while_one_of_its_executors_is_followed():
+    """Two executors in one memory cgroup: when one exits, the cgroup's
+    memcg reclaim is still reported for the other (review R4: the watch
+    was dropped with the first); when the last goes, it is dropped."""
+    require_agent()
+    with Memcg(1 << 30) as cg:
+        rel = "/" + os.path.basename(cg.path)
+        ino = os.stat(cg.path).st_ino
+        agent = Agent("--all", "--no-evict", "--cgroup", rel,
+                      "--interval", "10s")
+        execs = []
+        try:
+            assert agent.wait_type("start", timeout=60), agent.stderr
+            execs = [docexec(hold=60, preexec=cg.preexec()) for _ in (0, 1)]
+            for x in execs:
+                assert attached(agent, x.pid), agent.stderr
+            assert ino in watched_memcgs(agent.proc.pid)
+            execs[0].kill()
+            execs[0].wait()
+            assert agent.wait_for(lambda e: e.get("type") == "target"
+                                  and e.get("pid") == execs[0].pid
+                                  and e.get("state") == "exited", 10)
+            assert ino in watched_memcgs(agent.proc.pid), \
+                "unwatched while an executor is still followed in it"
+            execs[1].kill()
+            execs[1].wait()
+            assert agent.wait_for(lambda e: e.get("type") == "target"
+                                  and e.get("pid") == execs[1].pid
+                                  and e.get("state") == "exited", 10)
+            assert ino not in watched_memcgs(agent.proc.pid)
+        finally:
+            for x in execs:
+                x.kill()
+                x.wait()
+            agent.stop()
 
 
 if __name__ == "__main__":
