@@ -212,6 +212,9 @@ def main():
     ap.add_argument("--hold-s", type=float, default=2.0)
     ap.add_argument("--wait-agent", type=float, default=0,
                     help="seconds to wait for an agent before caching")
+    ap.add_argument("--start-file", default=None,
+                    help="after the agent is seen, make no entry before "
+                    "this file exists (several executors start in step)")
     ap.add_argument("--no-seal", action="store_true",
                     help="leave the page unsealed (the agent must refuse it)")
     a = ap.parse_args()
@@ -228,6 +231,13 @@ def main():
             break
         page.heartbeat()
         time.sleep(0.02)
+    while a.start_file and not os.path.exists(a.start_file) and not stop:
+        if time.monotonic() > end:
+            break
+        page.heartbeat()
+        time.sleep(0.02)
+    if a.start_file:
+        say(type="start", t_ns=now_ns())
 
     cache = {}
     nbytes = a.size << 20

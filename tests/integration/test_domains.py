@@ -144,9 +144,10 @@ class _Pre:
 class DocExec:
     """docexec.py in child cgroup @i of @dom, its JSON lines read."""
 
-    def __init__(self, dom, i, script=DOCEXEC):
+    def __init__(self, dom, i, script=DOCEXEC, start_file=None):
+        extra = ["--start-file", start_file] if start_file else []
         self.proc = subprocess.Popen(
-            [sys.executable, script, *map(str, LADDER)],
+            [sys.executable, script, *map(str, LADDER), *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             preexec_fn=dom.preexec(i))
         self.events = []
@@ -508,14 +509,30 @@ def run_ladder(dom, *agent_args, scripts=(DOCEXEC,) * 3):
     agent = Agent("--all", "--cgroup", dom.rel, "--headroom", "64M",
                   "--inactive", "128M", "--interval", "1s", *agent_args)
     execs = []
+    go = f"/var/tmp/ramcache-ladder-go-{os.getpid()}-{time.monotonic_ns()}"
     try:
         assert agent.wait_type("start", timeout=60), agent.stderr
-        execs = [DocExec(dom, i, s) for i, s in enumerate(scripts)]
+        execs = [DocExec(dom, i, s, go) for i, s in enumerate(scripts)]
+        # Each waits for the agent, then for @go: the ladder's clock is
+        # the same in all three only if they start in step, and the agent
+        # may find them up to seconds apart on an emulated machine.
+        seen = [target_event(agent, x.proc.pid, "attached", timeout=60)
+                for x in execs]
+        assert all(seen), f"not all attached: {agent.events[-10:]}"
+        with open(go, "w"):
+            pass
         rcs = [x.wait() for x in execs]
     finally:
         for x in execs:
             x.kill()
         agent.stop()
+        with contextlib.suppress(OSError):
+            os.unlink(go)
+    spread = [e["ts_ns"] for e in seen]
+    starts = [next((e["t_ns"] for e in x.events if e["type"] == "start"), 0)
+              for x in execs]
+    print(f"# attached over {(max(spread) - min(spread)) / 1e6:.0f} ms, "
+          f"started over {(max(starts) - min(starts)) / 1e6:.0f} ms")
     assert rcs == [0, 0, 0], f"exits {rcs}: {[x.err[-500:] for x in execs]}"
     assert dom.oom_kills() == 0, "OOM kill in the domain"
     pids = [x.proc.pid for x in execs]
