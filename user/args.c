@@ -67,10 +67,12 @@ static const struct arg_opt opts_table[] = {
 	    "follow the process whose command line contains\n"
 	    "PATTERN, and its successor after a restart"),
 	OPT(NULL, "user", OPT_USER, "NAME|UID",
-	    "with --match: only processes running as this user"),
+	    "with --match or --all: only processes running as\n"
+	    "this user"),
 	OPT(NULL, "cgroup", OPT_CGROUP, "PATH",
-	    "with --match: only processes in this cgroup or below\n"
-	    "it (/system.slice/comfyui.service or /sys/fs/cgroup/...)"),
+	    "with --match or --all: only processes in this cgroup\n"
+	    "or below it (/system.slice/comfyui.service or\n"
+	    "/sys/fs/cgroup/...)"),
 	OPT(NULL, "control", OPT_CONTROL, "PATH",
 	    "control page file (default: the executor's memfd)"),
 	OPT("Output", "json", 'j', NULL,
@@ -108,8 +110,11 @@ static const struct arg_opt opts_table[] = {
 	OPT(NULL, "ack-timeout", OPT_ACK_TIMEOUT, "DUR",
 	    "count a command lost after DUR (default 5s)"),
 	OPT(NULL, "weight", OPT_WEIGHT, "PID|PATTERN=W",
-	    "rank this executor's entries by score / W in its\n"
-	    "memory domain (W > 1 keeps them longer; repeatable)"),
+	    "with --all: rank this executor's entries by\n"
+	    "score / W in its memory domain (W > 1 keeps them\n"
+	    "longer; repeatable); anyone can put PATTERN in a\n"
+	    "command line: PID, or --user/--cgroup, is the\n"
+	    "trusted form"),
 	OPT(NULL, "dry-run", OPT_DRY_RUN, NULL,
 	    "report what would be evicted, send nothing"),
 	OPT(NULL, "no-evict", OPT_NO_EVICT, NULL, "monitor only"),
@@ -543,6 +548,8 @@ enum args_result parse_args(int argc, char **argv, uint64_t mem_total,
 		BAD("--all and --control exclude each other (a page file is one executor's)");
 	if ((o->has_user || o->cgroup) && !o->match && !o->all)
 		BAD("--user and --cgroup go with --match or --all");
+	if (o->nr_weights && !o->all)
+		BAD("--weight goes with --all (it ranks executors against each other)");
 	if (o->quiet && o->json)
 		BAD("--quiet and --json exclude each other");
 	if (o->headroom_set && o->inactive_set && o->inactive &&

@@ -71,6 +71,31 @@ TEST(errors_name_the_flag)
 	ASSERT_EQ(PARSE(&o, err, "--version"), ARGS_VERSION, "version");
 }
 
+/* review R7: what --help says goes with --all, and --weight alone */
+TEST(all_scoping_in_help_and_weight_needs_all)
+{
+	char err[128], *text = NULL;
+	size_t len = 0;
+	struct opts o;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!ASSERT_OK_PTR(f, "memstream"))
+		return;
+	print_usage(f);
+	fclose(f);
+	ASSERT_TRUE(strstr(text, "NAME|UID    with --match or --all"),
+		    "--user");
+	ASSERT_TRUE(strstr(text, "PATH      with --match or --all"),
+		    "--cgroup");
+	free(text);
+	ASSERT_EQ(PARSE(&o, err, "--weight", "foo=2"), ARGS_ERROR, "alone");
+	ASSERT_TRUE(strstr(err, "--weight goes with --all"), err);
+	ASSERT_EQ(PARSE(&o, err, "--pid", "1", "--weight", "1=2"), ARGS_ERROR,
+		  "with --pid");
+	ASSERT_EQ(PARSE(&o, err, "--all", "--weight", "foo=2"), ARGS_RUN,
+		  "with --all");
+}
+
 /* README.md's flag table, first column, as one string ("" if not found). */
 static void readme_flags(char *buf, size_t len)
 {
