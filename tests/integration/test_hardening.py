@@ -368,12 +368,23 @@ def agent_sigkill_is_seen_and_restart_continues_the_sequence():
             assert wait_control(a2, "attached"), a2.events[-10:]
             assert ex_wait(p, lambda e: e["type"] == "agent" and
                            e["alive"] and e["t_ns"] > lost["t_ns"])
-            assert ex_wait(p, lambda e: e["type"] == "cmd" and
-                           e["seq"] > max(posted1) + 10), "agent 2 silent"
-            posted2 = [e["seq"] for e in a2.of_type("evict")]
-            # agent 2 continued where agent 1 stopped: no seq reused
-            assert min(posted2) > max(posted1), (min(posted2), max(posted1))
-            finish(a2)
+            took = ex_wait(p, lambda e: e["type"] == "cmd" and
+                           e["seq"] > max(posted1) + 10)
+            assert took, "agent 2 silent"
+            n0, t0 = len(a2.of_type("evict")), time.monotonic()
+            # The executor may take agent 1's last commands (posted, their
+            # lines lost to SIGKILL or to a full pipe) and agent 2's before
+            # this reader has parsed agent 2's lines (an emulated machine
+            # reads slowly): wait for agent 2's own word that it posted.
+            assert a2.wait_for(lambda e: e["type"] == "evict", timeout=30), \
+                f"agent 2 posted nothing: {a2.events[-10:]} {a2.stderr[-5:]}"
+            print(f"# executor took seq {took['seq']} with {n0} of agent 2's "
+                  f"evict lines read; one was read "
+                  f"{(time.monotonic() - t0) * 1e3:.0f} ms later")
+            finish(a2)  # its readers have every line it wrote now
+        posted2 = [e["seq"] for e in a2.of_type("evict")]
+        # agent 2 continued where agent 1 stopped: no seq reused
+        assert min(posted2) > max(posted1), (min(posted2), max(posted1))
         ex_stop(p)
         # the reader thread may still be on the last lines
         done = ex_wait(p, lambda e: e["type"] == "done", timeout=5)
