@@ -255,6 +255,31 @@ static void wake_now(struct agent *a, uint64_t now)
 	arm(a, now);
 }
 
+/*
+ * An event made a target pressing while the loop does not tick (busy but
+ * far): bring the next read forward, no sooner than a tick after the last
+ * one. Only a calm loop wakes at once: a level update on every event
+ * would measure rates over periods of microseconds and read /proc, PSI and
+ * cgroup files thousands of times a second.
+ */
+static void read_soon(struct agent *a, uint64_t now)
+{
+	uint64_t at;
+
+	if (a->cad.calm) {
+		wake_now(a, now);
+		return;
+	}
+	at = a->next_read_ns - a->cad.read_ns + CADENCE_TICK_NS;
+	if (at < now)
+		at = now;
+	if (at >= a->next_read_ns)
+		return;
+	a->next_read_ns = at;
+	if (at < a->armed_ns)
+		arm(a, at);
+}
+
 /* A reclaim stall, kswapd awake or an OOM kill: memory is being fought for. */
 static void kernel_told(struct agent *a, uint64_t now)
 {
@@ -341,9 +366,9 @@ static int handle_event(void *ctx, void *data, size_t len)
 		evaluate(a, 0);
 		break;
 	}
-	/* a target's growth or a command posted: tick from now on */
+	/* a target's growth or a command posted: read again soon */
 	if (!a->cad.tick_ns && pressing(a))
-		wake_now(a, now);
+		read_soon(a, now);
 	out_event(&a->out, data, len);
 	return 0;
 }
