@@ -71,6 +71,9 @@
 #define PEND_RETRY_NS (50 * 1000000ULL)
 /* --all: a target without a page this long is let go. */
 #define NO_PAGE_NS (5 * NSEC_PER_SEC)
+/* --all: adoptions one user may make, per second and at once. */
+#define PER_UID_RATE  10.0
+#define PER_UID_BURST 16.0
 /* --all: places one user's executors may take (root and --user: all). */
 #define PER_UID_MAX (RC_MAX_TARGETS / 4)
 
@@ -94,6 +97,12 @@ struct agent {
 	} pend[RC_MAX_TARGETS]; /* pages reported, not ready yet */
 	int npend;
 	uint64_t next_adopt_warn_ns;
+	/* adoptions per uid: a token bucket each (root and --user: none) */
+	struct {
+		uid_t uid;
+		double tokens;
+		uint64_t at_ns; /* last refill, 0: a free entry */
+	} budget[RC_MAX_TARGETS];
 	struct sampler sys; /* without a single target */
 	struct track_totals sys_prev;
 	struct level_watch lw;
@@ -708,6 +717,54 @@ static bool may_warn(struct agent *a, uint64_t now)
 	return true;
 }
 
+/* The bucket of @uid, refilled to @now; the stalest one is reused. */
+static double *tokens_of(struct agent *a, uid_t uid, uint64_t now)
+{
+	int k = 0;
+
+	for (int i = 0; i < RC_MAX_TARGETS; i++) {
+		if (a->budget[i].at_ns && a->budget[i].uid == uid) {
+			k = i;
+			goto refill;
+		}
+		if (a->budget[i].at_ns < a->budget[k].at_ns)
+			k = i;
+	}
+	a->budget[k].uid = uid;
+	a->budget[k].tokens = PER_UID_BURST;
+	a->budget[k].at_ns = now;
+refill:
+	a->budget[k].tokens += (now - a->budget[k].at_ns) / 1e9 * PER_UID_RATE;
+	if (a->budget[k].tokens > PER_UID_BURST)
+		a->budget[k].tokens = PER_UID_BURST;
+	a->budget[k].at_ns = now;
+	return &a->budget[k].tokens;
+}
+
+/*
+ * A user's processes that come and go by the hundred (each with a page)
+ * are adopted at most PER_UID_RATE a second: attaching, detaching and
+ * their events cost the agent, and the agent is everybody's.
+ */
+static bool uid_too_fast(struct agent *a, uid_t uid, pid_t pid, uint64_t now)
+{
+	double *t;
+
+	if (!uid || (a->o->has_user && a->o->user == uid))
+		return false;
+	t = tokens_of(a, uid, now);
+	if (*t >= 1) {
+		*t -= 1;
+		return false;
+	}
+	if (may_warn(a, now))
+		out_warn(
+			&a->out,
+			"not following pid %d: uid %u starts executors faster than %.0f a second (--user %u lifts it)",
+			pid, uid, PER_UID_RATE, uid);
+	return true;
+}
+
 /*
  * One user's executors take at most PER_UID_MAX places unless the user
  * is root or named by --user: any process can make a memfd named
@@ -728,7 +785,7 @@ static bool uid_full(struct agent *a, pid_t pid, uint64_t now)
 	for_each_target(a, t, i)
 		n += t->uid == st.st_uid;
 	if (n < PER_UID_MAX)
-		return false;
+		return uid_too_fast(a, st.st_uid, pid, now);
 	if (may_warn(a, now))
 		out_warn(
 			&a->out,
@@ -784,7 +841,7 @@ static bool adopt(struct agent *a, pid_t pid, const char *how)
 		return true;
 	err = target_attach(&a->ts, &a->env, pid, sp, &t);
 	if (err) {
-		if (err != -EACCES && (err != -ENOSPC || may_warn(a, now)))
+		if (err != -EACCES && may_warn(a, now))
 			attach_failed(a, pid, err);
 		return true;
 	}

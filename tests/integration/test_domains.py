@@ -444,6 +444,62 @@ def one_user_cannot_take_every_place():
                    for w in agent.of_type("warning")), agent.stderr
 
 
+# 100 executors (pages from the doc) forked 20 ms apart, each gone 0.1 s
+# later: never 16 at once, 50 a second
+STORM = r"""
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+from docexec import Page
+t0 = time.monotonic()
+kids = []
+for i in range(100):
+    pid = os.fork()
+    if pid == 0:
+        page = Page(max_entries=16, ring=8)
+        time.sleep(0.1)
+        os._exit(0)
+    kids.append(pid)
+    time.sleep(0.02)
+for pid in kids:
+    os.waitpid(pid, 0)
+print(time.monotonic() - t0, flush=True)
+"""
+
+
+@test
+def one_users_churn_is_adopted_at_a_bounded_rate():
+    """A user forks 100 short-lived executors, 50 a second: at most 16 of
+    them are adopted at once and 10 a second after that (each adoption
+    costs the agent a pidfd, BPF tracking, cgroup reads and events)."""
+    require_root()
+    if not os.access(AGENT, os.X_OK):
+        raise Skip(f"{AGENT} is not built")
+    with Domain(4096 * MiB, n=1) as dom:
+        agent = Agent("--all", "--no-evict", "--cgroup", dom.rel,
+                      "--interval", "10s")
+        try:
+            assert agent.wait_type("start", timeout=60), agent.stderr
+            t0 = time.monotonic()
+            p = subprocess.run([SYS_PYTHON, "-c", STORM, HELPERS_SRC],
+                               capture_output=True, text=True, timeout=120,
+                               preexec_fn=as_user(NOBODY, dom.preexec(0)))
+            took = time.monotonic() - t0
+            assert p.returncode == 0, p.stderr[-1000:]
+            time.sleep(1)
+        finally:
+            agent.stop()
+        got = [e for e in agent.of_type("target")
+               if e["state"] == "attached"]
+        bound = 16 + 10 * (took + 1) + 1
+        print(f"# {len(got)} of 100 adopted in {took:.1f} s (bound {bound:.0f})")
+        assert len(got) <= bound, (len(got), took)
+        assert got, "none adopted"
+        # one warning per 10 s says why (the rate or the 16 places)
+        assert any("faster than" in w["message"]
+                   or "the most for one user" in w["message"]
+                   for w in agent.of_type("warning")), agent.stderr
+
+
 # A hostile executor (from the doc): entries that do not exist, claiming
 # 1 TiB each, as old as can be; it never acks.
 SHIELD = r"""
