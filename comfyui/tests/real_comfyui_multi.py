@@ -26,7 +26,6 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 import sys
 import tempfile
 import threading
@@ -46,98 +45,21 @@ AGE_BASE = 1.3
 SKEW = AGE_BASE ** 2
 
 
-class Parent:
-    """A parent memory cgroup with a limit and n children without one."""
+def Parent(limit, n):
+    """A parent memory cgroup with a limit and n children (one per
+    instance) without one."""
+    if rctest.memcg_version() == 0:
+        raise SystemExit("real_comfyui_multi.py: no memory cgroup controller")
+    return rctest.ParentMemcg(limit, n, "real-multi", child="gpu")
 
-    def __init__(self, limit, n):
-        self.version = rctest.memcg_version()
-        if self.version == 0:
-            raise SystemExit("real_comfyui_multi.py: no memory cgroup controller")
-        base = "/sys/fs/cgroup" if self.version == 2 else "/sys/fs/cgroup/memory"
-        self.rel = f"/ramcache-real-multi-{os.getpid()}"
-        self.path = base + self.rel
-        self.children = []
-        os.mkdir(self.path)
-        try:
-            if self.version == 2:
-                self._w(self.path, "memory.max", str(limit))
-                self._w(self.path, "memory.swap.max", "0")
-                self._w(self.path, "cgroup.subtree_control", "+memory")
-            else:
-                self._w(self.path, "memory.limit_in_bytes", str(limit))
-                with contextlib.suppress(OSError):
-                    self._w(self.path, "memory.memsw.limit_in_bytes", str(limit))
-                with contextlib.suppress(OSError):
-                    self._w(self.path, "memory.swappiness", "0")
-            for i in range(n):
-                child = f"{self.path}/ramcache-gpu{i}"
-                os.mkdir(child)
-                self.children.append(child)
-        except BaseException:
-            self.remove()
-            raise
 
-    @staticmethod
-    def _w(d, f, v):
-        with open(os.path.join(d, f), "w") as fh:
-            fh.write(v)
-
-    @staticmethod
-    def _r(d, f):
-        with open(os.path.join(d, f)) as fh:
-            return fh.read()
-
-    def child(self, i):
-        """Child i as real_comfyui.ComfyUI takes a cgroup (its preexec)."""
-        procs = os.path.join(self.children[i], "cgroup.procs")
-
-        class Child:
-            @staticmethod
-            def preexec():
-                def f():
-                    with open(procs, "w") as fh:
-                        fh.write("0")
-                return f
-        return Child
-
-    def usage(self):
-        return int(self._r(self.path, "memory.current" if self.version == 2
-                           else "memory.usage_in_bytes"))
-
-    def oom_kills(self):
-        """OOM kills in the parent and each child (v1 counts them where
-        the victim was, v2 in every ancestor too: the largest count)."""
-        f = "memory.events" if self.version == 2 else "memory.oom_control"
-        counts = []
-        for d in [self.path] + self.children:
-            n = 0
-            with contextlib.suppress(OSError):
-                for line in self._r(d, f).splitlines():
-                    k, v = line.split()
-                    if k == "oom_kill":
-                        n = int(v)
-            counts.append(n)
-        return max(counts[0], sum(counts[1:])) if self.version == 2 else sum(counts)
-
-    def remove(self):
-        for d in self.children[::-1] + [self.path]:
-            for _ in range(100):
-                if not os.path.isdir(d):
-                    break
-                with contextlib.suppress(OSError):
-                    for p in self._r(d, "cgroup.procs").split():
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(int(p), signal.SIGKILL)
-                try:
-                    os.rmdir(d)
-                except OSError:
-                    time.sleep(0.05)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        self.remove()
+def child_cgroup(parent, i):
+    """Child i of @parent as real_comfyui.ComfyUI takes a cgroup."""
+    class Child:
+        @staticmethod
+        def preexec():
+            return parent.preexec(i)
+    return Child
 
 
 def memfd_page(pid, timeout=60):
@@ -351,7 +273,7 @@ def main():
     with Parent(limit, n) as parent:
         try:
             for i in range(n):
-                uis.append(R.ComfyUI(comfy, boot, parent.child(i), a.port + i,
+                uis.append(R.ComfyUI(comfy, boot, child_cgroup(parent, i), a.port + i,
                                      cmdline, os.path.join(tmp, f"gpu{i}.log")))
             https = [R.Http(a.port + i) for i in range(n)]
             for ui, http in zip(uis, https):

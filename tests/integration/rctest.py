@@ -84,6 +84,104 @@ def memcg_version():
     return 0
 
 
+class ParentMemcg:
+    """A scratch parent memory cgroup with a limit and @n children without
+    one (a memory domain of several executors), removed on exit with
+    whatever still runs in it. @tag names it (ramcache-TAG-PID-NS)."""
+
+    def __init__(self, limit, n, tag, child="ex"):
+        self.version = memcg_version()
+        if self.version == 0:
+            raise Skip("no memory cgroup controller")
+        base = ("/sys/fs/cgroup" if self.version == 2
+                else "/sys/fs/cgroup/memory")
+        self.rel = f"/ramcache-{tag}-{os.getpid()}-{time.monotonic_ns()}"
+        self.path = base + self.rel
+        self.children = []
+        os.mkdir(self.path)
+        try:
+            if self.version == 2:
+                self._w(self.path, "memory.max", str(limit))
+                self._w(self.path, "memory.swap.max", "0")
+                self._w(self.path, "cgroup.subtree_control", "+memory")
+            else:
+                self._w(self.path, "memory.limit_in_bytes", str(limit))
+                with contextlib.suppress(OSError):
+                    self._w(self.path, "memory.memsw.limit_in_bytes",
+                            str(limit))
+                with contextlib.suppress(OSError):
+                    self._w(self.path, "memory.swappiness", "0")
+            for i in range(n):
+                path = f"{self.path}/ramcache-{child}{i}"
+                os.mkdir(path)
+                self.children.append(path)
+        except BaseException:
+            self.remove()
+            raise
+
+    @staticmethod
+    def _w(d, f, v):
+        with open(os.path.join(d, f), "w") as fh:
+            fh.write(v)
+
+    @staticmethod
+    def _r(d, f):
+        with open(os.path.join(d, f)) as fh:
+            return fh.read()
+
+    def preexec(self, i):
+        """A preexec_fn that moves the child process into child @i."""
+        path = os.path.join(self.children[i], "cgroup.procs")
+
+        def f():
+            with open(path, "w") as fh:
+                fh.write("0")
+        return f
+
+    def usage(self):
+        return int(self._r(self.path, "memory.current" if self.version == 2
+                           else "memory.usage_in_bytes"))
+
+    def oom_kills(self):
+        """OOM kills in the domain: v1 counts a kill in the victim's own
+        cgroup, v2 in every ancestor too (so the larger of the parent's
+        count and the children's sum)."""
+        f = "memory.events" if self.version == 2 else "memory.oom_control"
+        counts = []
+        for d in [self.path] + self.children:
+            n = 0
+            with contextlib.suppress(OSError):
+                for line in self._r(d, f).splitlines():
+                    k, v = line.split()
+                    if k == "oom_kill":
+                        n = int(v)
+            counts.append(n)
+        if self.version == 2:
+            return max(counts[0], sum(counts[1:]))
+        return sum(counts)
+
+    def remove(self):
+        for d in self.children[::-1] + [self.path]:
+            for _ in range(100):
+                if not os.path.isdir(d):
+                    break
+                with contextlib.suppress(OSError):
+                    for p in self._r(d, "cgroup.procs").split():
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(int(p), signal.SIGKILL)
+                try:
+                    os.rmdir(d)
+                    break
+                except OSError:
+                    time.sleep(0.05)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.remove()
+
+
 class Memcg:
     """A scratch memory cgroup named ramcache-test-*, removed on exit.
 

@@ -18,9 +18,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rctest import (AGENT, ROOT, MiB, Agent, Demo, Skip,  # noqa: E402
-                    main, memcg_version, require_demo, require_root,
-                    scratch_dir, test, wait_page)
+from rctest import (AGENT, ROOT, MiB, Agent, Demo, ParentMemcg,  # noqa: E402
+                    Skip, main, require_demo, require_root, scratch_dir,
+                    test, wait_page)
 
 LIMIT = 512 * MiB
 # each classic cache holds ~2 x 32 MiB models + ~30 outputs of 8 MiB
@@ -40,90 +40,9 @@ LADDER = ["--entries", 24, "--size", 12, "--every-ms", 200, "--hold-s", 1,
 GAP = 3
 
 
-class Domain:
-    """A parent cgroup with a limit and three children without one."""
-
-    def __init__(self, limit, n=3):
-        self.version = memcg_version()
-        if self.version == 0:
-            raise Skip("no memory cgroup controller")
-        base = ("/sys/fs/cgroup" if self.version == 2
-                else "/sys/fs/cgroup/memory")
-        self.rel = f"/ramcache-domain-{os.getpid()}-{time.monotonic_ns()}"
-        self.path = base + self.rel
-        self.children = []
-        os.mkdir(self.path)
-        try:
-            if self.version == 2:
-                self._w(self.path, "memory.max", str(limit))
-                self._w(self.path, "memory.swap.max", "0")
-                self._w(self.path, "cgroup.subtree_control", "+memory")
-            else:
-                self._w(self.path, "memory.limit_in_bytes", str(limit))
-                with contextlib.suppress(OSError):
-                    self._w(self.path, "memory.memsw.limit_in_bytes",
-                            str(limit))
-                with contextlib.suppress(OSError):
-                    self._w(self.path, "memory.swappiness", "0")
-            for i in range(n):
-                child = f"{self.path}/ramcache-ex{i}"
-                os.mkdir(child)
-                self.children.append(child)
-        except BaseException:
-            self.remove()
-            raise
-
-    @staticmethod
-    def _w(d, f, v):
-        with open(os.path.join(d, f), "w") as fh:
-            fh.write(v)
-
-    @staticmethod
-    def _r(d, f):
-        with open(os.path.join(d, f)) as fh:
-            return fh.read()
-
-    def preexec(self, i):
-        path = os.path.join(self.children[i], "cgroup.procs")
-
-        def f():
-            with open(path, "w") as fh:
-                fh.write("0")
-        return f
-
-    def oom_kills(self):
-        """OOM kills counted in the parent and its children (a kill may
-        count at both levels: only 0 and >= 1 are compared)."""
-        n = 0
-        for d in [self.path] + self.children:
-            f = "memory.events" if self.version == 2 else "memory.oom_control"
-            with contextlib.suppress(OSError):
-                for line in self._r(d, f).splitlines():
-                    k, v = line.split()
-                    if k == "oom_kill":
-                        n += int(v)
-        return n
-
-    def remove(self):
-        for d in self.children[::-1] + [self.path]:
-            for _ in range(100):
-                if not os.path.isdir(d):
-                    break
-                with contextlib.suppress(OSError):
-                    for p in self._r(d, "cgroup.procs").split():
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(int(p), signal.SIGKILL)
-                try:
-                    os.rmdir(d)
-                    break
-                except OSError:
-                    time.sleep(0.05)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        self.remove()
+def Domain(limit, n=3):
+    """A parent cgroup with a limit and @n children without one."""
+    return ParentMemcg(limit, n, "domain")
 
 
 def run_demos(dom, policy, mdirs, extra=()):
