@@ -1913,6 +1913,15 @@ def merge_from(res, path, only):
     for k in SECTIONS:
         if k not in ran and k in old:
             res[k] = old[k]
+    # an overhead section from before the per-round spread was kept
+    # cannot be reported: say so instead of failing
+    ov = res.get("overhead", {})
+    if "overhead" not in ran and "ratios" in ov and (
+            "ns_per_fault" not in ov
+            or "ratio_iqr" not in ov.get("target", {"ratio_iqr": 0})):
+        res["overhead"] = {"skipped": f"the overhead section in {path} "
+                           "is older than this report: measure it again "
+                           "(--only overhead)"}
     # the storm row is measured by the overhead section
     if ("footprint" in ran and "overhead" not in ran
             and "storm" in old.get("footprint", {})
