@@ -9,12 +9,15 @@ is, and the agent evicts across the three by one ranking: batches mix
 executors and, within a class, go from the highest score down, and no
 executor is drained while the others keep their entries.
 """
+import atexit
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -219,7 +222,20 @@ def evicted_entries_are_the_oldest_across_executors():
             assert cmds == mine, (x.proc.pid, sorted(cmds), sorted(mine))
 
 
-HELPERS_SRC = os.path.join(ROOT, "tests", "helpers")
+
+
+def _helpers_any_uid_reads():
+    """tests/helpers/docexec.py copied to a directory every uid can read:
+    the checkout may sit where only root can enter (a clone in /root, as
+    in make test-fresh), and some executors here run as nobody."""
+    d = tempfile.mkdtemp(prefix="ramcache-domhelpers-", dir="/var/tmp")
+    atexit.register(shutil.rmtree, d, True)
+    os.chmod(d, 0o755)
+    os.chmod(shutil.copy(DOCEXEC, d), 0o644)
+    return d
+
+
+HELPERS_SRC = _helpers_any_uid_reads()
 # A process that makes a page (docexec's Page: from the doc), then
 # (argv[1] == "exec") runs execve into a new image that makes another, or
 # (argv[1] == "bare") holds only a memfd named ramcache, no page; it exits
