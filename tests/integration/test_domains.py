@@ -365,10 +365,12 @@ def one_user_cannot_take_every_place():
             ev = target_event(agent, root.pid, "attached")
             assert ev, agent.stderr[-5:]
         finally:
+            # the agent first: killed one by one, the executors would free
+            # places a slow agent (the VM) fills with the other four
+            agent.stop()
             for p in procs:
                 p.kill()
                 p.wait()
-            agent.stop()
         bare = {p.pid for p in procs[:20]}
         paged = {p.pid for p in procs[20:40]}
         got = {e["pid"] for e in agent.of_type("target")
