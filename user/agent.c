@@ -1037,33 +1037,50 @@ static void cadence_input(struct agent *a, uint64_t now, struct cadence_in *ci)
 	}
 }
 
-/* The next time the loop must wake when nothing else wakes it. */
+/*
+ * The next time the loop must wake when nothing else wakes it: on time for
+ * heartbeats, commands in flight, reads and retries; periodic chores wait
+ * for that wake-up when it comes within their slack (cadence_wake()).
+ */
 static uint64_t next_tick(struct agent *a, uint64_t now)
 {
-	uint64_t next = a->next_read_ns;
+	struct cadence_due d[RC_MAX_TARGETS + 12];
+	uint64_t sum_slack = a->o->interval_ns / 4, next;
 	struct target *t;
+	int n = 0;
 
 	if (a->cad.tick_ns)
 		return now + a->cad.tick_ns;
-	if (a->next_level_ns < next)
-		next = a->next_level_ns;
-	if (a->last_summary_ns + a->o->interval_ns < next)
-		next = a->last_summary_ns + a->o->interval_ns;
+	if (sum_slack > CADENCE_SLACK_NS)
+		sum_slack = CADENCE_SLACK_NS;
+	d[n++] = (struct cadence_due){ a->next_read_ns, 0 };
+	d[n++] = (struct cadence_due){ a->next_level_ns,
+				       a->cad.calm ? CADENCE_SLACK_NS : 0 };
+	d[n++] = (struct cadence_due){ a->last_summary_ns + a->o->interval_ns,
+				       sum_slack };
 	for_each_target(a, t, i)
-		if (t->evicting && evictor_next_ns(&t->ev) < next)
-			next = evictor_next_ns(&t->ev);
-	if (a->o->match && !a->o->all && !a->ts.n && a->next_match_ns < next)
-		next = a->next_match_ns;
-	if (a->o->all && a->next_scan_ns < next)
-		next = a->next_scan_ns;
-	if (a->npend && now + PEND_RETRY_NS < next)
-		next = now + PEND_RETRY_NS;
-	if (a->end_ns && a->end_ns < next)
-		next = a->end_ns;
-	if (a->ts.n && a->next_cg_ns < next)
-		next = a->next_cg_ns;
-	if (a->eval_due && a->next_eval_ns < next)
-		next = a->next_eval_ns;
+		if (t->evicting)
+			/* a heartbeat is on time; a look for a page is not */
+			d[n++] = (struct cadence_due){
+				evictor_next_ns(&t->ev),
+				t->ev.open ? 0 : CADENCE_SLACK_NS
+			};
+	if (a->o->match && !a->o->all && !a->ts.n)
+		d[n++] = (struct cadence_due){ a->next_match_ns,
+					       CADENCE_SLACK_NS };
+	if (a->o->all)
+		d[n++] = (struct cadence_due){ a->next_scan_ns,
+					       CADENCE_SLACK_NS };
+	if (a->npend)
+		d[n++] = (struct cadence_due){ now + PEND_RETRY_NS, 0 };
+	if (a->end_ns)
+		d[n++] = (struct cadence_due){ a->end_ns, 0 };
+	if (a->ts.n)
+		d[n++] = (struct cadence_due){ a->next_cg_ns,
+					       CADENCE_SLACK_NS };
+	if (a->eval_due)
+		d[n++] = (struct cadence_due){ a->next_eval_ns, 0 };
+	next = cadence_wake(d, n);
 	return next > now + CADENCE_TICK_NS ? next : now + CADENCE_TICK_NS;
 }
 
@@ -1097,7 +1114,9 @@ static void on_tick(struct agent *a)
 	recheck_cgroups(a, now);
 	cadence_input(a, now, &ci);
 	cadence_plan(&ci, &a->cad);
-	if (now >= a->next_read_ns || !a->cad.read_ns) {
+	/* while calm a read may come early, with a wake-up due anyway */
+	if (now + (a->cad.calm ? CADENCE_SLACK_NS : 0) >= a->next_read_ns ||
+	    !a->cad.read_ns) {
 		read_all(a, now);
 		a->next_read_ns = now + a->cad.read_ns;
 		fresh = true;

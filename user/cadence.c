@@ -24,3 +24,21 @@ void cadence_plan(const struct cadence_in *in, struct cadence *out)
 	out->read_ns = read_ns;
 	out->level_ns = CADENCE_LEVEL_CALM_NS;
 }
+
+uint64_t cadence_wake(const struct cadence_due *d, int n)
+{
+	uint64_t limit = UINT64_MAX, wake = 0;
+
+	for (int i = 0; i < n; i++) {
+		uint64_t late = d[i].at + d[i].slack;
+
+		if (late < d[i].at) /* wrapped: no limit */
+			late = UINT64_MAX;
+		if (late < limit)
+			limit = late;
+	}
+	for (int i = 0; i < n; i++)
+		if (d[i].at <= limit && d[i].at > wake)
+			wake = d[i].at;
+	return n ? wake : UINT64_MAX;
+}

@@ -51,4 +51,26 @@ struct cadence {
 
 void cadence_plan(const struct cadence_in *in, struct cadence *out);
 
+/*
+ * A time the loop must act (CLOCK_MONOTONIC), and how late it may act
+ * (0: on time). Periodic chores (a summary, a cgroup check) wait up to
+ * their slack for a wake-up that is due anyway, so an idle agent wakes once
+ * for all of them instead of once each.
+ */
+struct cadence_due {
+	uint64_t at;
+	uint64_t slack;
+};
+
+#define CADENCE_SLACK_NS (250 * 1000000ULL)
+
+/*
+ * When to wake for @n deadlines (UINT64_MAX if none): the latest of them
+ * that keeps every one within its slack. Waking there runs every deadline
+ * due by then; none is put off needlessly (the wake is at a deadline, not
+ * at a deadline plus its slack), so what is re-armed from the wake-up does
+ * not drift.
+ */
+uint64_t cadence_wake(const struct cadence_due *d, int n);
+
 #endif /* RAMCACHE_CADENCE_H */

@@ -2,7 +2,8 @@
 /*
  * cadence_plan(): every tick while memory is short or the kernel has just
  * reclaimed; reads spaced by how fast the headroom above the near point
- * could be taken while calm, within their bounds.
+ * could be taken while calm, within their bounds. cadence_wake(): periodic
+ * chores join a wake-up due anyway, within their slack.
  */
 #include "cadence.h"
 #include "test.h"
@@ -74,6 +75,46 @@ TEST(calm_reads_are_spaced_by_the_distance)
 	ASSERT_EQ(c.read_ns, CADENCE_READ_MAX_NS, "no overflow");
 	c = plan(false, false, UINT64_MAX, GiB, 2 * GiB);
 	ASSERT_EQ(c.read_ns, CADENCE_READ_MIN_NS, "below near but not near");
+}
+
+static uint64_t wake(const struct cadence_due *d, int n)
+{
+	return cadence_wake(d, n);
+}
+
+TEST(chores_wait_for_a_wake_up_due_anyway)
+{
+	/* a heartbeat at 250 ms, a summary at 100 ms that may wait 250 ms:
+	 * one wake-up at 250 ms for both */
+	struct cadence_due d[] = { { 250 * MS, 0 }, { 100 * MS, 250 * MS } };
+
+	ASSERT_EQ(wake(d, 2), 250 * MS, "summary waits for the beat");
+	/* the beat further off than the slack: the summary on time */
+	d[0].at = 400 * MS;
+	ASSERT_EQ(wake(d, 2), 100 * MS, "summary on time");
+	/* two chores within each other's slack: one wake-up, at the later */
+	struct cadence_due c[] = { { 1000 * MS, 250 * MS },
+				   { 1100 * MS, 250 * MS },
+				   { 5000 * MS, 0 } };
+	ASSERT_EQ(wake(c, 3), 1100 * MS, "chores together");
+	/* nothing is put off past its slack, nor past an on-time deadline */
+	struct cadence_due e[] = { { 1000 * MS, 250 * MS },
+				   { 1300 * MS, 250 * MS },
+				   { 1200 * MS, 0 } };
+	ASSERT_EQ(wake(e, 3), 1200 * MS, "on time first");
+	e[2].at = 900 * MS;
+	ASSERT_EQ(wake(e, 3), 900 * MS, "earliest on-time deadline");
+}
+
+TEST(a_lone_deadline_is_kept_and_none_is_never)
+{
+	struct cadence_due d[] = { { 700 * MS, 250 * MS } };
+	struct cadence_due far[] = { { UINT64_MAX - 5, 250 * MS } };
+
+	/* woken at the deadline, not after its slack: no drift */
+	ASSERT_EQ(wake(d, 1), 700 * MS, "lone chore on time");
+	ASSERT_EQ(wake(d, 0), UINT64_MAX, "nothing due");
+	ASSERT_EQ(wake(far, 1), UINT64_MAX - 5, "no wrap-around");
 }
 
 TEST_MAIN()
