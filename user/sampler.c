@@ -15,20 +15,6 @@ int sampler_init(struct sampler *s, pid_t pid, const char *proc_root,
 	return 0;
 }
 
-static void push(struct sampler *s, uint64_t t, uint64_t bytes)
-{
-	unsigned int last = (s->head + SAMPLER_RING - 1) % SAMPLER_RING;
-
-	/* samples stay in time order even if a BPF stamp trails a read */
-	if (s->count && s->ring[last].t_ns > t)
-		t = s->ring[last].t_ns;
-	s->ring[s->head].t_ns = t;
-	s->ring[s->head].bytes = bytes;
-	s->head = (s->head + 1) % SAMPLER_RING;
-	if (s->count < SAMPLER_RING)
-		s->count++;
-}
-
 int sampler_read(struct sampler *s, uint64_t now_ns)
 {
 	uint64_t limit = RC_UNLIMITED, usage = 0, inactive = 0;
@@ -44,14 +30,14 @@ int sampler_read(struct sampler *s, uint64_t now_ns)
 	s->headroom = rc_headroom(s->mi.mem_available, limit, usage, inactive);
 	s->read_headroom = s->headroom;
 	s->read_rss = s->rss;
-	push(s, now_ns, s->headroom);
+	rc_samples_push(&s->ring, now_ns, s->headroom);
 	return 0;
 }
 
 void sampler_rss(struct sampler *s, uint64_t ts_ns, uint64_t rss)
 {
 	s->rss = rss;
-	if (!s->read_rss || !s->count)
+	if (!s->read_rss || !s->ring.count)
 		return;
 	/* what the target took since the last read came out of headroom */
 	if (rss >= s->read_rss)
@@ -60,18 +46,16 @@ void sampler_rss(struct sampler *s, uint64_t ts_ns, uint64_t rss)
 				      : 0;
 	else
 		s->headroom = s->read_headroom + (s->read_rss - rss);
-	push(s, ts_ns, s->headroom);
+	rc_samples_push(&s->ring, ts_ns, s->headroom);
 }
 
 int sampler_forecast(const struct sampler *s, uint64_t window_ns,
 		     uint64_t horizon_ns, struct rc_forecast *f)
 {
-	struct rc_sample tmp[SAMPLER_RING];
-	unsigned int start = (s->head + SAMPLER_RING - s->count) % SAMPLER_RING;
+	struct rc_sample tmp[RC_SAMPLES_LEN];
+	unsigned int n = rc_samples_copy(&s->ring, tmp);
 
-	if (!s->count)
+	if (!n)
 		return -ENODATA;
-	for (unsigned int i = 0; i < s->count; i++)
-		tmp[i] = s->ring[(start + i) % SAMPLER_RING];
-	return rc_forecast(tmp, s->count, window_ns, horizon_ns, f);
+	return rc_forecast(tmp, n, window_ns, horizon_ns, f);
 }

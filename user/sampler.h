@@ -15,8 +15,7 @@
 #include "cgroup.h"
 #include "meminfo.h"
 #include "policy.h"
-
-#define SAMPLER_RING 128
+#include "samples.h"
 
 struct sampler {
 	const char *proc_root;
@@ -29,8 +28,7 @@ struct sampler {
 	uint64_t read_headroom; /* at the last file read */
 	uint64_t read_rss; /* target RSS at the last file read, 0 unknown */
 	uint64_t rss;	   /* latest target RSS from BPF */
-	struct rc_sample ring[SAMPLER_RING];
-	unsigned int head, count;
+	struct rc_samples ring; /* headroom */
 };
 
 /* Find @pid's memory cgroup (0: system only). */

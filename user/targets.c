@@ -374,37 +374,23 @@ struct target *targets_single(const struct targets *ts)
 
 void target_rss(struct target *t, uint64_t ts_ns, uint64_t total, uint64_t file)
 {
-	unsigned int last =
-		(t->rss_head + TARGET_RSS_RING - 1) % TARGET_RSS_RING;
-
 	sampler_rss(&t->sm, ts_ns, total);
 	t->rss_file = file;
 	t->has_rss_file = true;
 	if (t->evicting)
 		evictor_rss(&t->ev, ts_ns, t->sm.rss);
-	/* in time order even if a stamp trails the one before */
-	if (t->rss_count && t->rss[last].t_ns > ts_ns)
-		ts_ns = t->rss[last].t_ns;
-	t->rss[t->rss_head].t_ns = ts_ns;
-	t->rss[t->rss_head].bytes = total;
-	t->rss_head = (t->rss_head + 1) % TARGET_RSS_RING;
-	if (t->rss_count < TARGET_RSS_RING)
-		t->rss_count++;
+	rc_samples_push(&t->rss, ts_ns, total);
 }
 
 void target_growth(const struct target *t, uint64_t window_ns,
 		   struct rc_growth *g)
 {
-	struct rc_sample tmp[TARGET_RSS_RING];
-	unsigned int start = (t->rss_head + TARGET_RSS_RING - t->rss_count) %
-			     TARGET_RSS_RING;
+	struct rc_sample tmp[RC_SAMPLES_LEN];
+	unsigned int n = rc_samples_copy(&t->rss, tmp);
 
 	memset(g, 0, sizeof(*g));
-	for (unsigned int i = 0; i < t->rss_count; i++)
-		tmp[i] = t->rss[(start + i) % TARGET_RSS_RING];
-	if (t->rss_count)
-		rc_forecast_rate(tmp, t->rss_count, window_ns, &g->rate,
-				 &g->nr_used);
+	if (n)
+		rc_forecast_rate(tmp, n, window_ns, &g->rate, &g->nr_used);
 }
 
 /* Counters and tracking move to the new cgroup @cg (has: there is one). */

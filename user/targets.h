@@ -24,7 +24,6 @@
 #include "output.h"
 #include "sampler.h"
 
-#define TARGET_RSS_RING 64
 /* How often each target's cgroup is looked up again (it may be moved). */
 #define TARGET_CGROUP_PERIOD_NS 1000000000ULL
 
@@ -53,8 +52,7 @@ struct target {
 	char domain_path[PATH_MAX];
 	char cgroup[PATH_MAX]; /* as in /proc/PID/cgroup, "" without a memcg */
 	struct out_tag tag;
-	struct rc_sample rss[TARGET_RSS_RING]; /* RSS, for domain growth */
-	unsigned int rss_head, rss_count;
+	struct rc_samples rss; /* RSS, for domain growth */
 };
 
 struct targets {
