@@ -1076,8 +1076,8 @@ static uint64_t next_tick(struct agent *a, uint64_t now)
 	if (a->end_ns)
 		d[n++] = (struct cadence_due){ a->end_ns, 0 };
 	if (a->ts.n)
-		d[n++] = (struct cadence_due){ a->next_cg_ns,
-					       CADENCE_SLACK_NS };
+		d[n++] =
+			(struct cadence_due){ a->next_cg_ns, CADENCE_SLACK_NS };
 	if (a->eval_due)
 		d[n++] = (struct cadence_due){ a->next_eval_ns, 0 };
 	next = cadence_wake(d, n);

@@ -14,8 +14,7 @@ void rc_samples_push(struct rc_samples *r, uint64_t t_ns, uint64_t bytes)
 		r->count++;
 }
 
-unsigned int rc_samples_copy(const struct rc_samples *r,
-			     struct rc_sample *out)
+unsigned int rc_samples_copy(const struct rc_samples *r, struct rc_sample *out)
 {
 	unsigned int start =
 		(r->head + RC_SAMPLES_LEN - r->count) % RC_SAMPLES_LEN;

@@ -24,7 +24,6 @@ struct rc_samples {
 void rc_samples_push(struct rc_samples *r, uint64_t t_ns, uint64_t bytes);
 
 /* Copy the samples oldest first into @out (RC_SAMPLES_LEN); how many. */
-unsigned int rc_samples_copy(const struct rc_samples *r,
-			     struct rc_sample *out);
+unsigned int rc_samples_copy(const struct rc_samples *r, struct rc_sample *out);
 
 #endif /* RAMCACHE_SAMPLES_H */
