@@ -67,7 +67,7 @@ TARGET_OVERHEAD = 0.02
 
 FULL = {
     "overhead_rounds": 21, "fault_size": "64M", "fault_rounds": 15,
-    "bpf_cost_rounds": 7, "tracked_counts": [1, 8, 64],
+    "bpf_cost_rounds": 15, "tracked_counts": [1, 8, 64],
     "switches": 20000,
     "idle_s": 30.0, "warmup_s": 2.0,
     "reaction_trials": 12, "vm_reaction_trials": 6, "outcome_rounds": 3,
@@ -513,6 +513,17 @@ def fpbench(args):
     return json.loads(p.stdout)
 
 
+def per_round(runs, kind):
+    """ns per run of the @kind ("fault" or "rss") program in each round,
+    None where it did not run."""
+    out = []
+    for s in runs:
+        v = [p for n, p in s["progs"].items() if n.startswith(kind + "_")]
+        out.append(v[0]["run_time_ns"] / v[0]["runs"]
+                   if v and v[0]["runs"] else None)
+    return out
+
+
 def bpf_cost(cfg):
     """The agent's fault-path programs, per run, by the kernel's BPF
     run-time stats (fpbench), with 1, 8 and 64 processes tracked: the
@@ -563,8 +574,15 @@ def bpf_cost(cfg):
                 continue
             row[k] = {"ns_per_run": statistics.median(per),
                       "runs": statistics.median(cnt)}
-            row[k]["above_empty"] = (row[k]["ns_per_run"] - floor[k]
-                                     if k in floor else None)
+            # paired: each round's run against the same round's
+            # do-nothing run, so what drifts between rounds cancels
+            diff = [a - b for a, b in zip(
+                per_round(runs, k), per_round(samples["empty"], k))
+                if a is not None and b is not None]
+            row[k]["above_empty"] = (statistics.median(diff)
+                                     if diff else None)
+            row[k]["above_iqr"] = ([pct(diff, 25), pct(diff, 75)]
+                                   if len(diff) > 1 else None)
         # every other program of the agent's that ran meanwhile (none of
         # them is on a path every process takes: exec, reclaim, kswapd)
         for s in runs:
@@ -590,9 +608,11 @@ def bpf_cost(cfg):
                 f"{cfg['fault_size']} x{cfg['fault_rounds']}; BPF_ENABLE_STATS "
                 "run time / run count of each program over that run, median "
                 f"of {cfg['bpf_cost_rounds']} rounds (configurations "
-                "interleaved). 'above empty' subtracts what the same stats "
-                "charge do-nothing programs on the same tracepoints in the "
-                "same rounds (the call and the stats' own clock reads). Run "
+                "interleaved, in rotating order). 'above empty' is the "
+                "median over rounds of the run's figure less what the same "
+                "stats charge do-nothing programs on the same tracepoints in "
+                "the same round (the call and the stats' own clock reads), "
+                "with the spread (IQR) of those differences. Run "
                 "counts include every other process's faults meanwhile. "
                 "Then the worker and a child, pinned to one CPU, pass a "
                 f"byte back and forth {cfg['switches']} times over two "
@@ -1522,10 +1542,14 @@ def report(res):
                 cells = []
                 for k in ("fault", "rss"):
                     c = r.get(k)
+                    q = c.get("above_iqr") if c else None
                     cells.append("-" if not c else
                                  f"{c['ns_per_run']:.1f} ("
                                  + ("?" if c["above_empty"] is None else
-                                    f"{c['above_empty']:+.1f}") + ")")
+                                    f"{c['above_empty']:+.1f}")
+                                 + ("" if not q else
+                                    f", IQR {q[0]:+.1f}..{q[1]:+.1f}")
+                                 + ")")
                 cells.append(f"{r['switch_ns']:.0f} "
                              f"({r['switch_ns_added']:+.0f})")
                 for p, (runs, ns) in r.get("other_progs", {}).items():
