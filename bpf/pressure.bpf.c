@@ -39,6 +39,9 @@ __u64 mm_index[RC_MM_SLOTS];
 /* The address of mm_index as a number, once a program has needed it. */
 volatile __u64 mm_index_addr;
 
+/* RSS movement that wakes the agent, in pages; 0: every event does. */
+volatile __u64 rss_wake_pages;
+
 /* The target whose mm the learn_mm iterator looks for (agent-written). */
 volatile __u32 learn_tgid;
 volatile __u32 learn_slot;
@@ -143,6 +146,16 @@ static __always_inline void *event_reserve(__u64 size, __u32 type, __u32 tgid)
 	h->cpu = bpf_get_smp_processor_id();
 	h->ts_ns = bpf_ktime_get_ns();
 	return h;
+}
+
+/*
+ * Submit flags of an event that must reach the agent now: with quiet RSS
+ * events possibly waiting in the ring, only a forced wake-up does (the
+ * default wakes the reader only when it has read all before this one).
+ */
+static __always_inline __u64 wake_now(void)
+{
+	return rss_wake_pages ? BPF_RB_FORCE_WAKEUP : 0;
 }
 
 static __always_inline __u32 log2_u64(__u64 v)
@@ -285,6 +298,8 @@ static __always_inline void mm_learn(__u32 slot, __u64 key)
 		return;
 	for (int i = 0; i < 4; i++)
 		t->pages[i] = -(__s64)rss_step_pages - 1;
+	t->woke_pages = 0;
+	t->quiet = 0;
 	if (mm_index_add(key, slot))
 		t->mm_key = key;
 	else
@@ -394,7 +409,7 @@ static __noinline int burst_check(struct rc_track *t, int slot, __u64 n)
 		return 0;
 	e->window_ns = now - t->window_start_ns;
 	e->faults = wf;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, wake_now());
 	return 0;
 }
 
@@ -501,7 +516,7 @@ static __always_inline int handle_reclaim_end(__u32 kind,
 		e->nr_reclaimed = nr_reclaimed;
 		e->memcg_id = task_memcg_ino(task);
 		bpf_get_current_comm(e->comm, sizeof(e->comm));
-		bpf_ringbuf_submit(e, 0);
+		bpf_ringbuf_submit(e, wake_now());
 	}
 	bpf_map_delete_elem(&starts, &pid);
 	return 0;
@@ -537,7 +552,7 @@ static __always_inline int handle_kswapd(int nid, int zid, int order,
 	e->zid = zid;
 	e->order = order;
 	e->awake = awake;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, wake_now());
 	return 0;
 }
 
@@ -575,7 +590,7 @@ static __always_inline int oom_event(struct task_struct *task, __u32 pid,
 	} else {
 		e->file_rss = e->anon_rss = e->shmem_rss = e->total_vm = 0;
 	}
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, wake_now());
 	return 0;
 }
 
@@ -632,6 +647,24 @@ static __always_inline __s64 mm_counter_direct(struct mm_struct *mm, int member)
 }
 
 /*
+ * Wake the agent for this RSS event of @t (now @total pages) if it moved
+ * rss_wake_pages since the last that did, or too many did not; else leave
+ * it in the ring for the agent's next wake-up.
+ */
+static __always_inline __u64 rss_flags(struct rc_target *t, __s64 total)
+{
+	__u64 step = rss_wake_pages;
+
+	if (!step)
+		return 0;
+	if (absdiff(total, t->woke_pages) < step && ++t->quiet < RC_QUIET_MAX)
+		return BPF_RB_NO_WAKEUP;
+	t->woke_pages = total;
+	t->quiet = 0;
+	return BPF_RB_FORCE_WAKEUP;
+}
+
+/*
  * A report is due for target @t: read every counter (but the one the
  * kernel just passed, @cur pages of @member) and emit.
  */
@@ -664,7 +697,7 @@ static __noinline int rss_report(struct mm_struct *mm, __u32 slot, int member,
 	e->file = file * page_size;
 	e->shmem = shmem * page_size;
 	e->total = (file + anon + shmem) * page_size;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, rss_flags(t, file + anon + shmem));
 	return 0;
 }
 

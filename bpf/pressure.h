@@ -134,7 +134,19 @@ struct rc_target {
 	__u32 pad;
 	__u64 mm_key;
 	__s64 pages[4];
+	/* RSS in pages (file + anon + shmem) at the last RSS event that woke
+	 * the agent, and the RSS events since that did not */
+	__s64 woke_pages;
+	__u64 quiet;
 };
+
+/*
+ * While the agent is calm it sets rss_wake_pages: an RSS event wakes it
+ * only when the RSS moved that far since the last one that did (or after
+ * RC_QUIET_MAX that did not); the others wait in the ring for its next
+ * wake-up. Every other event wakes it at once. 0: every event wakes it.
+ */
+#define RC_QUIET_MAX 256
 
 /* Global per-CPU counters, index of the stats map. */
 enum rc_stat {

@@ -120,6 +120,7 @@ struct agent {
 	struct cadence cad;	/* as planned at the last tick */
 	uint64_t armed_ns;	/* when the timer fires next */
 	uint64_t next_cg_ns;	/* when to look for cgroup moves again */
+	uint64_t rss_wake;	/* bytes of RSS movement that wake the loop */
 	pid_t refused_told;	/* --match: last refused pid warned about */
 	/* eviction latency of every target followed, for --hist */
 	struct hist ack_hist, freed_hist;
@@ -259,6 +260,10 @@ static void arm(struct agent *a, uint64_t when)
 static void wake_now(struct agent *a, uint64_t now)
 {
 	a->cad.calm = false;
+	if (a->rss_wake) {
+		bpfstate_rss_wake(&a->bpf, 0);
+		a->rss_wake = 0;
+	}
 	a->next_read_ns = now;
 	a->next_level_ns = now;
 	arm(a, now);
@@ -1100,11 +1105,32 @@ static void tick_evictors(struct agent *a, uint64_t now, bool fresh)
 	run_eval(a);
 }
 
+/*
+ * While calm, a target's RSS events wake the loop only once its RSS has
+ * moved a quarter of the way to the near point; the rest are read at the
+ * next wake-up. Otherwise every one does.
+ */
+static void rss_wake(struct agent *a, const struct cadence_in *ci)
+{
+	uint64_t step = 0;
+
+	if (a->cad.calm && ci->headroom > ci->near_at)
+		step = (ci->headroom - ci->near_at) / 4;
+	if (step != a->rss_wake) {
+		bpfstate_rss_wake(&a->bpf, step);
+		a->rss_wake = step;
+	}
+}
+
 static void on_tick(struct agent *a)
 {
 	uint64_t now = now_ns();
 	struct cadence_in ci = { 0 };
 	bool fresh = false;
+
+	/* RSS events that did not wake the loop */
+	if (a->rss_wake)
+		ring_buffer__consume(a->rb);
 
 	if (a->o->match && !a->o->all && !a->ts.n && now >= a->next_match_ns)
 		find_match(a, now);
@@ -1114,6 +1140,7 @@ static void on_tick(struct agent *a)
 	recheck_cgroups(a, now);
 	cadence_input(a, now, &ci);
 	cadence_plan(&ci, &a->cad);
+	rss_wake(a, &ci);
 	/* while calm a read may come early, with a wake-up due anyway */
 	if (now + (a->cad.calm ? CADENCE_SLACK_NS : 0) >= a->next_read_ns ||
 	    !a->cad.read_ns) {

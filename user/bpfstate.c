@@ -190,6 +190,15 @@ int bpfstate_untrack(struct bpfstate *b, pid_t tgid)
 	return 0;
 }
 
+void bpfstate_rss_wake(struct bpfstate *b, uint64_t bytes)
+{
+	uint64_t page = b->skel->rodata->page_size;
+
+	__atomic_store_n(&b->skel->bss->rss_wake_pages,
+			 bytes ? (bytes + page - 1) / page : 0,
+			 __ATOMIC_RELAXED);
+}
+
 int bpfstate_watch_memcg(struct bpfstate *b, uint64_t ino)
 {
 	int first = memcg_ref_get(&b->memcgs, ino);

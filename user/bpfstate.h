@@ -72,6 +72,12 @@ int bpfstate_totals(struct bpfstate *b, pid_t tgid, struct track_totals *t);
 uint64_t bpfstate_stat(struct bpfstate *b, enum rc_stat idx);
 /* Reclaim stall histogram of @kind, in microseconds. */
 int bpfstate_hist(struct bpfstate *b, enum rc_hist_kind kind, struct hist *h);
+/*
+ * Wake the agent for a target's RSS event only once its RSS moved @bytes
+ * since the last one that did (0: for every event); the others wait in the
+ * ring buffer until the agent next reads it.
+ */
+void bpfstate_rss_wake(struct bpfstate *b, uint64_t bytes);
 /* fd of the ring buffer map. */
 int bpfstate_events_fd(struct bpfstate *b);
 

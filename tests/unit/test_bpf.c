@@ -393,6 +393,54 @@ cleanup:
 	teardown(&f);
 }
 
+/*
+ * While the agent is calm (rss_wake_pages set) an RSS event that moved
+ * less than that since the last wake-up waits in the ring without waking
+ * the reader; a larger move, and any other event, wakes it.
+ */
+TEST(calm_rss_events_wait_for_the_reader)
+{
+	struct fixture f;
+	__u64 args[3];
+	__u64 burst[3] = { 0 };
+
+	if (!setup(&f, 1))
+		goto cleanup;
+	bpfstate_rss_wake(&f.b, 1000ULL * getpagesize());
+	args[0] = my_mm(&f);
+	args[1] = 3; /* MM_SHMEMPAGES, the count given */
+	args[2] = 5000;
+	ASSERT_OK(run(f.b.skel->progs.rss_count_raw, args, 3), "run");
+	/* the first event moved 5000 pages from nothing: it wakes */
+	ASSERT_EQ(ring_buffer__poll(f.rb, 1000), 1, "first wakes");
+	/* as the agent's loop: an empty wait takes the ring off epoll's
+	 * ready list (level-triggered), then it sleeps until woken */
+	ASSERT_EQ(ring_buffer__poll(f.rb, 0), 0, "all read");
+	args[2] = 5100;
+	ASSERT_OK(run(f.b.skel->progs.rss_count_raw, args, 3), "run");
+	ASSERT_EQ(ring_buffer__poll(f.rb, 50), 0, "100 pages: no wake-up");
+	ASSERT_EQ(ring_buffer__consume(f.rb), 1, "but the event is there");
+	ASSERT_EQ(f.seen.n, 2, "both events");
+	args[2] = 6500;
+	ASSERT_OK(run(f.b.skel->progs.rss_count_raw, args, 3), "run");
+	ASSERT_EQ(ring_buffer__poll(f.rb, 1000), 1, "1500 pages: wakes");
+	ASSERT_EQ(ring_buffer__poll(f.rb, 0), 0, "all read");
+	/* a quiet RSS event waiting: a burst still wakes the reader */
+	args[2] = 6600;
+	ASSERT_OK(run(f.b.skel->progs.rss_count_raw, args, 3), "run");
+	ASSERT_OK(run(f.b.skel->progs.fault_raw, burst, 3), "fault");
+	ASSERT_EQ(ring_buffer__poll(f.rb, 1000), 2, "burst wakes for both");
+	ASSERT_EQ(f.seen.type, RC_EV_FAULT_BURST, "the burst last");
+	ASSERT_EQ(ring_buffer__poll(f.rb, 0), 0, "all read");
+	/* 0: every event wakes */
+	bpfstate_rss_wake(&f.b, 0);
+	args[2] = 6700;
+	ASSERT_OK(run(f.b.skel->progs.rss_count_raw, args, 3), "run");
+	ASSERT_EQ(ring_buffer__poll(f.rb, 1000), 1, "woken again");
+cleanup:
+	teardown(&f);
+}
+
 /* v5.5-rc1: rss_stat(member, count), of the current task's own mm. */
 TEST(rss_of_member_count_form_is_the_current_mm)
 {
