@@ -709,7 +709,8 @@ def idle_agent(cfg, executor):
         series = count_series(addr)
         agent.stop()
         # what the kernel told the agent meanwhile: kswapd or reclaim
-        # anywhere keeps it ticking every 50 ms for 5 s (user/cadence.h)
+        # anywhere keeps it busy, reading every 250 ms, for 5 s
+        # (user/cadence.h)
         told = {}
         for e in agent.events[n0:]:
             if e.get("type") in ("kswapd", "reclaim", "oom_kill",
@@ -1695,7 +1696,7 @@ def footprint_report(f):
     if any(told.values()):
         L += ["", "Kernel events the idle agents saw (kswapd waking or "
               "reclaim anywhere on this shared machine keep the agent "
-              "ticking every 50 ms for 5 s): "
+              "busy, reading every 250 ms, for 5 s): "
               + "; ".join(f"{k}: {v}" for k, v in told.items() if v) + "."]
     n = f["idle_executor"].get("series")
     if n:
