@@ -149,13 +149,14 @@ static __always_inline void *event_reserve(__u64 size, __u32 type, __u32 tgid)
 }
 
 /*
- * Submit flags of an event that must reach the agent now: with quiet RSS
- * events possibly waiting in the ring, only a forced wake-up does (the
- * default wakes the reader only when it has read all before this one).
+ * Submit flags of an event that must reach the agent now. The default
+ * wakes the reader only when it has read everything before this event:
+ * not while quiet RSS events wait in the ring (or did a moment ago, when
+ * the agent stopped asking for them). A forced wake-up always does.
  */
 static __always_inline __u64 wake_now(void)
 {
-	return rss_wake_pages ? BPF_RB_FORCE_WAKEUP : 0;
+	return BPF_RB_FORCE_WAKEUP;
 }
 
 static __always_inline __u32 log2_u64(__u64 v)
@@ -656,7 +657,7 @@ static __always_inline __u64 rss_flags(struct rc_target *t, __s64 total)
 	__u64 step = rss_wake_pages;
 
 	if (!step)
-		return 0;
+		return wake_now();
 	if (absdiff(total, t->woke_pages) < step && ++t->quiet < RC_QUIET_MAX)
 		return BPF_RB_NO_WAKEUP;
 	t->woke_pages = total;

@@ -1129,8 +1129,7 @@ static void on_tick(struct agent *a)
 	bool fresh = false;
 
 	/* RSS events that did not wake the loop */
-	if (a->rss_wake)
-		ring_buffer__consume(a->rb);
+	ring_buffer__consume(a->rb);
 
 	if (a->o->match && !a->o->all && !a->ts.n && now >= a->next_match_ns)
 		find_match(a, now);
