@@ -32,13 +32,18 @@ struct {
 	__type(value, __u8);
 } followed SEC(".maps");
 
+/* Reports lost to a full ring (read by the agent: it scans /proc then). */
+__u64 drops;
+
 static __always_inline void emit(__u32 tgid, __u32 kind)
 {
 	struct rc_discover_ev *e;
 
 	e = bpf_ringbuf_reserve(&disc_events, sizeof(*e), 0);
-	if (!e)
+	if (!e) {
+		__sync_fetch_and_add(&drops, 1);
 		return;
+	}
 	e->tgid = tgid;
 	e->kind = kind;
 	e->ts_ns = bpf_ktime_get_ns();

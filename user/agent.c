@@ -65,6 +65,8 @@
  */
 #define RESCAN_NS	(30 * NSEC_PER_SEC)
 #define RESCAN_BLIND_NS (2 * NSEC_PER_SEC)
+/* a look at once when the kernel's reports were lost, at most this often */
+#define RESCAN_LOST_NS (5 * NSEC_PER_SEC)
 /* A page reported by the uprobe is looked for this long (it is being made). */
 #define PEND_NS	      (2 * NSEC_PER_SEC)
 #define PEND_FIRST_NS (5 * 1000000ULL) /* the first look again */
@@ -91,6 +93,9 @@ struct agent {
 	struct discover disc;
 	bool disc_on;	       /* the uprobe is attached */
 	uint64_t next_scan_ns; /* --all: the next look through /proc */
+	uint64_t last_scan_ns;
+	uint64_t disc_lost; /* discovery reports lost, as last acted on */
+	bool scan_for_lost; /* this scan makes up for lost reports */
 	struct {
 		pid_t pid;
 		uint64_t until_ns;
@@ -900,7 +905,8 @@ static void adopt_found(pid_t pid, void *ctx)
 	if (!a->disc_on || !targets_find(&a->ts, pid))
 		return;
 	/* its libc too, so the next executors on it are reported at once */
-	discover_scan_found(&a->disc, RC_PROC_ROOT, pid, a->disc.scans > 0, why,
+	discover_scan_found(&a->disc, RC_PROC_ROOT, pid,
+			    a->disc.scans > 0 && !a->scan_for_lost, why,
 			    sizeof(why));
 	if (why[0])
 		out_warn(&a->out, "%s", why);
@@ -930,14 +936,40 @@ static int handle_discover(void *ctx, void *data, size_t len)
 	return 0;
 }
 
+/*
+ * The kernel's reports lost to a full ring (a burst of memfd_create or
+ * execve while the loop was busy): look through /proc at once for the
+ * executors they told of, no more often than RESCAN_LOST_NS.
+ */
+static void lost_reports(struct agent *a, uint64_t now)
+{
+	uint64_t lost = a->disc_on ? discover_drops(&a->disc) : 0;
+
+	if (lost <= a->disc_lost || now < a->last_scan_ns + RESCAN_LOST_NS)
+		return;
+	out_warn(
+		&a->out,
+		"%" PRIu64
+		" discovery reports lost (ring full); looking through /proc now",
+		lost - a->disc_lost);
+	a->disc_lost = lost;
+	a->next_scan_ns = now;
+	a->scan_for_lost = true;
+}
+
 /* --all: once at start, then slowly, for what the uprobe cannot see. */
 static void rescan(struct agent *a, uint64_t now)
 {
-	if (!a->o->all || now < a->next_scan_ns)
+	if (!a->o->all)
+		return;
+	lost_reports(a, now);
+	if (now < a->next_scan_ns)
 		return;
 	a->next_scan_ns = now + (a->disc_on ? RESCAN_NS : RESCAN_BLIND_NS);
+	a->last_scan_ns = now;
 	discover_scan(RC_PROC_ROOT, getpid(), adopt_found, a);
 	a->disc.scans++;
+	a->scan_for_lost = false;
 }
 
 static void setup_discover(struct agent *a)
@@ -972,7 +1004,8 @@ static void check_drops(struct agent *a, uint64_t now)
 
 	uint64_t lines = outstream_dropped();
 
-	metrics_set_ringbuf_drops(&a->m, drops);
+	metrics_set_ringbuf_drops(
+		&a->m, drops + (a->disc_on ? discover_drops(&a->disc) : 0));
 	if (now < a->next_drop_warn_ns ||
 	    (drops <= a->drops_told && lines <= a->out_told))
 		return;

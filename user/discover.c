@@ -240,6 +240,12 @@ int discover_events_fd(const struct discover *d)
 	return bpf_map__fd(d->skel->maps.disc_events);
 }
 
+uint64_t discover_drops(const struct discover *d)
+{
+	return d->skel ? __atomic_load_n(&d->skel->bss->drops, __ATOMIC_RELAXED)
+		       : 0;
+}
+
 int discover_follow(struct discover *d, pid_t tgid, bool on)
 {
 	__u32 key = (__u32)tgid;

@@ -14,6 +14,7 @@
 
 #include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "discover_ev.h"
@@ -49,6 +50,8 @@ int discover_open(struct discover *d, char *why, size_t len);
 void discover_close(struct discover *d);
 /* The ring buffer map's fd (events are struct rc_discover_ev). */
 int discover_events_fd(const struct discover *d);
+/* Reports the kernel lost to a full ring since discover_open(). */
+uint64_t discover_drops(const struct discover *d);
 /* Report execve of @tgid (on), or stop (off). */
 int discover_follow(struct discover *d, pid_t tgid, bool on);
 

@@ -7,6 +7,7 @@ page they make passes every check the agent makes before following one.
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -61,6 +62,48 @@ def all_probes_memfd_create_at_entry_only():
         ex = docexec()
         ev = attached(agent, ex.pid)
         assert ev and ev["discovery"] == "uprobe", (ev, agent.stderr)
+    finally:
+        if ex:
+            ex.kill()
+            ex.wait()
+        agent.stop()
+
+
+FLOOD = """
+import os
+for _ in range(N):
+    os.close(os.memfd_create("ramcache"))
+"""
+
+
+@test
+def lost_reports_bring_a_look_through_proc_at_once():
+    """When memfd_create reports fill the kernel's ring while the agent
+    is not reading (here: stopped), the executor whose report was lost is
+    found by a look through /proc at once, with a warning, instead of at
+    the next 30 s scan."""
+    require_agent()
+    agent = Agent("--all", "--no-evict", "--interval", "1s")
+    ex = None
+    try:
+        assert agent.wait_type("start", timeout=60), agent.stderr
+        # past the first look through /proc (the loop's first tick)
+        assert agent.wait_type("summary", timeout=10), agent.stderr
+        os.kill(agent.proc.pid, signal.SIGSTOP)
+        try:
+            # 64 KiB of 24-byte reports: 6000 fill it
+            subprocess.run([sys.executable, "-c",
+                            FLOOD.replace("N", "6000")], check=True)
+            ex = docexec()
+            assert wait_page(ex.pid, 10), "the executor made no page"
+        finally:
+            os.kill(agent.proc.pid, signal.SIGCONT)
+        ev = attached(agent, ex.pid, timeout=10)
+        assert ev, ("not found within 10 s", agent.stderr[-5:])
+        assert ev["discovery"] == "scan", ev
+        warn = [e["message"] for e in agent.of_type("warning")
+                if "discovery reports lost" in e.get("message", "")]
+        assert warn, agent.of_type("warning")
     finally:
         if ex:
             ex.kill()
