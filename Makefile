@@ -348,8 +348,14 @@ run-soak: all
 # overhead, reaction and eviction latency, outcomes against other policies,
 # footprint. Writes BENCHMARKS.md and bench/results.json. Needs root.
 # `make test` runs the harness in quick mode (tests/integration/test_bench.py).
+# `sudo make bench RAMCACHE_COMFYUI=/path/to/ComfyUI` adds eviction rows
+# measured in that real ComfyUI checkout (3 rounds, about 2 minutes more);
+# RAMCACHE_COMFYUI_COMMIT names its commit when it is not a git work tree.
 run-bench: all
-	$(Q)RAMCACHE_BENCH_CMD="sudo make bench" OUTPUT=$(OUTPUT) \
+	$(Q)RAMCACHE_BENCH_CMD="sudo make bench$(if $(RAMCACHE_COMFYUI), RAMCACHE_COMFYUI=$(RAMCACHE_COMFYUI))" \
+		RAMCACHE_COMFYUI="$(RAMCACHE_COMFYUI)" \
+		RAMCACHE_COMFYUI_COMMIT="$(RAMCACHE_COMFYUI_COMMIT)" \
+		OUTPUT=$(OUTPUT) \
 		$(PYTHON) bench/run.py --md BENCHMARKS.md --json bench/results.json
 # ---- end bench ---------------------------------------------------------------
 

@@ -19,7 +19,17 @@ baseline of the same run or a distribution):
              run a stock kernel)
   outcomes   the demo workload under a memcg limit (zram swap when free)
              for the classic cache, local, PSI-driven and ramcache-bpf
-  eviction   post -> ack and post -> RSS drop (from the outcome runs)
+  eviction   post -> ack and post -> RSS drop (from the outcome runs,
+             the ComfyUI package on its stand-in and, when
+             RAMCACHE_COMFYUI names a ComfyUI checkout, in real ComfyUI)
+
+RAMCACHE_COMFYUI=/path/to/ComfyUI (a checkout; `sudo make bench
+RAMCACHE_COMFYUI=...` passes it on) adds eviction rows measured in that
+real ComfyUI: comfyui/tests/real_comfyui.py runs its main.py on CPU with
+the package and the agent, comfy_real rounds of about 35 s each. Its
+commit is git's when the checkout is a git work tree, else the first line
+of DIR/.ramcache-commit or RAMCACHE_COMFYUI_COMMIT (e.g. for a tree from
+`git archive`). Without it, or with --quick, those rows say skipped.
 
 --only S1,S2 --merge bench/results.json measures those sections again and
 keeps the others from that file (BENCHMARKS.md says which run measured
@@ -83,6 +93,11 @@ FULL = {
     "comfy": {"rounds": 3, "limit": 512 * MiB, "prompts": 12, "mib": 64,
               "steps": 8, "step_s": 0.05,
               "agent_flags": ["--headroom", "96M", "--inactive", "192M"]},
+    # real ComfyUI (RAMCACHE_COMFYUI): about 35 s a round on 2 cores
+    "comfy_real": {"rounds": 3, "prompts": 10, "side": 1024, "batch": 16,
+                   "room_mib": 1024, "timeout": 600,
+                   "agent_flags": ["--headroom", "256M",
+                                   "--inactive", "512M"]},
 }
 QUICK = {
     "overhead_rounds": 1, "fault_size": "4M", "fault_rounds": 5,
@@ -1367,6 +1382,135 @@ def bench_comfy(cfg):
         "runs": runs}
 
 
+COMFY_REAL = os.path.join(ROOT, "comfyui", "tests", "real_comfyui.py")
+
+
+def comfyui_commit(comfy):
+    """The checkout's commit id: git's, else DIR/.ramcache-commit or
+    RAMCACHE_COMFYUI_COMMIT (None when none says)."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        top = subprocess.run(["git", "-C", comfy, "rev-parse",
+                              "--show-toplevel", "HEAD"],
+                             capture_output=True, text=True, timeout=10)
+        lines = top.stdout.split()
+        if top.returncode == 0 and len(lines) == 2 and (
+                os.path.realpath(lines[0]) == os.path.realpath(comfy)):
+            return lines[1]
+    with contextlib.suppress(OSError, IndexError):
+        with open(os.path.join(comfy, ".ramcache-commit")) as f:
+            return f.read().split()[0]
+    return os.environ.get("RAMCACHE_COMFYUI_COMMIT") or None
+
+
+def run_real_comfyui(argv, timeout, logpath):
+    """real_comfyui.py with its output in @logpath; past @timeout it gets
+    SIGINT (it stops ComfyUI and the agent and removes its cgroups), then
+    SIGKILL."""
+    with open(logpath, "w") as out:
+        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                             env=dict(os.environ, OUTPUT=OUTPUT))
+        try:
+            return p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            log(f"real ComfyUI: no result in {timeout} s, stopping it")
+            p.send_signal(signal.SIGINT)
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            return "timeout"
+
+
+def bench_comfy_real(cfg):
+    """The package in a real ComfyUI checkout (RAMCACHE_COMFYUI) under the
+    agent, by comfyui/tests/real_comfyui.py: every command's latencies."""
+    comfy = os.environ.get("RAMCACHE_COMFYUI")
+    if not comfy:
+        return {"skipped": "set RAMCACHE_COMFYUI to a ComfyUI checkout"}
+    c = cfg.get("comfy_real")
+    if not c:
+        return {"skipped": "quick mode never runs real ComfyUI"}
+    comfy = os.path.abspath(comfy)
+    if not os.path.isfile(os.path.join(comfy, "main.py")):
+        return {"skipped": f"RAMCACHE_COMFYUI={comfy} is not a ComfyUI "
+                "checkout (no main.py)"}
+    if not os.path.exists(COMFY_REAL):
+        return {"skipped": "comfyui/tests/real_comfyui.py is not in this "
+                "tree"}
+    if not is_root():
+        return {"skipped": "needs root (memcg, BPF)"}
+    commit = comfyui_commit(comfy)
+    runs = []
+    meta = {}
+    with scratch_dir() as d:
+        for r in range(c["rounds"]):
+            jpath = os.path.join(d, f"real-{r}.json")
+            lpath = os.path.join(d, f"real-{r}.log")
+            argv = [sys.executable, COMFY_REAL, "--comfyui", comfy,
+                    "--agent", AGENT, "--port", str(free_port()),
+                    "--prompts", str(c["prompts"]), "--side",
+                    str(c["side"]), "--batch", str(c["batch"]),
+                    "--room-mib", str(c["room_mib"]), "--json", jpath,
+                    *c["agent_flags"]]
+            if commit:
+                argv += ["--commit", commit]
+            rc = run_real_comfyui(argv, c["timeout"], lpath)
+            s = {}
+            with contextlib.suppress(OSError, ValueError):
+                with open(jpath) as f:
+                    s = json.load(f)
+            meta = s or meta
+            with open(lpath, errors="replace") as f:
+                tail = f.read()[-1500:]
+            checks = s.get("checks", [])
+            prompts = s.get("prompts", [])
+            runs.append({
+                "rc": rc, "oom_kills": s.get("oom_kills"),
+                "prompts": c["prompts"],
+                "prompts_ok": sum(1 for x in prompts if x.get("ok")),
+                "checks_passed": s.get("passed"),
+                "checks": len(checks),
+                "failed_checks": [x["check"] for x in checks
+                                  if not x["ok"]],
+                "idle_bytes": s.get("idle_bytes"),
+                "limit_bytes": s.get("limit_bytes"),
+                "cache_bytes": s.get("cache_bytes"),
+                "evict_done": s.get("evict_done", []),
+                "log_tail": None if rc == 0 else tail})
+            log(f"real ComfyUI round {r + 1}: rc {rc}, "
+                f"{runs[-1]['prompts_ok']}/{c['prompts']} prompts, oom "
+                f"{runs[-1]['oom_kills']}, "
+                f"{len(runs[-1]['evict_done'])} commands")
+    limits = sorted({x["limit_bytes"] // MiB for x in runs
+                     if x["limit_bytes"]})
+    idles = sorted({x["idle_bytes"] // MiB for x in runs
+                    if x["idle_bytes"]})
+    short = commit[:8] if commit else None
+    what = (f"ComfyUI {meta.get('version') or '?'} (commit "
+            f"{short or 'not known: set RAMCACHE_COMFYUI_COMMIT'})")
+    cache = sorted({x["cache_bytes"] // MiB for x in runs
+                    if x["cache_bytes"]})
+    method = (
+        f"comfyui/tests/real_comfyui.py ran {what}, its own main.py --cpu "
+        f"{' '.join(meta.get('args', []))} with the package, in a memcg "
+        f"without swap limited to its idle usage "
+        f"({'/'.join(map(str, idles)) or '?'} MiB) + {c['room_mib']} MiB "
+        f"= {'/'.join(map(str, limits)) or '?'} MiB; {c['prompts']} "
+        f"prompts (EmptyImage {c['side']}x{c['side']} x{c['batch']} -> "
+        "ImageInvert -> ImageScaleBy -> status node) cache "
+        f"{'/'.join(map(str, cache)) or '?'} MiB; ramcache-bpf "
+        f"{' '.join(c['agent_flags'])}; {c['rounds']} "
+        "round(s). The nodes run on CPU, so the package's safe points "
+        "(between nodes) are far apart: a command waits for the node that "
+        "is running")
+    return {"name": f"ComfyUI {short or meta.get('version') or '?'} "
+            "(Python, real)",
+            "commit": commit, "version": meta.get("version"),
+            "method": method,
+            "runs": runs}
+
+
 def latency_rows(done):
     acked = [e for e in done if e.get("ack_latency_ns") is not None]
     statuses = {}
@@ -1381,9 +1525,9 @@ def latency_rows(done):
                                          for e in done
                                          if e.get("freed_latency_ns")])}
 
-def bench_eviction(cfg, outcomes, noswap, comfy):
+def bench_eviction(cfg, outcomes, noswap, comfy, real):
     if ("runs" not in outcomes and "runs" not in noswap
-            and "runs" not in comfy):
+            and "runs" not in comfy and "runs" not in real):
         return {"skipped": outcomes.get("skipped", "no outcome runs")}
     done = [e for r in outcomes.get("runs", []) + noswap.get("runs", [])
             if r["policy"] == "agent" for e in r["evict_done"]]
@@ -1391,7 +1535,9 @@ def bench_eviction(cfg, outcomes, noswap, comfy):
     step_ms = float(wl[wl.index("--step-ms") + 1])
     res = {"method": (
         "every eviction command of the ramcache-bpf outcome runs (both "
-        "variants) and of the ComfyUI stand-in runs: post = issue_ns on "
+        "variants), of the ComfyUI stand-in runs and of the runs in real "
+        "ComfyUI (when RAMCACHE_COMFYUI names a checkout: `sudo make bench "
+        "RAMCACHE_COMFYUI=/path/to/ComfyUI`): post = issue_ns on "
         "the control page; received = the executor's recv_ns; ack = its "
         "ack_ns; RSS drop = the first rss_stat event (BPF) after which RSS "
         "fell by half the entry's size from its peak since the post"),
@@ -1407,6 +1553,16 @@ def bench_eviction(cfg, outcomes, noswap, comfy):
             for r in comfy["runs"]]
     else:
         res["comfyui_standin"] = {"skipped": comfy.get("skipped")}
+    if "runs" in real:
+        res["comfyui_real"] = latency_rows(
+            [e for r in real["runs"] for e in r["evict_done"]])
+        res["comfyui_real"].update(
+            {k: real[k] for k in ("name", "commit", "version", "method")})
+        res["comfyui_real"]["runs"] = [
+            {k: v for k, v in r.items() if k != "evict_done"}
+            for r in real["runs"]]
+    else:
+        res["comfyui_real"] = {"skipped": real.get("skipped")}
     return res
 
 
@@ -1619,10 +1775,12 @@ def report(res):
               "| executor | path | n | p50 ms | p99 ms | max ms |",
               "|---|---|---|---|---|---|"]
         cs = e["comfyui_standin"]
+        cr = e.get("comfyui_real", {"skipped": "not run (older results)"})
         for who, c in (("C demo (ramcache-demo)", e["c_demo"]),
-                       ("ComfyUI stand-in (Python)", cs)):
+                       ("ComfyUI stand-in (Python)", cs),
+                       (cr.get("name", "ComfyUI (Python, real)"), cr)):
             if "skipped" in c:
-                L.append(f"| {who} | - | - | - | - | not measured: "
+                L.append(f"| {who} | - | - | - | - | skipped: "
                          f"{c['skipped']} |")
                 continue
             for k, name in (("post_to_recv_ms", "post -> received"),
@@ -1635,7 +1793,12 @@ def report(res):
         L += ["", f"Command statuses: C demo {e['c_demo']['statuses']}"
               + (f", ComfyUI stand-in {cs['statuses']}"
                  if "statuses" in cs else "")
-              + ". The demo obeys commands at its safe points: between "
+              + (f", {cr['name']} {cr['statuses']}"
+                 if "statuses" in cr else "")
+              + ". "
+              + (f"The C demo's rows are from the outcome runs of "
+                 f"{e['c_demo_from']}. " if e.get("c_demo_from") else "")
+              + "The demo obeys commands at its safe points: between "
               "nodes, after each sampling step (--step-ms apart), after "
               "every MiB it copies or fills, and at once while it waits on "
               "its \"GPU\" (the command thread wakes it)."]
@@ -1649,6 +1812,14 @@ def report(res):
             L.append(f"ComfyUI stand-in: {cs['method']}; runs: "
                      + ", ".join(f"rc {r['rc']}, {r['oom_kills']} OOM kills"
                                  for r in cs["runs"]) + ".")
+        if "method" in cr:
+            L.append(f"{cr['name']}: {cr['method']}. Runs: " + "; ".join(
+                f"rc {r['rc']}, {r['prompts_ok']}/{r['prompts']} prompts "
+                f"done, {r['oom_kills']} OOM kills, "
+                f"{r['checks_passed']}/{r['checks']} checks passed"
+                + (f" (failed: {', '.join(r['failed_checks'])})"
+                   if r["failed_checks"] else "")
+                for r in cr["runs"]) + ".")
         L.append("")
     L += outcomes_table(res["outcomes"], "## 4. Outcomes")
     L += picture(res, "BENCHMARKS-outcomes.svg", "the outcome runs of one "
@@ -1901,6 +2072,10 @@ def verdicts(res):
     if "skipped" in cs:
         v.append("Not measured: eviction latency of the ComfyUI package's "
                  f"Python stand-in executor ({cs['skipped']}).")
+    cr = res["eviction"].get("comfyui_real", {})
+    if "skipped" in cr:
+        v.append("Not measured: eviction latency of the ComfyUI package in "
+                 f"real ComfyUI ({cr['skipped']}).")
     return v
 
 
@@ -1938,6 +2113,15 @@ def merge_from(res, path, only):
     for k in SECTIONS:
         if k not in ran and k in old:
             res[k] = old[k]
+    # --only eviction measures the ComfyUI rows again; the C demo's come
+    # from the outcome runs, which did not run
+    oe, ev = old.get("eviction", {}), res.get("eviction", {})
+    if ("eviction" in ran and "outcomes" not in ran and "c_demo" in oe
+            and "c_demo" in ev):
+        ev["c_demo"] = oe["c_demo"]
+        if "target_ms" in oe:
+            ev["target_ms"] = oe["target_ms"]
+        ev["c_demo_from"] = oe.get("c_demo_from", old.get("date"))
     # an overhead section from before the per-round spread was kept
     # cannot be reported: say so instead of failing
     ov = res.get("overhead", {})
@@ -2004,6 +2188,8 @@ def main():
         cfg.update(reaction_trials=args.trials, outcome_rounds=args.trials,
                    noswap_rounds=args.trials,
                    comfy=dict(cfg["comfy"], rounds=args.trials))
+        if "comfy_real" in cfg:
+            cfg["comfy_real"] = dict(cfg["comfy_real"], rounds=args.trials)
     out = args.out or os.path.join(OUTPUT, "bench",
                                    "quick" if args.quick else "")
     os.makedirs(out, exist_ok=True)
@@ -2036,9 +2222,11 @@ def main():
                                     if args.quick else "not selected"})
     comfy = (bench_comfy(cfg) if want("eviction") or want("outcomes")
              else skipped)
+    real = (bench_comfy_real(cfg) if want("eviction") or want("outcomes")
+            else skipped)
     res["outcomes"] = bench_outcomes(cfg) if want("outcomes") else skipped
     res["eviction"] = bench_eviction(cfg, res["outcomes"],
-                                     res["outcomes_noswap"], comfy)
+                                     res["outcomes_noswap"], comfy, real)
     if args.merge and only:
         merge_from(res, args.merge, only)
     res["verdicts"] = verdicts(res)

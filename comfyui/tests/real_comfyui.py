@@ -4,7 +4,8 @@
     sudo comfyui/tests/real_comfyui.py --comfyui /path/to/ComfyUI [--commit ID]
 
 What it does (root: a scratch memory cgroup and the agent):
-  1. links this package into DIR/custom_nodes/ramcache_bpf;
+  1. links this package into DIR/custom_nodes/ramcache_bpf (a link it
+     made is removed at exit);
   2. starts ComfyUI's own main.py on CPU with Debian's python3 and torch,
      in a memory cgroup named ramcache-real-* (always removed) whose limit
      is smaller than what the workflow caches; third-party modules that
@@ -19,11 +20,14 @@ What it does (root: a scratch memory cgroup and the agent):
      the nodes after it (a repeated prompt is all cached); a clean exit of
      --quick-test-for-ci; and, read from the source, that the stand-in has
      every part of this ComfyUI the package uses (comfyui_api.py);
-and prints a JSON summary (--json FILE keeps it). --no-agent runs the same
+and prints a JSON summary (--json FILE keeps it; "evict_done" has every
+command's post -> received, ack and RSS-drop latency as the agent measured
+them, recv_/ack_/freed_latency_ns). --no-agent runs the same
 prompts without the agent: the control run, which should hit the limit.
 Exit status 0 when every check passed.
 """
 import argparse
+import atexit
 import importlib.util
 import json
 import os
@@ -289,13 +293,22 @@ class ComfyUI:
 
 
 def link_package(comfy):
+    """Links the package into the checkout; a link this run made is
+    removed at exit, so that another tree of this project can run next."""
     dst = os.path.join(comfy, "custom_nodes", "ramcache_bpf")
     if os.path.islink(dst) or os.path.exists(dst):
         if os.path.realpath(dst) != os.path.realpath(PKG):
-            raise SystemExit(f"{dst} exists and is not this package")
+            raise SystemExit(f"{dst} exists and is not this package "
+                             f"({PKG}): remove it")
         return dst
     os.symlink(PKG, dst)
+    atexit.register(unlink_package, dst)
     return dst
+
+
+def unlink_package(dst):
+    if os.path.islink(dst) and os.path.realpath(dst) == os.path.realpath(PKG):
+        os.unlink(dst)
 
 
 def check(results, name, ok, detail=None):
@@ -390,7 +403,7 @@ def main():
 
     rc, text = quick_test(comfy, boot, a.port, tmp, a.control)
     loaded = re.search(r"seconds: .*custom_nodes/ramcache_bpf\n", text) and \
-        not re.search(r"(IMPORT FAILED|Cannot import).*ramcache", text)
+        not re.search(r"(IMPORT FAILED|Cannot import).*custom_nodes/ramcache_bpf\b", text)
     check(results, "--quick-test-for-ci exits 0 with the package loaded",
           rc == 0 and loaded and "cannot join thread" not in text,
           {"rc": rc, "tail": text[-600:] if rc != 0 or "Traceback" in text else None})
@@ -498,8 +511,13 @@ def main():
                     "settled": st.get("settled"),
                     "evicted": len(evicted), "bytes_freed": freed,
                     "labels": sorted({d.get("label") for d in evicted}),
-                    "ack_latency_ms": sorted(round(d["ack_latency_ns"] / 1e6, 1)
-                                             for d in evicted if "ack_latency_ns" in d)}
+                    **{f"{k}_latency_ms": sorted(round(d[f"{k}_latency_ns"] / 1e6, 1)
+                                                 for d in evicted if f"{k}_latency_ns" in d)
+                       for k in ("recv", "ack", "freed")}}
+                # every command's outcome: post -> received / ack / RSS drop
+                summary["evict_done"] = [{k: d.get(k) for k in (
+                    "label", "status", "bytes_freed", "recv_latency_ns",
+                    "ack_latency_ns", "freed_latency_ns")} for d in dones]
                 check(results, "the agent's commands were acked 'evicted' with RSS freed",
                       evicts and evicted and freed > 0, summary["agent"])
                 check(results, "labels name the node (never '?')",

@@ -25,7 +25,8 @@ def run_quick():
     p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "run.py"),
                         "--quick", "--out", d], capture_output=True,
                        text=True, timeout=300,
-                       env=dict(os.environ, OUTPUT=OUTPUT))
+                       env=dict(os.environ, OUTPUT=OUTPUT,
+                                RAMCACHE_COMFYUI=d))
     assert p.returncode == 0, p.stderr[-3000:]
     with open(os.path.join(d, "results.json")) as f:
         res = json.load(f)
@@ -81,6 +82,9 @@ def quick_run_writes_results_json():
         if os.path.isdir(os.path.join(ROOT, "comfyui", "tests")):
             cs = ev["comfyui_standin"]
             assert "skipped" in cs or "post_to_ack_ms" in cs, cs
+        # real ComfyUI takes minutes: never in --quick, even with
+        # RAMCACHE_COMFYUI set (run_quick sets it)
+        assert "quick mode" in ev["comfyui_real"].get("skipped", ""), ev
 
 
 @test
@@ -98,6 +102,7 @@ def quick_run_writes_a_table():
         for row in ("ramcache-bpf", "PSI-trigger-driven eviction",
                     "ComfyUI-style local eviction", "classic cache"):
             assert row in md, row
+        assert "| ComfyUI (Python, real) | - | - | - | - | skipped: " in md
 
 
 @test
