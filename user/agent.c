@@ -96,6 +96,7 @@ struct agent {
 	uint64_t last_scan_ns;
 	uint64_t disc_lost; /* discovery reports lost, as last acted on */
 	bool scan_for_lost; /* this scan makes up for lost reports */
+	bool refused;	    /* an executor was refused a place since */
 	struct {
 		pid_t pid;
 		uint64_t until_ns;
@@ -660,6 +661,26 @@ static void find_match(struct agent *a, uint64_t now)
 	out_target_pick(&a->out, pid, t->comm, s.pattern, &r);
 }
 
+/*
+ * --all: a place came free and an executor was refused one for lack of
+ * it (or of its user's share): look through /proc for it soon (at most
+ * every RESCAN_LOST_NS) rather than at the next slow scan.
+ */
+static void place_freed(struct agent *a, uint64_t now)
+{
+	uint64_t at = a->last_scan_ns + RESCAN_LOST_NS;
+
+	if (!a->o->all || !a->refused)
+		return;
+	a->refused = false;
+	if (at < now)
+		at = now;
+	if (at < a->next_scan_ns) {
+		a->next_scan_ns = at;
+		a->scan_for_lost = true;
+	}
+}
+
 /* Stop following @t, telling why (@state: exited, exec). */
 static void drop_target(struct agent *a, struct target *t, const char *state)
 {
@@ -671,6 +692,7 @@ static void drop_target(struct agent *a, struct target *t, const char *state)
 	if (target_detach(&a->ts, &a->env, t, &a->ack_hist, &a->freed_hist))
 		a->had_evictor = true;
 	out_target(&a->out, state, pid, comm);
+	place_freed(a, now_ns());
 	/* its domain's gauges went with it: the machine's stand in now */
 	if (!a->ts.n) {
 		report_err(a, &a->read_err, sampler_read(&a->sys, now_ns()),
@@ -767,6 +789,7 @@ static bool uid_too_fast(struct agent *a, uid_t uid, pid_t pid, uint64_t now)
 		*t -= 1;
 		return false;
 	}
+	a->refused = true;
 	if (may_warn(a, now))
 		out_warn(
 			&a->out,
@@ -796,6 +819,7 @@ static bool uid_full(struct agent *a, pid_t pid, uint64_t now)
 		n += t->uid == st.st_uid;
 	if (n < PER_UID_MAX)
 		return uid_too_fast(a, st.st_uid, pid, now);
+	a->refused = true;
 	if (may_warn(a, now))
 		out_warn(
 			&a->out,
@@ -851,6 +875,7 @@ static bool adopt(struct agent *a, pid_t pid, const char *how)
 		return true;
 	err = target_attach(&a->ts, &a->env, pid, sp, &t);
 	if (err) {
+		a->refused |= err == -ENOSPC;
 		if (err != -EACCES && may_warn(a, now))
 			attach_failed(a, pid, err);
 		return true;

@@ -381,6 +381,43 @@ def one_user_cannot_take_every_place():
                    for w in agent.of_type("warning")), agent.stderr
 
 
+@test
+def a_refused_executor_takes_a_place_that_frees():
+    """One user's 17th executor is refused (16 places each); when one of
+    the 16 exits, the refused one is followed within seconds (a look
+    through /proc when a place frees), not at the next 30 s scan."""
+    require_root()
+    if not os.access(AGENT, os.X_OK):
+        raise Skip(f"{AGENT} is not built")
+    with Domain(4096 * MiB, n=1) as dom:
+        agent = Agent("--all", "--no-evict", "--cgroup", dom.rel,
+                      "--interval", "10s")
+        procs = []
+        try:
+            assert agent.wait_type("start", timeout=60), agent.stderr
+            procs = [page_maker(dom, 0, "stay", NOBODY) for _ in range(17)]
+            assert agent.wait_for(
+                lambda e: e.get("type") == "warning"
+                and "the most for one user" in e.get("message", ""), 20), \
+                agent.stderr[-5:]
+            got = {e["pid"] for e in agent.of_type("target")
+                   if e["state"] == "attached"}
+            assert len(got) == 16, f"{len(got)} followed"
+            refused = [p for p in procs if p.pid not in got]
+            assert len(refused) == 1, refused
+            gone = next(p for p in procs if p.pid in got)
+            gone.kill()
+            gone.wait()
+            ev = target_event(agent, refused[0].pid, "attached", timeout=10)
+            assert ev, ("the refused executor was not followed in 10 s",
+                        agent.stderr[-5:])
+        finally:
+            agent.stop()
+            for p in procs:
+                p.kill()
+                p.wait()
+
+
 # 100 executors (pages from the doc) forked 20 ms apart, each gone 0.5 s
 # later: 50 a second, each alive long enough to be seen even under
 # emulation (with 0.1 s, a slow machine saw fewer than 10 a second, so the
