@@ -65,6 +65,9 @@
  */
 #define RESCAN_NS	(30 * NSEC_PER_SEC)
 #define RESCAN_BLIND_NS (2 * NSEC_PER_SEC)
+/* a look through /proc takes at most a slice of the loop at a time */
+#define SCAN_SLICE_NS (20 * NSEC_PER_MSEC)
+#define SCAN_GAP_NS   (50 * NSEC_PER_MSEC)
 /* a look at once when the kernel's reports were lost, at most this often */
 #define RESCAN_LOST_NS (5 * NSEC_PER_SEC)
 /* A page reported by the uprobe is looked for this long (it is being made). */
@@ -94,9 +97,11 @@ struct agent {
 	bool disc_on;	       /* the uprobe is attached */
 	uint64_t next_scan_ns; /* --all: the next look through /proc */
 	uint64_t last_scan_ns;
-	uint64_t disc_lost; /* discovery reports lost, as last acted on */
-	bool scan_for_lost; /* this scan makes up for lost reports */
-	bool refused;	    /* an executor was refused a place since */
+	pid_t scan_from;       /* a look under way: the last pid looked at */
+	uint64_t scan_more_ns; /* when it goes on */
+	uint64_t disc_lost;    /* discovery reports lost, as last acted on */
+	bool scan_for_lost;    /* this scan makes up for lost reports */
+	bool refused;	       /* an executor was refused a place since */
 	struct {
 		pid_t pid;
 		uint64_t until_ns;
@@ -982,17 +987,30 @@ static void lost_reports(struct agent *a, uint64_t now)
 	a->scan_for_lost = true;
 }
 
-/* --all: once at start, then slowly, for what the uprobe cannot see. */
+/*
+ * --all: once at start, then slowly, for what the uprobe cannot see; a
+ * look takes at most SCAN_SLICE_NS of the loop at a time (a machine of
+ * many processes is looked through in slices, SCAN_GAP_NS apart).
+ */
 static void rescan(struct agent *a, uint64_t now)
 {
 	if (!a->o->all)
 		return;
 	lost_reports(a, now);
-	if (now < a->next_scan_ns)
+	if (!a->scan_from) {
+		if (now < a->next_scan_ns)
+			return;
+		a->next_scan_ns =
+			now + (a->disc_on ? RESCAN_NS : RESCAN_BLIND_NS);
+		a->last_scan_ns = now;
+	} else if (now < a->scan_more_ns) {
 		return;
-	a->next_scan_ns = now + (a->disc_on ? RESCAN_NS : RESCAN_BLIND_NS);
-	a->last_scan_ns = now;
-	discover_scan(RC_PROC_ROOT, getpid(), adopt_found, a);
+	}
+	discover_scan(RC_PROC_ROOT, getpid(), &a->scan_from,
+		      now + SCAN_SLICE_NS, adopt_found, a);
+	a->scan_more_ns = now + SCAN_GAP_NS;
+	if (a->scan_from)
+		return;
 	a->disc.scans++;
 	a->scan_for_lost = false;
 }
@@ -1132,8 +1150,10 @@ static uint64_t next_tick(struct agent *a, uint64_t now)
 		d[n++] = (struct cadence_due){ a->next_match_ns,
 					       CADENCE_SLACK_NS };
 	if (a->o->all)
-		d[n++] = (struct cadence_due){ a->next_scan_ns,
-					       CADENCE_SLACK_NS };
+		d[n++] = (struct cadence_due){
+			a->scan_from ? a->scan_more_ns : a->next_scan_ns,
+			a->scan_from ? 0 : CADENCE_SLACK_NS
+		};
 	if (a->npend)
 		d[n++] = (struct cadence_due){ now + PEND_RETRY_NS, 0 };
 	if (a->end_ns)

@@ -12,6 +12,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "clock.h"
 #include "control.h"
 #include "discover.skel.h"
 #include "discover.h"
@@ -308,9 +309,10 @@ bool discover_has_page(const char *proc, pid_t pid)
 	return found;
 }
 
-int discover_scan(const char *proc, pid_t self, void (*fn)(pid_t, void *),
-		  void *ctx)
+int discover_scan(const char *proc, pid_t self, pid_t *from,
+		  uint64_t deadline_ns, void (*fn)(pid_t, void *), void *ctx)
 {
+	pid_t last = 0;
 	struct dirent *e;
 	int n = 0;
 	DIR *dp;
@@ -325,13 +327,19 @@ int discover_scan(const char *proc, pid_t self, void (*fn)(pid_t, void *),
 		if (!isdigit((unsigned char)e->d_name[0]))
 			continue;
 		pid = strtol(e->d_name, &end, 10);
-		if (*end || pid <= 0 || pid > INT32_MAX || pid == self)
+		if (*end || pid <= 0 || pid > INT32_MAX || pid <= *from)
 			continue;
-		if (!discover_has_page(proc, (pid_t)pid))
+		/* out of time: go on from here next call (/proc lists pids
+		 * in increasing order; one that comes later is seen later) */
+		if (last && deadline_ns && now_ns() >= deadline_ns)
+			break;
+		last = (pid_t)pid;
+		if (pid == self || !discover_has_page(proc, (pid_t)pid))
 			continue;
 		fn((pid_t)pid, ctx);
 		n++;
 	}
+	*from = e ? last : 0;
 	closedir(dp);
 	return n;
 }

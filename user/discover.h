@@ -77,10 +77,14 @@ void discover_scan_found(struct discover *d, const char *proc, pid_t pid,
 bool discover_has_page(const char *proc, pid_t pid);
 
 /*
- * Every process under @proc (other than @self) holding a page: @fn is
- * called with each. Returns how many, or -errno when @proc is unreadable.
+ * Every process under @proc (other than @self) with a pid above *@from
+ * holding a page: @fn is called with each. Once @deadline_ns
+ * (CLOCK_MONOTONIC; 0: none) has passed it stops, *@from set to the last
+ * pid looked at, for the next call to go on from; *@from is 0 when the
+ * scan reached the end. Returns how many were found, or -errno when
+ * @proc is unreadable.
  */
-int discover_scan(const char *proc, pid_t self, void (*fn)(pid_t, void *),
-		  void *ctx);
+int discover_scan(const char *proc, pid_t self, pid_t *from,
+		  uint64_t deadline_ns, void (*fn)(pid_t, void *), void *ctx);
 
 #endif /* RAMCACHE_DISCOVER_H */

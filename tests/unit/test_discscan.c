@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * discover_scan(): the look through /proc for processes holding a memfd
+ * named "ramcache", whole or in slices that go on where the last stopped,
+ * each process found once.
+ */
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "discover.h"
+#include "test.h"
+
+#define KIDS 5
+
+struct found {
+	pid_t pid[4096];
+	int n;
+};
+
+static void collect(pid_t pid, void *ctx)
+{
+	struct found *f = ctx;
+
+	if (f->n < 4096)
+		f->pid[f->n++] = pid;
+}
+
+static int times_found(const struct found *f, pid_t pid)
+{
+	int k = 0;
+
+	for (int i = 0; i < f->n; i++)
+		k += f->pid[i] == pid;
+	return k;
+}
+
+/* Children that each hold a memfd named "ramcache" until killed. */
+static int spawn(pid_t *kids)
+{
+	for (int i = 0; i < KIDS; i++) {
+		int up[2];
+		char c;
+
+		if (pipe(up))
+			return -1;
+		kids[i] = fork();
+		if (kids[i] == 0) {
+			if (memfd_create("ramcache", MFD_CLOEXEC) < 0)
+				_exit(1);
+			(void)!write(up[1], "x", 1);
+			pause();
+			_exit(0);
+		}
+		close(up[1]);
+		if (kids[i] < 0 || read(up[0], &c, 1) != 1)
+			return -1;
+		close(up[0]);
+	}
+	return 0;
+}
+
+static void reap(pid_t *kids)
+{
+	for (int i = 0; i < KIDS; i++) {
+		if (kids[i] > 0) {
+			kill(kids[i], SIGKILL);
+			waitpid(kids[i], NULL, 0);
+		}
+	}
+}
+
+TEST(a_whole_look_finds_every_holder)
+{
+	static struct found f;
+	pid_t kids[KIDS] = { 0 }, from = 0;
+
+	if (!ASSERT_OK(spawn(kids), "spawn"))
+		goto out;
+	ASSERT_GE(discover_scan("/proc", getpid(), &from, 0, collect, &f),
+		  KIDS, "found");
+	ASSERT_EQ(from, 0, "to the end");
+	for (int i = 0; i < KIDS; i++)
+		ASSERT_EQ(times_found(&f, kids[i]), 1, "each once");
+	ASSERT_EQ(times_found(&f, getpid()), 0, "not itself");
+out:
+	reap(kids);
+}
+
+TEST(a_look_in_slices_goes_on_where_it_stopped)
+{
+	static struct found f;
+	pid_t kids[KIDS] = { 0 }, from = 0;
+	int calls = 0;
+
+	if (!ASSERT_OK(spawn(kids), "spawn"))
+		goto out;
+	/* a deadline already passed: one process a call */
+	do {
+		ASSERT_GE(discover_scan("/proc", getpid(), &from, 1, collect,
+					&f),
+			  0, "scan");
+		calls++;
+	} while (from && calls < 100000);
+	ASSERT_EQ(from, 0, "came to the end");
+	ASSERT_GE(calls, KIDS + 1, "in slices");
+	for (int i = 0; i < KIDS; i++)
+		ASSERT_EQ(times_found(&f, kids[i]), 1, "each once");
+out:
+	reap(kids);
+}
+
+TEST_MAIN()
