@@ -18,7 +18,8 @@
  *            memory it may use, each pass swaps it back in; prints
  *            {"type":"thrashed","passes":N}
  * --map F   map file F read-only (as an executor maps model weights) and
- *            read every page, pass after pass for --thrash T seconds (once
+ *            read every page, pass after pass for --thrash T seconds (at
+ *            least twice: the second pass is the first to read again; once
  *            without it): past the memory it may use, its pages are
  *            dropped and read again; prints {"type":"mapped",...}
  * --hold T   sleep T seconds before exiting
@@ -136,7 +137,7 @@ static void map_file(const char *path, double secs)
 		for (off_t q = 0; q < st.st_size; q += page)
 			sum += p[q];
 		passes++;
-	} while (mono_s() < end);
+	} while (mono_s() < end || (secs > 0 && passes < 2));
 	printf("{\"type\":\"mapped\",\"bytes\":%lld,\"passes\":%lu}\n",
 	       (long long)st.st_size, passes);
 	munmap(p, st.st_size);
