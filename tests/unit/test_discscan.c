@@ -78,8 +78,8 @@ TEST(a_whole_look_finds_every_holder)
 
 	if (!ASSERT_OK(spawn(kids), "spawn"))
 		goto out;
-	ASSERT_GE(discover_scan("/proc", getpid(), &from, 0, collect, &f),
-		  KIDS, "found");
+	ASSERT_GE(discover_scan("/proc", getpid(), &from, 0, collect, &f), KIDS,
+		  "found");
 	ASSERT_EQ(from, 0, "to the end");
 	for (int i = 0; i < KIDS; i++)
 		ASSERT_EQ(times_found(&f, kids[i]), 1, "each once");
