@@ -33,6 +33,7 @@
 #include "evict.h"
 #include "hist.h"
 #include "level.h"
+#include "domlevel.h"
 #include "match.h"
 #include "metrics.h"
 #include "oomvictim.h"
@@ -117,6 +118,7 @@ struct agent {
 	struct sampler sys; /* without a single target */
 	struct track_totals sys_prev;
 	struct level_watch lw;
+	struct domain_levels dl; /* --all, several targets: each domain's */
 	uint64_t mem_total;
 	struct rc_thresholds sys_thr; /* in force without a single target */
 	uint64_t last_summary_ns, next_level_ns, next_match_ns, next_eval_ns;
@@ -369,6 +371,9 @@ static int handle_event(void *ctx, void *data, size_t len)
 			break;
 		level_kswapd(&a->lw, ((const struct rc_kswapd *)data)->nid,
 			     ((const struct rc_kswapd *)data)->awake);
+		domain_levels_kswapd(&a->dl,
+				     ((const struct rc_kswapd *)data)->nid,
+				     ((const struct rc_kswapd *)data)->awake);
 		if (((const struct rc_kswapd *)data)->awake) {
 			evaluate(a, RAMCACHE_REASON_RECLAIM);
 			kernel_told(a, now);
@@ -527,9 +532,15 @@ static void summary(struct agent *a, uint64_t now)
 	a->last_summary_ns = now;
 }
 
+/* Domain @d's level: its own with several targets, else the agent's. */
+static enum ramcache_level level_of_domain(struct agent *a, int d)
+{
+	return a->ts.n > 1 ? a->dl.lw[d].cur.level : a->lw.cur.level;
+}
+
 /*
- * Each memory domain's gauges: headroom, forecast ETA, level (the level
- * is the machine's); without targets, the machine as domain 0.
+ * Each memory domain's gauges: headroom, forecast ETA, level; without
+ * targets, the machine as domain 0.
  */
 static void publish_domains(struct agent *a, uint64_t sys_eta_ns)
 {
@@ -548,7 +559,7 @@ static void publish_domains(struct agent *a, uint64_t sys_eta_ns)
 		metrics_domain_set(&a->m, (unsigned int)d, o.name, o.limit,
 				   (int64_t)o.headroom,
 				   o.f.has_eta ? o.f.eta_ns : METRICS_NO_ETA,
-				   a->lw.cur.level);
+				   level_of_domain(a, d));
 	}
 }
 
@@ -562,6 +573,39 @@ static uint64_t least_headroom(struct agent *a)
 		if (t->sm.headroom < h)
 			h = t->sm.headroom;
 	return h;
+}
+
+/*
+ * With several targets, each domain's level from its own inputs; a
+ * `pressure` event tagged with the domain when it changes. The reclaim
+ * stalls BPF counts are the machine's (there are no per-cgroup ones):
+ * every domain sees them, and its cgroup's own memory.events beside.
+ */
+static void update_domain_levels(struct agent *a, uint64_t now,
+				 const struct level_ctx *base)
+{
+	for (int d = 0; d < RC_MAX_TARGETS; d++) {
+		struct level_ctx c = *base;
+		struct pressure_info pi = { 0 };
+		struct domain_outlook o;
+		int changed;
+
+		if (!a->ts.dom_refs[d] ||
+		    domain_level_ctx(&a->ts, d, &a->denv, &c) ||
+		    domain_outlook(&a->ts, d, &a->denv, &o))
+			continue;
+		changed = domain_level_update(&a->dl, &a->ts, d, now, &c);
+		if (changed != LEVEL_CHANGED && changed != LEVEL_NEW_REASON)
+			continue;
+		pi.level = rc_level_name(a->dl.lw[d].cur.level);
+		pi.reasons = a->dl.lw[d].cur.reasons;
+		pi.has_eta = c.has_eta;
+		pi.eta_s = c.eta_ns / 1e9;
+		pi.headroom = c.headroom;
+		pi.pid = c.pid;
+		pi.domain = o.name;
+		out_pressure(&a->out, &pi);
+	}
 }
 
 static void update_level(struct agent *a, uint64_t now)
@@ -590,12 +634,16 @@ static void update_level(struct agent *a, uint64_t now)
 	changed = level_update(&a->lw, now, &c);
 	report_err(a, &a->level_err, changed < 0 ? changed : 0,
 		   "the kernel's reclaim counters");
+	if (a->ts.n > 1)
+		update_domain_levels(a, now, &c);
 	metrics_set_level(&a->m, a->lw.cur.level);
 	metrics_set_headroom(&a->m, (int64_t)least_headroom(a));
 	publish_domains(a, c.has_eta ? c.eta_ns : METRICS_NO_ETA);
 	for_each_target(a, t, i)
 		if (t->evicting)
-			evictor_set_level(&t->ev, a->lw.cur.level);
+			evictor_set_level(
+				&t->ev, t->dom >= 0 ? level_of_domain(a, t->dom)
+						    : a->lw.cur.level);
 	if (changed <= 0)
 		return;
 	pi.level = rc_level_name(a->lw.cur.level);
@@ -1663,6 +1711,7 @@ int agent_run(const struct opts *o)
 	libbpf_set_print(libbpf_print);
 	metrics_init(&a.m);
 	level_init(&a.lw, NULL);
+	domain_levels_init(&a.dl, NULL);
 	sampler_init(&a.sys, 0, NULL, NULL);
 	a.mem_total = (uint64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
 	init_env(&a);

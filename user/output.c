@@ -455,7 +455,7 @@ void out_summary(struct out *o, const struct summary *s)
 void out_pressure(struct out *o, const struct pressure_info *p)
 {
 	struct jw w;
-	char clk[16], r[256];
+	char clk[16], r[256], sd[1024];
 
 	if (json_event(o, &w, "pressure")) {
 		jw_str(&w, "level", p->level);
@@ -464,6 +464,8 @@ void out_pressure(struct out *o, const struct pressure_info *p)
 			jw_double(&w, "eta_s", p->eta_s);
 		jw_u64(&w, "headroom", p->headroom);
 		jw_u64(&w, "pid", p->pid);
+		if (p->domain)
+			jw_str(&w, "domain", p->domain);
 		jw_end(&w);
 		return;
 	}
@@ -471,6 +473,8 @@ void out_pressure(struct out *o, const struct pressure_info *p)
 	rc_reasons_format(p->reasons, r, sizeof(r));
 	fprintf(o->f, "%s  pressure %s%s%s%s", clk, p->level, *r ? " (" : "", r,
 		*r ? ")" : "");
+	if (p->domain)
+		fprintf(o->f, " in domain %s", SAFE_STR(sd, p->domain));
 	if (p->has_eta)
 		fprintf(o->f, ", headroom gone in %.1f s", p->eta_s);
 	fprintf(o->f, ", headroom %.0f MiB\n", p->headroom / MiB);

@@ -104,6 +104,8 @@ struct pressure_info {
 	double eta_s;
 	uint64_t headroom;
 	pid_t pid;
+	const char *
+		domain; /* a memory domain's level (--all); NULL: the agent's */
 };
 void out_pressure(struct out *o, const struct pressure_info *p);
 /* A target was found (--match) or has gone. */

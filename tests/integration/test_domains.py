@@ -15,15 +15,19 @@ import json
 import os
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rctest import (AGENT, ROOT, MiB, Agent, Demo, ParentMemcg,  # noqa: E402
-                    Skip, main, require_demo, require_root, scratch_dir,
-                    test, wait_page)
+import promtext  # noqa: E402
+from rctest import (AGENT, HELPERS, ROOT, MiB, Agent, Demo,  # noqa: E402
+                    ParentMemcg, Skip, go, hog, main, memfd_page,
+                    require_demo, require_root, scratch_dir, test, wait_page)
 
 LIMIT = 512 * MiB
 # each classic cache holds ~2 x 32 MiB models + ~30 outputs of 8 MiB
@@ -599,6 +603,110 @@ def weight_keeps_one_executors_entries_longer():
                 for p in pids}
         # the others went on to younger entries; the favoured one lags
         assert min(last[pids[1]], last[pids[2]]) - last[pids[0]] >= 4, last
+
+
+EXECUTOR = os.path.join(HELPERS, "executor")
+# struct ramcache_ctl_hdr: agent_heartbeat_ns at 192, agent_pid, level
+LEVEL_OFF = 192 + 12
+
+
+def page_level(pid):
+    path = memfd_page(pid)
+    if not path:
+        return None
+    with open(path, "rb") as f:
+        f.seek(LEVEL_OFF)
+        return struct.unpack("<I", f.read(4))[0]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@test
+def each_domain_has_its_own_level():
+    """Two executors in two 256 MiB cgroups, one of them nearly full: its
+    page and its domain's gauge say so, the idle one's stay ok."""
+    require_root()
+    for exe in (AGENT, EXECUTOR):
+        if not os.access(exe, os.X_OK):
+            raise Skip(f"{exe} is not built")
+    # the parent's limit is not the tightest: each child is its own domain
+    with ParentMemcg(4096 * MiB, 2, "domlevel") as dom:
+        for c in dom.children:
+            if dom.version == 2:
+                dom._w(c, "memory.max", str(256 * MiB))
+                dom._w(c, "memory.swap.max", "0")
+            else:
+                dom._w(c, "memory.limit_in_bytes", str(256 * MiB))
+        procs = []
+        agent = None
+        try:
+            # ~30 MiB left in child 0: under the 64 MiB its limit allows
+            h = hog("--grow", "224M", "--rate", "0", "--hold", "300",
+                    preexec=dom.preexec(0))
+            procs.append(h)
+            assert json.loads(h.stdout.readline())["type"] == "ready"
+            go(h)
+            assert json.loads(h.stdout.readline())["type"] == "grown"
+            pids = []
+            for i in range(2):
+                ex = subprocess.Popen([EXECUTOR, "--entries", "8"],
+                                      stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, text=True,
+                                      preexec_fn=dom.preexec(i))
+                procs.append(ex)
+                ready = json.loads(ex.stdout.readline())
+                assert ready["type"] == "ready", ready
+                pids.append(ready["pid"])
+                threading.Thread(target=ex.stdout.read, daemon=True).start()
+            port = free_port()
+            agent = Agent("--all", "--cgroup", dom.rel, "--interval", "1s",
+                          "--metrics", f"127.0.0.1:{port}")
+            names = [dom.rel + "/ramcache-ex0", dom.rel + "/ramcache-ex1"]
+            end, seen = time.monotonic() + 30, None
+            while time.monotonic() < end:
+                assert agent.proc.poll() is None, agent.stderr
+                pages = [page_level(p) for p in pids]
+                gauges = [None, None]
+                try:
+                    m = promtext.scrape(f"127.0.0.1:{port}")
+                except (OSError, ValueError):
+                    m = {}
+                for k, v in m.items():
+                    if not k.startswith("ramcache_domain_level{"):
+                        continue
+                    for i, n in enumerate(names):
+                        if f'domain="{n}"' in k:
+                            gauges[i] = v
+                seen = (pages, gauges)
+                if (pages[0] is not None and pages[0] > 0 and
+                        pages[1] == 0 and gauges[0] is not None and
+                        gauges[0] > 0 and gauges[1] == 0):
+                    break
+                time.sleep(0.5)
+            pages, gauges = seen
+            assert pages[0] is not None and pages[0] > 0, \
+                f"full domain's page says {pages}, gauges {gauges}"
+            assert pages[1] == 0, f"idle domain's page says {pages}"
+            assert gauges[0] is not None and gauges[0] > 0, \
+                f"full domain's gauge {gauges}"
+            assert gauges[1] == 0, f"idle domain's gauge {gauges}"
+            ev = [e for e in agent.of_type("pressure")
+                  if e.get("domain") == names[0]]
+            assert any(e["level"] != "ok" for e in ev), \
+                f"no pressure event of {names[0]}: {agent.of_type('pressure')}"
+            assert not any(e.get("domain") == names[1] and e["level"] != "ok"
+                           for e in agent.of_type("pressure"))
+        finally:
+            if agent:
+                agent.stop()
+            for p in procs:
+                p.kill()
+                p.wait()
 
 
 if __name__ == "__main__":

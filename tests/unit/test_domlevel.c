@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Each memory domain's level inputs (domain_level_ctx). */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "domlevel.h"
+#include "test.h"
+
+#define MiB RC_MIB
+
+static struct target *member(struct targets *ts, int slot, pid_t pid, int dom,
+			     uint64_t key, uint64_t headroom)
+{
+	struct target *t = calloc(1, sizeof(*t));
+
+	t->pid = pid;
+	t->dom = dom;
+	t->domain = key;
+	t->sm.headroom = headroom;
+	t->sm.has_cg = true;
+	t->sm.cs.nearest_depth = 1; /* a child of the limiting cgroup */
+	t->sm.cg.ino = 1000 + (uint64_t)slot;
+	t->thr.headroom_min = 64 * MiB;
+	t->weight = 1.0;
+	ts->t[slot] = t;
+	ts->n++;
+	ts->dom_key[dom] = key;
+	ts->dom_refs[dom]++;
+	return t;
+}
+
+static void release(struct targets *ts)
+{
+	for (int i = 0; i < RC_MAX_TARGETS; i++)
+		free(ts->t[i]);
+}
+
+/* Two domains: each gets its own members' headroom, cgroup, pid. */
+TEST(domain_level_inputs_are_the_domains)
+{
+	struct domain_env env = { .window_ns = 10000000000ULL };
+	struct targets ts = { 0 };
+	struct level_ctx c = { 0 };
+	struct target *a, *b, *x;
+	bool ok = true;
+
+	a = member(&ts, 0, 101, 0, 77, 30 * MiB);
+	b = member(&ts, 1, 102, 0, 77, 90 * MiB);
+	x = member(&ts, 2, 103, 1, 88, 250 * MiB);
+	b->sm.cs.nearest_depth = 0; /* b sits in the limiting cgroup itself */
+	x->thr.headroom_min = 32 * MiB;
+
+	if (domain_level_ctx(&ts, 0, &env, &c) || c.headroom != 30 * MiB ||
+	    c.cg != &b->sm.cs.self || c.cg_ino != b->sm.cg.ino || c.pid != 0 ||
+	    c.thr.headroom_min != 64 * MiB) {
+		fprintf(stderr, "domain 0: headroom %llu pid %d cg_ino %llu\n",
+			(unsigned long long)c.headroom, (int)c.pid,
+			(unsigned long long)c.cg_ino);
+		ok = false;
+	}
+	if (ok && (domain_level_ctx(&ts, 1, &env, &c) ||
+		   c.headroom != 250 * MiB || c.cg || c.cg_ino ||
+		   c.pid != 103 || c.thr.headroom_min != 32 * MiB)) {
+		fprintf(stderr, "domain 1: headroom %llu pid %d\n",
+			(unsigned long long)c.headroom, (int)c.pid);
+		ok = false;
+	}
+	if (ok && domain_level_ctx(&ts, 2, &env, &c) != -ENOENT)
+		ok = false;
+	(void)a;
+	release(&ts);
+	ASSERT_TRUE(ok, "each domain's own inputs");
+}
+
+/* A full domain's level is its own: high beside an idle domain's ok. */
+TEST(domain_levels_are_apart)
+{
+	struct domain_env env = { .window_ns = 10000000000ULL };
+	struct targets ts = { 0 };
+	struct domain_levels *dl = malloc(sizeof(*dl));
+	struct level_ctx c = { 0 };
+	int full, idle;
+
+	member(&ts, 0, 101, 0, 77, 30 * MiB);
+	member(&ts, 1, 102, 1, 88, 250 * MiB);
+	/* each sits in its limiting cgroup, whose PSI is calm (the fixture
+	 * /proc's, the machine's, is not) */
+	for (int i = 0; i < 2; i++) {
+		ts.t[i]->thr.inactive_min = 128 * MiB;
+		ts.t[i]->sm.cs.nearest_depth = 0;
+		ts.t[i]->sm.cs.self.psi.available = true;
+	}
+	domain_levels_init(dl, fixture("proc"));
+	domain_level_ctx(&ts, 0, &env, &c);
+	domain_level_update(dl, &ts, 0, 1000000000ULL, &c);
+	domain_level_ctx(&ts, 1, &env, &c);
+	domain_level_update(dl, &ts, 1, 1000000000ULL, &c);
+	full = dl->lw[0].cur.level;
+	idle = dl->lw[1].cur.level;
+	free(dl);
+	release(&ts);
+	ASSERT_EQ(full, RAMCACHE_LEVEL_HIGH, "30 MiB left of 64 MiB: high");
+	ASSERT_EQ(idle, RAMCACHE_LEVEL_OK, "250 MiB left: ok");
+}
+
+TEST_MAIN()
