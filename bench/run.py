@@ -77,6 +77,7 @@ TARGET_OVERHEAD = 0.02
 
 FULL = {
     "overhead_rounds": 21, "fault_size": "64M", "fault_rounds": 15,
+    "pair_turns": 61, "pair_rounds": 4,
     "bpf_cost_rounds": 15, "tracked_counts": [1, 8, 64],
     "switches": 20000,
     "idle_s": 30.0, "warmup_s": 2.0,
@@ -101,6 +102,7 @@ FULL = {
 }
 QUICK = {
     "overhead_rounds": 1, "fault_size": "4M", "fault_rounds": 5,
+    "pair_turns": 3, "pair_rounds": 2,
     "bpf_cost_rounds": 1, "tracked_counts": [1, 8],
     "switches": 2000,
     "idle_s": 1.0, "warmup_s": 0.5,
@@ -419,6 +421,42 @@ def faultbench(cfg, mode, other_pid):
             w.kill()
 
 
+def pair_run(cfg, track_other=None):
+    """faultbench --pair: two workers fault in turns, the agent tracking
+    the first (or, with @track_other, another process: the method's own
+    control, both untracked). Per turn pair, first / second for CPU and
+    wall time of one pass each."""
+    fb = Proc([FAULTBENCH, "--pair", cfg["pair_turns"], "--size",
+               cfg["fault_size"], "--rounds", cfg["pair_rounds"]],
+              stdin=True)
+    agent = None
+    try:
+        ready = fb.wait_type("ready", 10)
+        if not ready:
+            raise RuntimeError("faultbench --pair did not start: "
+                               + " ".join(fb.err[-3:]))
+        agent = start_agent(track_other or ready["pids"][0], "--no-evict")
+        time.sleep(0.3)
+        fb.send()
+        if fb.wait(cfg["timeout"]) != 0:
+            raise RuntimeError("faultbench --pair failed: "
+                               + " ".join(fb.err[-3:]))
+    finally:
+        if agent:
+            agent.stop()
+        fb.kill()
+    rows = [e for e in fb.events if e.get("type") == "pair"]
+    cpu = [e["cpu_ns"][0] / e["cpu_ns"][1] for e in rows]
+    wall = [e["wall_ns"][0] / e["wall_ns"][1] for e in rows]
+    return {"turns": len(rows), "pages_per_turn": rows[0]["pages"]
+            if rows else 0,
+            "ratio": statistics.median(cpu), "ratio_iqr": [pct(cpu, 25),
+                                                           pct(cpu, 75)],
+            "ratio_wall": statistics.median(wall),
+            "ratio_wall_iqr": [pct(wall, 25), pct(wall, 75)],
+            "ratios": cpu, "ratios_wall": wall}
+
+
 def bench_overhead(cfg):
     if not os.access(FAULTBENCH, os.X_OK):
         return {"skipped": f"{FAULTBENCH} is not built"}
@@ -449,6 +487,10 @@ def bench_overhead(cfg):
                 log(f"overhead round {r + 1}: {m}: "
                     f"{res['pages_per_s']:.0f} pages/s, "
                     f"{res['pages_per_cpu_s']:.0f} pages/CPU-s")
+        pairs = None
+        if is_root():
+            pairs = {"tracked": pair_run(cfg),
+                     "control": pair_run(cfg, other.pid)}
         bpfcost = bpf_cost(cfg) if is_root() else None
     finally:
         if other:
@@ -500,9 +542,21 @@ def bench_overhead(cfg):
             "ns_per_fault_added": (1e9 / statistics.median(cpu_runs[m])
                                    - none_cpu_ns),
             "ratios_per_round": r_cpu}
+    if pairs:
+        # the target: tracked against untracked, the two faulting in
+        # turns under one agent (separate runs drift more than 2% apart
+        # on a shared machine: the runs above)
+        t = dict(pairs["tracked"])
+        t["max_slowdown"] = TARGET_OVERHEAD
+        t["slowdown"] = t["ratio"] - 1
+        t["slowdown_wall"] = t["ratio_wall"] - 1
+        t["met"] = t["slowdown"] <= TARGET_OVERHEAD
+        t["met_wall"] = t["slowdown_wall"] <= TARGET_OVERHEAD
+        t["control"] = pairs["control"]
+        t["paired"] = True
+        out["target"] = t
     if "self" in out["ratios"] and "other" in out["ratios"]:
-        # the target: tracked against untracked (the agent running, the
-        # same programs attached), round by round
+        # the same from the separate runs above, round by round
         r_cpu = [x / b for x, b in zip(cpu_runs["self"], cpu_runs["other"])]
         r_wall = [x / b for x, b in zip(runs["self"], runs["other"])]
         t = {"max_slowdown": TARGET_OVERHEAD,
@@ -514,7 +568,8 @@ def bench_overhead(cfg):
         t["slowdown_wall"] = 1 - t["ratio_wall"]
         t["met"] = t["slowdown"] <= TARGET_OVERHEAD
         t["met_wall"] = t["slowdown_wall"] <= TARGET_OVERHEAD
-        out["target"] = t
+        out["separate"] = t
+        out.setdefault("target", t)
     out["storm_agents"] = watchers.get("self", [])
     out["bpf_cost"] = bpfcost
     return out
@@ -1744,16 +1799,7 @@ def report(res):
                   "for any program on page_fault_user and rss_stat (the "
                   "tracepoint's call into BPF), before a program does "
                   "anything.", "",
-                  f"Target: tracked at most 2% slower than untracked (the "
-                  f"benchmark tracked against the agent tracking another "
-                  f"process, round by round) — CPU "
-                  f"**{'PASS' if t['met'] else 'MISSED'}** "
-                  f"({t['slowdown'] * 100:+.1f}%, IQR of round ratios "
-                  f"{t['ratio_iqr'][0]:.3f}-{t['ratio_iqr'][1]:.3f}), wall "
-                  f"**{'PASS' if t['met_wall'] else 'MISSED'}** "
-                  f"({t['slowdown_wall'] * 100:+.1f}%, IQR "
-                  f"{t['ratio_wall_iqr'][0]:.3f}-"
-                  f"{t['ratio_wall_iqr'][1]:.3f})."]
+                  target_md(o)]
         L.append("")
     L += footprint_report(res["footprint"])
     L += reaction_md(res["reaction"], "## 2. Reaction latency",
@@ -1951,6 +1997,49 @@ def reaction_md(r, title, pic=()):
     return L
 
 
+def pair_desc(t):
+    return (f"{t['slowdown'] * 100:+.1f}% CPU (IQR of turn ratios "
+            f"{t['ratio_iqr'][0]:.3f}-{t['ratio_iqr'][1]:.3f}), "
+            f"{t['slowdown_wall'] * 100:+.1f}% wall (IQR "
+            f"{t['ratio_wall_iqr'][0]:.3f}-{t['ratio_wall_iqr'][1]:.3f})")
+
+
+def target_md(o):
+    t = o["target"]
+    if not t.get("paired"):
+        return (f"Target: tracked at most 2% slower than untracked (the "
+                f"benchmark tracked against the agent tracking another "
+                f"process, round by round) — CPU "
+                f"**{'PASS' if t['met'] else 'MISSED'}** "
+                f"({t['slowdown'] * 100:+.1f}%), wall "
+                f"**{'PASS' if t['met_wall'] else 'MISSED'}** "
+                f"({t['slowdown_wall'] * 100:+.1f}%).")
+    c = t["control"]
+    sep = o.get("separate")
+    return (f"Target: tracked at most 2% slower than untracked. Separate "
+            f"runs drift more than that apart on this shared machine (the "
+            f"table above), so it is measured with `faultbench --pair`: two "
+            f"workers fault in turns, {t['turns']} turns each of "
+            f"{t['pages_per_turn']} pages, the first of each pair of turns "
+            f"swapped every time, while one agent tracks the first; each "
+            f"worker times its own passes (CPU from getrusage in itself, "
+            f"and wall time). Ratio: the median over turn pairs of the "
+            f"tracked worker's time over the untracked one's. CPU "
+            f"**{'PASS' if t['met'] else 'MISSED'}**, wall "
+            f"**{'PASS' if t['met_wall'] else 'MISSED'}**: tracked "
+            + pair_desc(t) + ". Control, the same with the agent tracking "
+            "another process (both workers untracked): "
+            + pair_desc({**c, "slowdown": c["ratio"] - 1,
+                         "slowdown_wall": c["ratio_wall"] - 1})
+            + " — the method's own bias."
+            + ("" if not sep else
+               f" From the separate runs of the table, round by round: "
+               f"tracked {sep['slowdown'] * 100:+.1f}% CPU, "
+               f"{sep['slowdown_wall'] * 100:+.1f}% wall against the agent "
+               f"tracking another process (IQR of round ratios "
+               f"{sep['ratio_iqr'][0]:.3f}-{sep['ratio_iqr'][1]:.3f})."))
+
+
 def verdicts(res):
     v = []
     o = res["overhead"]
@@ -1959,12 +2048,19 @@ def verdicts(res):
         q = t["ratio_iqr"]
         none = o["ratios"]["self"]["slowdown"] * 100
         empty = o["ratios"].get("empty", {}).get("slowdown")
+        how = ("CPU per pass, tracked and untracked faulting in turns, "
+               f"median of {t['turns']} turn pairs" if t.get("paired")
+               else "CPU per fault, median of rounds")
         v.append(("PASS" if t["met"] else "MISSED")
-                 + f" (end to end, CPU per fault, median of rounds): "
+                 + f" (end to end, {how}): "
                  f"tracked {t['slowdown'] * 100:+.1f}% against untracked "
-                 f"(target <= 2%; IQR of round ratios {q[0]:.3f}-{q[1]:.3f}"
+                 f"(target <= 2%; IQR of ratios {q[0]:.3f}-{q[1]:.3f}"
                  f"; wall {t['slowdown_wall'] * 100:+.1f}%, "
-                 f"{'PASS' if t['met_wall'] else 'MISSED'}); against no "
+                 f"{'PASS' if t['met_wall'] else 'MISSED'}"
+                 + (f"; control with both untracked "
+                    f"{(t['control']['ratio'] - 1) * 100:+.1f}%"
+                    if t.get("paired") else "")
+                 + f"); separate runs against no "
                  f"agent {none:+.1f}%"
                  + ("" if empty is None else
                     f", of which do-nothing programs on the same "
