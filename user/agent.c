@@ -591,11 +591,13 @@ static void update_domain_levels(struct agent *a, uint64_t now,
 		int changed;
 
 		if (!a->ts.dom_refs[d] ||
-		    domain_level_ctx(&a->ts, d, &a->denv, &c) ||
-		    domain_outlook(&a->ts, d, &a->denv, &o))
+		    domain_level_ctx(&a->ts, d, &a->denv, &c))
 			continue;
 		changed = domain_level_update(&a->dl, &a->ts, d, now, &c);
-		if (changed != LEVEL_CHANGED && changed != LEVEL_NEW_REASON)
+		/* the outlook (a forecast) again only for the name, and only
+		 * when there is news to tell */
+		if ((changed != LEVEL_CHANGED && changed != LEVEL_NEW_REASON) ||
+		    domain_outlook(&a->ts, d, &a->denv, &o))
 			continue;
 		pi.level = rc_level_name(a->dl.lw[d].cur.level);
 		pi.reasons = a->dl.lw[d].cur.reasons;
