@@ -128,22 +128,36 @@ def local_policy_finishes():
         check_cleaned(demo, d)
 
 
+MAGIC = 0x314c544343524152
+
+
 class ControlPage:
     """The agent's side of the control page, enough to post commands."""
 
     def __init__(self, path):
         fd = os.open(path, os.O_RDWR)  # the memfd behind /proc/<pid>/fd/<n>
         try:
+            # the memfd exists before its header: the executor sizes it,
+            # fills it and stores the magic last, as an agent must wait
+            end = time.monotonic() + 10
+            while os.fstat(fd).st_size == 0 and time.monotonic() < end:
+                time.sleep(0.01)
             self.m = mmap.mmap(fd, 0)
         finally:
             os.close(fd)
+        while self.magic() != MAGIC and time.monotonic() < end:
+            time.sleep(0.01)
         (magic, version, _, _, self.max_entries, self.ring, esz, csz, asz,
          _, _, _, self.eoff, self.coff, self.aoff) = struct.unpack_from(
             "<QIIQIIIIIIIIQQQ", self.m, 0)
-        assert magic == 0x314c544343524152 and version == 1
+        assert magic == MAGIC, f"no page published: magic {magic:#x}"
+        assert version == 1, f"page version {version}"
         assert (esz, csz, asz) == (96, 32, 48)
         self.seq = 0
         self.acks_read = 0
+
+    def magic(self):
+        return struct.unpack_from("<Q", self.m, 0)[0]
 
     def beat(self):
         now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
