@@ -4,7 +4,7 @@
  * kernel's BPF run-time stats, with N processes tracked at once.
  *
  *   fpbench [--tracked N] [--self] [--empty OBJ | --none] [--size SIZE]
- *           [--rounds R] [--switches N]
+ *           [--rounds R] [--switches N] [--beside OBJ [--first]]
  *   fpbench --empty OBJ --hold
  *
  * Loads the agent's BPF programs (as the agent does: probes chosen from
@@ -12,7 +12,11 @@
  * (N-1 and the worker with --self), then a worker faults SIZE of fresh
  * anonymous memory R times (THP off). With --empty OBJ it loads that
  * object's do-nothing programs instead: the floor of the measurement;
- * with --none, no program at all. Then, with --switches N, the worker and
+ * with --none, no program at all. --beside OBJ also attaches that
+ * object's programs on the same tracepoints, after the measured ones (or
+ * before, with --first): both then run on the very same faults, so the
+ * difference of their costs per run has no drift between runs in it; their
+ * figures are reported apart, as "beside". Then, with --switches N, the worker and
  * a child, both pinned to one CPU, pass a byte back and forth N times over
  * two pipes: 2N context switches, whatever runs on sched_switch paying
  * its share. Prints one JSON line: the worker's faults and CPU time, the
@@ -46,18 +50,35 @@
 struct progstat {
 	const char *name;
 	int fd;
+	bool beside; /* one of the --beside programs */
 	__u64 ns, cnt;
 };
 
 static int nprogs;
 static struct progstat progs[MAX_PROGS];
 
-static void add_prog(struct bpf_program *p)
+static void add_prog(struct bpf_program *p, bool beside)
 {
 	if (nprogs < MAX_PROGS && bpf_program__fd(p) >= 0) {
 		progs[nprogs].name = bpf_program__name(p);
+		progs[nprogs].beside = beside;
 		progs[nprogs++].fd = bpf_program__fd(p);
 	}
+}
+
+/* The "progs" (or with @beside the "beside") object of the JSON line. */
+static void print_progs(bool beside)
+{
+	printf("\"%s\":{", beside ? "beside" : "progs");
+	for (int i = 0, n = 0; i < nprogs; i++) {
+		if (!progs[i].cnt || progs[i].beside != beside)
+			continue;
+		printf("%s\"%s\":{\"run_time_ns\":%llu,\"runs\":%llu}",
+		       n++ ? "," : "", progs[i].name,
+		       (unsigned long long)progs[i].ns,
+		       (unsigned long long)progs[i].cnt);
+	}
+	printf("}");
 }
 
 static void snap(int sign)
@@ -85,6 +106,30 @@ static unsigned long parse_size(const char *s)
 	else if (*end == 'K' || *end == 'k')
 		v <<= 10;
 	return v;
+}
+
+/* Load and attach every program of @path (the do-nothing programs). */
+static struct bpf_object *attach_all(const char *path, bool beside)
+{
+	struct bpf_object *obj = bpf_object__open_file(path, NULL);
+	struct bpf_program *prog;
+
+	if (!obj || bpf_object__load(obj)) {
+		fprintf(stderr, "fpbench: failed to load %s\n", path);
+		bpf_object__close(obj);
+		return NULL;
+	}
+	bpf_object__for_each_program(prog, obj)
+	{
+		if (!bpf_program__attach(prog)) {
+			fprintf(stderr, "fpbench: failed to attach %s\n",
+				bpf_program__name(prog));
+			bpf_object__close(obj);
+			return NULL;
+		}
+		add_prog(prog, beside);
+	}
+	return obj;
 }
 
 static pid_t sleeper(void)
@@ -193,8 +238,9 @@ int main(int argc, char **argv)
 	pid_t kids[RC_MAX_TARGETS], wpid = 0;
 	int tracked = 1, self = 0, hold = 0, none = 0, nkids = 0, go[2], res[2];
 	int stats_fd = -1, err = 1;
-	const char *empty = NULL;
-	struct bpf_object *obj = NULL;
+	const char *empty = NULL, *beside = NULL;
+	int beside_first = 0;
+	struct bpf_object *obj = NULL, *bobj = NULL;
 	struct bpf_program *prog;
 	struct bpfstate b = {};
 	struct opts o = {};
@@ -213,15 +259,19 @@ int main(int argc, char **argv)
 			tracked = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--empty") && i + 1 < argc)
 			empty = argv[++i];
+		else if (!strcmp(argv[i], "--beside") && i + 1 < argc)
+			beside = argv[++i];
+		else if (!strcmp(argv[i], "--first"))
+			beside_first = 1;
 		else if (!strcmp(argv[i], "--size") && i + 1 < argc)
 			size = parse_size(argv[++i]);
 		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
 			rounds = strtoul(argv[++i], NULL, 10);
 		else {
-			fprintf(stderr,
-				"usage: fpbench [--tracked N] [--self] "
-				"[--empty OBJ | --none] [--size SIZE] "
-				"[--rounds R] [--switches N] [--hold]\n");
+			fprintf(stderr, "usage: fpbench [--tracked N] [--self] "
+					"[--empty OBJ | --none] [--size SIZE] "
+					"[--rounds R] [--switches N] [--hold] "
+					"[--beside OBJ [--first]]\n");
 			return 2;
 		}
 	}
@@ -236,6 +286,12 @@ int main(int argc, char **argv)
 	if (none && (empty || self)) {
 		fprintf(stderr, "fpbench: --none loads nothing: no --empty, "
 				"no --self\n");
+		return 2;
+	}
+	if ((beside_first && !beside) || (beside && (none || hold))) {
+		fprintf(stderr, "fpbench: --first goes with --beside OBJ, "
+				"which needs programs to measure (no --none, "
+				"no --hold)\n");
 		return 2;
 	}
 	if (hold && (!empty || self)) {
@@ -255,24 +311,15 @@ int main(int argc, char **argv)
 	close(go[0]);
 	close(res[1]);
 
+	/* a tracepoint runs its programs in the order they were attached */
+	if (beside && beside_first && !(bobj = attach_all(beside, true)))
+		goto out;
 	if (none) {
 		/* the floor of the floor: the tracepoints without programs */
 	} else if (empty) {
-		obj = bpf_object__open_file(empty, NULL);
-		if (!obj || bpf_object__load(obj)) {
-			fprintf(stderr, "fpbench: failed to load %s\n", empty);
+		obj = attach_all(empty, false);
+		if (!obj)
 			goto out;
-		}
-		bpf_object__for_each_program(prog, obj)
-		{
-			if (!bpf_program__attach(prog)) {
-				fprintf(stderr,
-					"fpbench: failed to attach %s\n",
-					bpf_program__name(prog));
-				goto out;
-			}
-			add_prog(prog);
-		}
 	} else {
 		o.pid = 1; /* any: filter by the tracked set */
 		o.probe_mode = PROBE_AUTO;
@@ -296,8 +343,11 @@ int main(int argc, char **argv)
 					"worker\n");
 			goto out;
 		}
-		bpf_object__for_each_program(prog, b.skel->obj) add_prog(prog);
+		bpf_object__for_each_program(prog, b.skel->obj)
+			add_prog(prog, false);
 	}
+	if (beside && !beside_first && !(bobj = attach_all(beside, true)))
+		goto out;
 	if (hold) {
 		char c;
 
@@ -325,19 +375,16 @@ int main(int argc, char **argv)
 		((size + sysconf(_SC_PAGESIZE) - 1) / sysconf(_SC_PAGESIZE));
 	printf("{\"tracked\":%d,\"self\":%s,\"empty\":%s,\"none\":%s,"
 	       "\"pages\":%lu,\"cpu_s\":%.6f,\"switches\":%lu,"
-	       "\"switch_ns\":%.1f,\"progs\":{",
+	       "\"switch_ns\":%.1f,\"beside_first\":%s,",
 	       none ? 0 : tracked, self ? "true" : "false",
 	       empty ? "true" : "false", none ? "true" : "false", pages, out[0],
-	       switches, out[1] * 1e9);
-	for (int i = 0, n = 0; i < nprogs; i++) {
-		if (!progs[i].cnt)
-			continue;
-		printf("%s\"%s\":{\"run_time_ns\":%llu,\"runs\":%llu}",
-		       n++ ? "," : "", progs[i].name,
-		       (unsigned long long)progs[i].ns,
-		       (unsigned long long)progs[i].cnt);
+	       switches, out[1] * 1e9, beside_first ? "true" : "false");
+	print_progs(false);
+	if (beside) {
+		printf(",");
+		print_progs(true);
 	}
-	printf("}}\n");
+	printf("}\n");
 	err = 0;
 out:
 	if (stats_fd >= 0)
@@ -353,5 +400,6 @@ out:
 	if (b.skel)
 		bpfstate_destroy(&b);
 	bpf_object__close(obj);
+	bpf_object__close(bobj);
 	return err;
 }

@@ -78,7 +78,7 @@ TARGET_OVERHEAD = 0.02
 FULL = {
     "overhead_rounds": 21, "fault_size": "64M", "fault_rounds": 15,
     "pair_turns": 61, "pair_rounds": 4,
-    "bpf_cost_rounds": 15, "tracked_counts": [1, 8, 64],
+    "bpf_cost_rounds": 20, "tracked_counts": [1, 8, 64],
     "switches": 20000,
     "idle_s": 30.0, "warmup_s": 2.0,
     "reaction_trials": 12, "vm_reaction_trials": 6, "outcome_rounds": 3,
@@ -103,7 +103,7 @@ FULL = {
 QUICK = {
     "overhead_rounds": 1, "fault_size": "4M", "fault_rounds": 5,
     "pair_turns": 3, "pair_rounds": 2,
-    "bpf_cost_rounds": 1, "tracked_counts": [1, 8],
+    "bpf_cost_rounds": 2, "tracked_counts": [1, 8],
     "switches": 2000,
     "idle_s": 1.0, "warmup_s": 0.5,
     "reaction_trials": 1, "vm_reaction_trials": 0, "outcome_rounds": 1,
@@ -583,43 +583,47 @@ def fpbench(args):
     return json.loads(p.stdout)
 
 
-def per_round(runs, kind):
-    """ns per run of the @kind ("fault" or "rss") program in each round,
-    None where it did not run."""
-    out = []
-    for s in runs:
-        v = [p for n, p in s["progs"].items() if n.startswith(kind + "_")]
-        out.append(v[0]["run_time_ns"] / v[0]["runs"]
-                   if v and v[0]["runs"] else None)
-    return out
+def per_run(run, kind, group="progs"):
+    """ns per run of the @kind ("fault" or "rss") program of @group
+    ("progs", or "beside": the do-nothing programs beside them) in one
+    fpbench run, None where it did not run."""
+    v = [p for n, p in run.get(group, {}).items()
+         if n.startswith(kind + "_")]
+    return v[0]["run_time_ns"] / v[0]["runs"] if v and v[0]["runs"] else None
 
 
 def bpf_cost(cfg):
     """The agent's fault-path programs, per run, by the kernel's BPF
     run-time stats (fpbench), with 1, 8 and 64 processes tracked: the
-    benchmark's own faults tracked or not, against do-nothing programs on
-    the same tracepoints (what the stats and the call cost by themselves);
-    and what a context switch costs with each set of programs loaded,
-    against none at all."""
+    benchmark's own faults tracked or not. Do-nothing programs run beside
+    them on the same tracepoints, on the very same faults (attached after
+    them in one round, before them in the next): what the agent's program
+    costs above theirs is what it does, without the call and the stats'
+    own clock reads, and without the drift between runs. A control runs
+    do-nothing programs beside do-nothing programs: the method's own bias.
+    And what a context switch costs with each set loaded, against none."""
     for f in (FPBENCH, EMPTY_BPF):
         if not os.path.exists(f):
             return {"skipped": f"{f} is not built"}
-    configs = [("none", ["--none"]), ("empty", ["--empty", EMPTY_BPF])]
+    beside = ["--beside", EMPTY_BPF]
+    configs = [("none", ["--none"]), ("empty", ["--empty", EMPTY_BPF]),
+               ("control", ["--empty", EMPTY_BPF] + beside)]
     for n in cfg["tracked_counts"]:
-        configs.append((f"untracked-{n}", ["--tracked", n]))
-        configs.append((f"tracked-{n}", ["--tracked", n, "--self"]))
+        configs.append((f"untracked-{n}", ["--tracked", n] + beside))
+        configs.append((f"tracked-{n}", ["--tracked", n, "--self"] + beside))
     size = ["--size", cfg["fault_size"], "--rounds", cfg["fault_rounds"],
             "--switches", cfg["switches"]]
     samples = {name: [] for name, _ in configs}
     for r in range(cfg["bpf_cost_rounds"]):
         order = configs[r % len(configs):] + configs[:r % len(configs)]
         for name, args in order:
-            samples[name].append(fpbench(args + size))
+            first = ["--first"] if "--beside" in args and r % 2 else []
+            samples[name].append(fpbench(args + first + size))
     floor = {}
-    for k, prog in (("fault", "fault_empty"), ("rss", "rss_empty")):
+    for k in ("fault", "rss"):
         # a program that never ran in a round has no figure
-        per = [s["progs"][prog]["run_time_ns"] / s["progs"][prog]["runs"]
-               for s in samples["empty"] if prog in s["progs"]]
+        per = [v for v in (per_run(s, k) for s in samples["empty"])
+               if v is not None]
         if per:
             floor[k] = statistics.median(per)
     switch = {name: statistics.median(s["switch_ns"] for s in runs)
@@ -629,30 +633,27 @@ def bpf_cost(cfg):
         if name in ("none", "empty"):
             continue
         row = {"tracked": runs[0]["tracked"], "self": runs[0]["self"],
-               "cpu_ns_per_fault": statistics.median(
-                   s["cpu_s"] * 1e9 / s["pages"] for s in runs),
+               "control": name == "control",
                "switch_ns": switch[name],
                "switch_ns_added": switch[name] - switch["none"],
                "other_progs": {}}
         for k in ("fault", "rss"):
-            per = [s["progs"][p]["run_time_ns"] / s["progs"][p]["runs"]
-                   for s in runs for p in s["progs"]
-                   if p.startswith(k + "_")]
+            per = [v for v in (per_run(s, k) for s in runs) if v is not None]
             cnt = [s["progs"][p]["runs"] for s in runs for p in s["progs"]
                    if p.startswith(k + "_")]
             if not per:
                 continue
+            # paired within each run: the same faults ran both programs
+            diff = [a - b for a, b in ((per_run(s, k),
+                                        per_run(s, k, "beside"))
+                                       for s in runs)
+                    if a is not None and b is not None]
             row[k] = {"ns_per_run": statistics.median(per),
-                      "runs": statistics.median(cnt)}
-            # paired: each round's run against the same round's
-            # do-nothing run, so what drifts between rounds cancels
-            diff = [a - b for a, b in zip(
-                per_round(runs, k), per_round(samples["empty"], k))
-                if a is not None and b is not None]
-            row[k]["above_empty"] = (statistics.median(diff)
-                                     if diff else None)
-            row[k]["above_iqr"] = ([pct(diff, 25), pct(diff, 75)]
-                                   if len(diff) > 1 else None)
+                      "runs": statistics.median(cnt),
+                      "above_empty": (statistics.median(diff)
+                                      if diff else None),
+                      "above_iqr": ([pct(diff, 25), pct(diff, 75)]
+                                    if len(diff) > 1 else None)}
         # every other program of the agent's that ran meanwhile (none of
         # them is on a path every process takes: exec, reclaim, kswapd)
         for s in runs:
@@ -664,6 +665,8 @@ def bpf_cost(cfg):
         rows[name] = row
     met = {}
     for name, row in rows.items():
+        if row["control"]:
+            continue
         limit = TARGET_TRACKED_NS if row["self"] else TARGET_UNTRACKED_NS
         met[name] = all(row[k]["above_empty"] is not None
                         and row[k]["above_empty"] <= limit
@@ -675,14 +678,18 @@ def bpf_cost(cfg):
                 "fpbench loads the agent's programs as the agent does "
                 "(tp_btf), tracks N sleeping processes (N-1 and the "
                 "benchmark's worker for 'tracked'), and the worker faults "
-                f"{cfg['fault_size']} x{cfg['fault_rounds']}; BPF_ENABLE_STATS "
-                "run time / run count of each program over that run, median "
-                f"of {cfg['bpf_cost_rounds']} rounds (configurations "
-                "interleaved, in rotating order). 'above empty' is the "
-                "median over rounds of the run's figure less what the same "
-                "stats charge do-nothing programs on the same tracepoints in "
-                "the same round (the call and the stats' own clock reads), "
-                "with the spread (IQR) of those differences. Run "
+                f"{cfg['fault_size']} x{cfg['fault_rounds']}; do-nothing "
+                "programs run beside the agent's on the same tracepoints, "
+                "so both run on the very same faults, attached after the "
+                "agent's in one round and before them in the next; "
+                "BPF_ENABLE_STATS run time / run count of each program over "
+                f"that run; {cfg['bpf_cost_rounds']} rounds, configurations "
+                "in rotating order. 'above empty' is the median over rounds "
+                "of the agent's program's figure less the do-nothing "
+                "program's of the same run (the call and the stats' own "
+                "clock reads cancel), with the spread (IQR) of those "
+                "differences; the control row runs do-nothing programs "
+                "beside do-nothing programs, the method's own bias. Run "
                 "counts include every other process's faults meanwhile. "
                 "Then the worker and a child, pinned to one CPU, pass a "
                 f"byte back and forth {cfg['switches']} times over two "
@@ -1747,8 +1754,8 @@ def report(res):
                   "do-nothing programs.", "",
                   "| tracked | benchmark | fault: ns/run (above empty) | "
                   "rss_stat: ns/run (above empty) | context switch ns "
-                  "(vs no program) | CPU ns per fault | target |",
-                  "|---|---|---|---|---|---|---|"]
+                  "(vs no program) | target |",
+                  "|---|---|---|---|---|---|"]
             others = {}
             for name, r in bc["rows"].items():
                 cells = []
@@ -1768,11 +1775,15 @@ def report(res):
                     o = others.setdefault(p, [0, 0])
                     o[0] += runs
                     o[1] += ns
-                L.append(f"| {r['tracked']} | "
-                         f"{'tracked' if r['self'] else 'untracked'} | "
-                         + " | ".join(cells)
-                         + f" | {r['cpu_ns_per_fault']:.0f} | "
-                         f"{'PASS' if bc['met'][name] else 'MISSED'} |")
+                if r.get("control"):
+                    who = ("control: do-nothing beside do-nothing", "-",
+                           "(the method's bias)")
+                else:
+                    who = (str(r["tracked"]),
+                           "tracked" if r["self"] else "untracked",
+                           "PASS" if bc["met"][name] else "MISSED")
+                L.append(f"| {who[0]} | {who[1]} | " + " | ".join(cells)
+                         + f" | {who[2]} |")
             L += ["", "No program of the agent's runs on context switches: "
                   "the column above is the ping-pong's own spread. "
                   + ("Other programs of the agent's that ran during these "
@@ -1790,11 +1801,16 @@ def report(res):
             L += ["", "A process is recognised by its mm: the fault "
                   "program takes the current task's mm, rss_stat its mm "
                   "argument, and both look it up in an open addressing "
-                  "table of the tracked processes' mm pointers in the "
-                  "programs' global data, with plain loads: an untracked "
-                  "process is turned away after one table load and a "
-                  "compare, whatever the number of tracked processes, and "
-                  "no program runs on context switches.", "",
+                  "table in the programs' global data, with plain loads; a "
+                  "table entry is one cache line holding all either "
+                  "program reads of a tracked process (its RSS as last "
+                  "reported, the step, how often to read the clock), so "
+                  "neither reads the settings' page. An untracked process "
+                  "is turned away after one table load and a compare, "
+                  "whatever the number of tracked processes, with no "
+                  "register saved; a tracked fault adds one increment in "
+                  "a per-CPU map looked up with a constant key; no program "
+                  "runs on context switches.", "",
                   "The do-nothing configuration is what the kernel charges "
                   "for any program on page_fault_user and rss_stat (the "
                   "tracepoint's call into BPF), before a program does "
@@ -2068,6 +2084,8 @@ def verdicts(res):
                  + f"; a fault costs {o['ns_per_fault']:.0f} ns here.")
         bc = o.get("bpf_cost") or {}
         for name, r in (bc.get("rows") or {}).items():
+            if r.get("control"):
+                continue
             limit = TARGET_TRACKED_NS if r["self"] else TARGET_UNTRACKED_NS
             cost = ", ".join(
                 f"{k} {r[k]['above_empty']:+.1f} ns" for k in ("fault", "rss")

@@ -29,12 +29,13 @@ const volatile __u64 page_size = 4096;
 
 /*
  * The tracked processes (written by the agent) and the mm of each, filed
- * by a hash of its key (see mm_key_ptr()): an entry is the key with its
- * slot number in the low bits, 0 when free. A fault or an RSS change of an
- * untracked process costs one load here and a compare.
+ * by a hash of its key (see mm_key_ptr()) with what the fast paths need
+ * of it on the same cache line. A fault or an RSS change of an untracked
+ * process costs one load here and a compare; neither fast path reads the
+ * settings above, which sit on another page.
  */
 struct rc_target targets[RC_MAX_TARGETS];
-__u64 mm_index[RC_MM_SLOTS];
+struct rc_mm mm_index[RC_MM_SLOTS];
 
 /* The address of mm_index as a number, once a program has needed it. */
 volatile __u64 mm_index_addr;
@@ -46,13 +47,20 @@ volatile __u64 rss_wake_pages;
 volatile __u32 learn_tgid;
 volatile __u32 learn_slot;
 
-/* Per slot and CPU: fault counts, burst windows, reclaim totals. */
+/* mm's filed so far: each entry's gen */
+__u64 learn_gen;
+
+/*
+ * Every slot's counters, per CPU, in one entry: the fault path looks it up
+ * with a constant key, which the CPU does while the mm is still being
+ * looked up, and then indexes it by slot.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, RC_MAX_TARGETS);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct rc_track);
-} tracked SEC(".maps");
+	__type(value, struct rc_counters);
+} counters SEC(".maps");
 
 /* Memory cgroups (by directory inode) whose reclaim is reported. */
 struct {
@@ -177,16 +185,15 @@ static __always_inline __u32 log2_u64(__u64 v)
  * A process is known by its mm's key: the mm pointer minus the address of
  * mm_index, a number a tp_btf program gets from a typed pointer with one
  * subtraction (pointer - pointer is a number for a privileged program).
- * 0 is no mm. mm_struct is cache-line aligned, so every key has the same
- * low RC_SLOT_MASK bits: an index entry keeps the slot in their place.
+ * A target's mm_key of 0 is no mm. Two mm's lie further apart than
+ * RC_SLOT_MASK, so an index entry keeps the slot in the key's low bits;
+ * and no key, not even that of a NULL mm, has only low bits, so none
+ * matches a FREE, TOMB or BUSY entry.
  */
 static __always_inline __u64 mm_key_ptr(const struct mm_struct *mm)
 {
-	__u64 d;
+	__u64 d = (__u64)mm - (__u64)mm_index;
 
-	if (!mm)
-		return 0;
-	d = (__u64)mm - (__u64)mm_index;
 	/* keep the difference whole: no rewriting into a number minus a
 	 * pointer, which the verifier refuses */
 	barrier_var(d);
@@ -217,27 +224,58 @@ static __always_inline __u64 mm_entry(__u64 key, __u32 slot)
 	return (key & ~RC_SLOT_MASK) | slot;
 }
 
+/*
+ * An mm's first entry: bits of its place in its slab, folded with those of
+ * its slab's place. Shifts and an xor, no multiply: it is on the path of
+ * every fault, ahead of the load that turns untracked processes away.
+ */
+#define MM_OFF_MASK ((RC_MM_SLOTS - 1) * sizeof(struct rc_mm))
+
 static __always_inline __u32 mm_hash(__u64 key)
 {
-	return (key * 0x9E3779B97F4A7C15ULL) >> (64 - RC_MM_BITS);
+	/* a byte offset in mm_index: an entry is 64 bytes */
+	return (key ^ (key >> 9)) & MM_OFF_MASK;
 }
 
-/* Slot of the target whose mm has @key, or -1: one load for anyone else. */
-static __always_inline int mm_slot(__u64 key)
+/* Entry @i of the probe sequence of hash @h. */
+static __always_inline struct rc_mm *mm_probe(__u32 h, int i)
+{
+	return (void *)mm_index +
+	       ((h + i * sizeof(struct rc_mm)) & MM_OFF_MASK);
+}
+
+/* The entry of the tracked mm with @key, or NULL: one load for anyone else. */
+static __always_inline struct rc_mm *mm_find(__u64 key)
 {
 	__u32 h = mm_hash(key);
 
 #pragma unroll
 	for (int i = 0; i < RC_MM_PROBES; i++) {
-		__u64 e = mm_index[(h + i) & (RC_MM_SLOTS - 1)];
+		struct rc_mm *m = mm_probe(h, i);
+		__u64 e = m->key;
 
-		if (!e)
-			return -1;
-		if (e != RC_MM_TOMB &&
-		    (e & ~RC_SLOT_MASK) == (key & ~RC_SLOT_MASK))
-			return e & RC_SLOT_MASK;
+		if (e == RC_MM_FREE)
+			return NULL;
+		/* the same key above the slot bits */
+		if ((e ^ key) <= RC_SLOT_MASK)
+			return m;
 	}
-	return -1;
+	return NULL;
+}
+
+static __always_inline __u32 mm_slot_of(const struct rc_mm *m)
+{
+	return m->key & RC_SLOT_MASK;
+}
+
+/* Remove entry @m, filed as @want (unless it changed meanwhile). */
+static __always_inline void mm_remove(struct rc_mm *m, __u64 want)
+{
+	__u32 next = ((m - mm_index) + 1) & (RC_MM_SLOTS - 1);
+
+	/* a lookup stops at FREE: mid-chain, leave a tombstone */
+	__sync_val_compare_and_swap(
+		&m->key, want, mm_index[next].key ? RC_MM_TOMB : RC_MM_FREE);
 }
 
 static __always_inline void mm_unindex(__u64 key, __u32 slot)
@@ -246,36 +284,45 @@ static __always_inline void mm_unindex(__u64 key, __u32 slot)
 	__u64 want = mm_entry(key, slot);
 
 	for (int i = 0; i < RC_MM_PROBES; i++) {
-		__u64 *e = &mm_index[(h + i) & (RC_MM_SLOTS - 1)];
+		struct rc_mm *m = mm_probe(h, i);
+		__u64 e = m->key;
 
-		if (!*e)
+		if (e == RC_MM_FREE)
 			return;
-		if (*e == want) {
-			/* a lookup stops at 0: mid-chain, leave a tombstone */
-			__sync_val_compare_and_swap(
-				e, want,
-				mm_index[(h + i + 1) & (RC_MM_SLOTS - 1)]
-					? RC_MM_TOMB
-					: 0);
+		if (e == want) {
+			mm_remove(m, want);
 			return;
 		}
 	}
 }
 
+/*
+ * File @key for @slot: claim a free entry (BUSY, so that no lookup takes
+ * it half filled in), fill it in, then publish the key.
+ */
 static __always_inline bool mm_index_add(__u64 key, __u32 slot)
 {
 	__u32 h = mm_hash(key);
 	__u64 want = mm_entry(key, slot);
 
 	for (int i = 0; i < RC_MM_PROBES; i++) {
-		__u64 *e = &mm_index[(h + i) & (RC_MM_SLOTS - 1)];
-		__u64 old = *e;
+		struct rc_mm *m = mm_probe(h, i);
+		__u64 old = m->key;
 
 		if (old == want)
 			return true;
-		if ((old == 0 || old == RC_MM_TOMB) &&
-		    __sync_val_compare_and_swap(e, old, want) == old)
-			return true;
+		if ((old != RC_MM_FREE && old != RC_MM_TOMB) ||
+		    __sync_val_compare_and_swap(&m->key, old, RC_MM_BUSY) !=
+			    old)
+			continue;
+		m->check_mask = burst_check_mask;
+		m->step = rss_step_pages;
+		m->gen = __sync_add_and_fetch(&learn_gen, 1);
+		/* the first RSS change is news */
+		for (int j = 0; j < 4; j++)
+			m->pages[j] = -(__s64)rss_step_pages - 1;
+		__sync_val_compare_and_swap(&m->key, RC_MM_BUSY, want);
+		return true;
 	}
 	return false;
 }
@@ -297,8 +344,6 @@ static __always_inline void mm_learn(__u32 slot, __u64 key)
 	t->mm_key = 0;
 	if (!key)
 		return;
-	for (int i = 0; i < 4; i++)
-		t->pages[i] = -(__s64)rss_step_pages - 1;
 	t->woke_pages = 0;
 	t->quiet = 0;
 	if (mm_index_add(key, slot))
@@ -325,19 +370,19 @@ static __always_inline __u64 current_key(bool btf)
 /* Slot of the current task's process (0 when the whole system is watched). */
 static __always_inline int current_slot(bool btf)
 {
-	__u64 key;
+	struct rc_mm *m;
 
 	if (!filter_tgid)
 		return 0;
-	key = current_key(btf);
-	return key ? mm_slot(key) : -1;
+	m = mm_find(current_key(btf));
+	return m ? mm_slot_of(m) : -1;
 }
 
-static __always_inline struct rc_track *track_of(int slot)
+static __always_inline struct rc_counters *counters_here(void)
 {
-	__u32 key = slot;
+	__u32 zero = 0;
 
-	return slot < 0 ? NULL : bpf_map_lookup_elem(&tracked, &key);
+	return bpf_map_lookup_elem(&counters, &zero);
 }
 
 static __always_inline __u32 tgid_of(int slot)
@@ -367,7 +412,8 @@ static __always_inline int handle_exec(bool btf)
 
 	if (!filter_tgid)
 		return 0;
-	key = current_key(btf);
+	/* a task without memory files none */
+	key = current_mm_num() ? current_key(btf) : 0;
 	tgid = bpf_get_current_pid_tgid() >> 32;
 	for (__u32 i = 0; i < RC_MAX_TARGETS; i++) {
 		if (targets[i].tgid == tgid) {
@@ -385,10 +431,12 @@ TP_BOTH(exec, "sched_process_exec", handle_exec(btf), struct task_struct *p,
 
 /*
  * Every burst_check_mask + 1 faults of @slot on this CPU (@n of them so
- * far): read the clock, start a new window when the old one is over, and
- * emit a burst when the window's count crosses burst_faults.
+ * far): read the clock, start a new window when the old one is over (or
+ * was counted for the slot's earlier mm, @gen tells), and emit a burst
+ * when the window's count crosses burst_faults.
  */
-static __noinline int burst_check(struct rc_track *t, int slot, __u64 n)
+static __noinline int burst_check(struct rc_track *t, int slot, __u64 n,
+				  __u64 gen)
 {
 	const __u64 batch = burst_check_mask + 1;
 	struct rc_fault_burst *e;
@@ -397,8 +445,9 @@ static __noinline int burst_check(struct rc_track *t, int slot, __u64 n)
 	if (!t)
 		return 0;
 	now = bpf_ktime_get_ns();
-	if (now - t->window_start_ns > burst_window_ns) {
+	if (t->gen != gen || now - t->window_start_ns > burst_window_ns) {
 		/* the faults of this batch open the new window */
+		t->gen = gen;
 		t->window_start_ns = now;
 		t->window_base = n - batch;
 	}
@@ -415,30 +464,56 @@ static __noinline int burst_check(struct rc_track *t, int slot, __u64 n)
 }
 
 /*
- * Whose fault it is comes from the current task's mm alone; an untracked
- * process's costs the mm load and one mm_index load. A tracked one's adds
- * an increment of its per-CPU counter (this program is the only writer of
- * it on this CPU, with IRQs off: x86 traces the fault before enabling
- * them), and the clock every burst_check_mask + 1 faults.
+ * A fault of the tracked mm of @m, in @slot: an increment of the slot's
+ * per-CPU counter (this program is the only writer of it on this CPU, with
+ * IRQs off: x86 traces the fault before enabling them), and the clock
+ * every check_mask + 1 faults. Apart, so that an untracked fault's program
+ * saves and restores no registers.
  */
-static __always_inline int handle_fault(bool btf)
+static __noinline int fault_tracked(struct rc_mm *m, __u32 slot)
 {
-	int slot = current_slot(btf);
+	struct rc_counters *c = counters_here();
 	struct rc_track *t;
 	__u64 n;
 
-	if (slot < 0)
+	if (!c)
 		return 0;
-	t = track_of(slot);
-	if (!t)
-		return 0;
+	t = &c->fault[slot & RC_SLOT_MASK];
 	n = ++t->faults;
-	if (n & burst_check_mask)
+	if (n & m->check_mask)
 		return 0;
-	return burst_check(t, slot, n);
+	return burst_check(t, slot, n, m->gen);
+}
+
+/*
+ * Whose fault it is comes from the current task's mm alone; an untracked
+ * process's costs the mm load and one mm_index load.
+ */
+static __always_inline int handle_fault(bool btf)
+{
+	struct rc_mm *m = mm_find(current_key(btf));
+
+	return m ? fault_tracked(m, mm_slot_of(m)) : 0;
 }
 
 TP_BOTH(fault, "page_fault_user", handle_fault(btf), unsigned long address,
+	struct pt_regs *regs, unsigned long error_code)
+
+/* The whole system, when nothing is filtered: every fault is slot 0's. */
+static __always_inline int handle_fault_all(void)
+{
+	struct rc_counters *c = counters_here();
+	__u64 n;
+
+	if (!c)
+		return 0;
+	n = ++c->fault[0].faults;
+	if (n & burst_check_mask)
+		return 0;
+	return burst_check(&c->fault[0], 0, n, 0);
+}
+
+TP_BOTH(fault_all, "page_fault_user", handle_fault_all(), unsigned long address,
 	struct pt_regs *regs, unsigned long error_code)
 
 /* ---- direct and memcg reclaim: begin/end pairs per thread ---- */
@@ -477,10 +552,11 @@ static __always_inline int handle_reclaim_end(__u32 kind,
 	__u32 pid = (__u32)bpf_get_current_pid_tgid();
 	struct reclaim_start *s;
 	struct task_struct *task;
+	struct rc_counters *c = counters_here();
 	struct rc_reclaim *e;
-	struct rc_track *t;
 	__u64 lat, *slot;
 	__u32 idx;
+	int who;
 
 	s = bpf_map_lookup_elem(&starts, &pid);
 	if (!s)
@@ -501,11 +577,13 @@ static __always_inline int handle_reclaim_end(__u32 kind,
 	stat_inc(kind == RC_RECLAIM_DIRECT ? RC_STAT_DIRECT_RECLAIMS
 					   : RC_STAT_MEMCG_RECLAIMS);
 
-	t = track_of(current_slot(false));
-	if (t && kind < RC_RECLAIM_KINDS) {
-		t->reclaim_count[kind]++;
-		t->reclaim_ns[kind] += lat;
-		t->reclaim_pages[kind] += nr_reclaimed;
+	who = current_slot(false);
+	if (c && who >= 0 && kind < RC_RECLAIM_KINDS) {
+		struct rc_stalls *st = &c->stall[who & RC_SLOT_MASK];
+
+		st->count[kind]++;
+		st->ns[kind] += lat;
+		st->pages[kind] += nr_reclaimed;
 	}
 
 	e = event_reserve(sizeof(*e), RC_EV_RECLAIM, 0);
@@ -666,31 +744,33 @@ static __always_inline __u64 rss_flags(struct rc_target *t, __s64 total)
 }
 
 /*
- * A report is due for target @t: read every counter (but the one the
- * kernel just passed, @cur pages of @member) and emit.
+ * A report is due for the tracked mm of @m: read every counter (but the
+ * one the kernel just passed, @cur pages of @member) and emit.
  */
-static __noinline int rss_report(struct mm_struct *mm, __u32 slot, int member,
-				 __s64 cur)
+static __noinline int rss_report(struct mm_struct *mm, struct rc_mm *m,
+				 int member, __s64 cur)
 {
-	struct rc_target *t = &targets[slot & RC_SLOT_MASK];
+	__u64 entry = m->key;
+	__u32 slot = entry & RC_SLOT_MASK;
+	struct rc_target *t = &targets[slot];
 	__s64 file, anon, shmem;
 	struct rc_rss *e;
 
 	/* the teardown of a process's memory (exit, or exec's old image) is
 	 * not news, and its mm is about to be freed: unfile it */
 	if (!BPF_CORE_READ(mm, mm_users.counter)) {
-		if (t->mm_key)
-			mm_unindex(t->mm_key, slot & RC_SLOT_MASK);
-		t->mm_key = 0;
+		mm_remove(m, entry);
+		if (mm_entry(t->mm_key, slot) == entry)
+			t->mm_key = 0;
 		return 0;
 	}
 	file = member == 0 ? cur : mm_counter(mm, 0);
 	anon = member == 1 ? cur : mm_counter(mm, 1);
 	shmem = member == 3 ? cur : mm_counter(mm, 3);
-	t->pages[0] = file;
-	t->pages[1] = anon;
-	t->pages[2] = member == 2 ? cur : mm_counter(mm, 2);
-	t->pages[3] = shmem;
+	m->pages[0] = file;
+	m->pages[1] = anon;
+	m->pages[2] = member == 2 ? cur : mm_counter(mm, 2);
+	m->pages[3] = shmem;
 	e = event_reserve(sizeof(*e), RC_EV_RSS, t->tgid);
 	if (!e)
 		return 0;
@@ -703,33 +783,57 @@ static __noinline int rss_report(struct mm_struct *mm, __u32 slot, int member,
 }
 
 /*
- * @member of @mm changed; @count is its new value in pages where the
- * kernel passes it (before v6.2), negative where it must be read. Any
- * process's RSS change costs an mm compare; the target's, one more read.
+ * @member of the tracked @mm (entry @m) changed; @count is its new value in
+ * pages where the kernel passes it (before v6.2), negative where it must
+ * be read: directly under tp_btf, with probe reads under raw_tp. A change
+ * smaller than the entry's step is no news.
+ */
+static __always_inline int rss_changed(struct mm_struct *mm, struct rc_mm *m,
+				       int member, long count, bool btf)
+{
+	__s64 cur;
+
+	if (!m || member < 0 || member > 3)
+		return 0;
+	if (count >= 0)
+		cur = count;
+	else
+		cur = btf ? mm_counter_direct(mm, member)
+			  : mm_counter(mm, member);
+	if (absdiff(cur, m->pages[member & 3]) < m->step)
+		return 0;
+	return rss_report(mm, m, member, cur);
+}
+
+/* Apart from the lookup, so that an untracked process's saves no registers. */
+static __noinline int rss_changed_btf(struct mm_struct *mm, struct rc_mm *m,
+				      int member, long count)
+{
+	return rss_changed(mm, m, member, count, true);
+}
+
+static __noinline int rss_changed_raw(struct mm_struct *mm, struct rc_mm *m,
+				      int member, long count)
+{
+	return rss_changed(mm, m, member, count, false);
+}
+
+/*
+ * Any process's RSS change costs an mm_index load; the target's, a read of
+ * the counter and a compare on the entry's cache line. In whole-system
+ * mode nothing is filed: no per-process RSS.
  */
 static __always_inline int handle_rss(struct mm_struct *mm, int member,
 				      long count, bool btf)
 {
-	struct rc_target *t;
-	__s64 cur;
-	int slot;
+	struct rc_mm *m;
 
-	/* Whole-system mode reports no per-process RSS. */
-	if (!filter_tgid)
-		return 0;
-	slot = mm_slot(btf ? mm_key_ptr(mm) : mm_key_num((__u64)mm));
-	if (slot < 0 || member < 0 || member > 3)
-		return 0;
-	if (count >= 0)
-		cur = count;
-	else if (btf)
-		cur = mm_counter_direct(mm, member);
-	else
-		cur = mm_counter(mm, member);
-	t = &targets[slot & RC_SLOT_MASK];
-	if (absdiff(cur, t->pages[member & 3]) < rss_step_pages)
-		return 0;
-	return rss_report(mm, slot, member, cur);
+	if (btf) {
+		m = mm_find(mm_key_ptr(mm));
+		return m ? rss_changed_btf(mm, m, member, count) : 0;
+	}
+	m = mm_find(mm_key_num((__u64)mm));
+	return m ? rss_changed_raw(mm, m, member, count) : 0;
 }
 
 /* v6.2 and later: the counters are per-CPU, the tracepoint gives none. */

@@ -101,41 +101,71 @@ struct rc_rss {
  * loads, no helper call, no map lookup, no per-CPU state to keep up to date.
  */
 #define RC_MAX_TARGETS 64
-#define RC_SLOT_MASK   63ULL /* mm_struct is cache-line aligned: low bits free */
-#define RC_MM_BITS     10
+#define RC_SLOT_MASK   63ULL /* keys of two mm's differ above these bits */
+#define RC_MM_BITS     9
 #define RC_MM_SLOTS    (1 << RC_MM_BITS)
 #define RC_MM_PROBES   8
-#define RC_MM_TOMB     1ULL /* a removed entry: lookups go on past it */
+/* Keys of entries that hold no mm; a real mm's key is never below 64. */
+#define RC_MM_FREE 0ULL /* never used: a lookup stops here */
+#define RC_MM_TOMB 1ULL /* removed: lookups go on past it */
+#define RC_MM_BUSY 2ULL /* being filled in by mm_learn */
 
 /*
- * Per-CPU counters of one slot (slot 0 is the system when nothing is
- * filtered). A fault adds to faults; every burst_check_mask + 1 of them
- * the clock is read and the burst window moved on: window_base is the
- * count at which the window began.
+ * One entry of mm_index: a tracked mm and everything the fault and
+ * rss_stat programs read to judge its events, on one cache line. key is
+ * (mm key & ~RC_SLOT_MASK) | slot (the mm key: the mm pointer minus
+ * mm_index_addr), or one of the RC_MM_ values above. pages is the RSS as
+ * last reported, in pages per counter (MM_FILEPAGES, MM_ANONPAGES,
+ * MM_SWAPENTS, MM_SHMEMPAGES); an event is due when one moves by step.
+ * gen tells this mm's burst windows from those of the slot's earlier mm.
+ */
+struct rc_mm {
+	__u64 key;
+	__u64 check_mask; /* the clock is read every check_mask + 1 faults */
+	__u64 step;	  /* pages */
+	__u64 gen;
+	__s64 pages[4];
+} __attribute__((aligned(64)));
+
+/*
+ * Per-CPU fault counters of one slot (slot 0 is the system when nothing is
+ * filtered). A fault adds to faults; every check_mask + 1 of them the clock
+ * is read and the burst window moved on: window_base is the count at
+ * which the window began, gen the rc_mm gen it was counted for. The agent
+ * never writes these: a slot's counts go on across the processes that hold
+ * it, and the agent reads them against the count when tracking began.
  */
 struct rc_track {
 	__u64 faults;
 	__u64 window_start_ns;
 	__u64 window_base;
-	__u64 reclaim_count[RC_RECLAIM_KINDS];
-	__u64 reclaim_ns[RC_RECLAIM_KINDS];
-	__u64 reclaim_pages[RC_RECLAIM_KINDS];
+	__u64 gen;
+};
+
+/* Per-CPU reclaim totals of one slot. */
+struct rc_stalls {
+	__u64 count[RC_RECLAIM_KINDS];
+	__u64 ns[RC_RECLAIM_KINDS];
+	__u64 pages[RC_RECLAIM_KINDS];
+};
+
+/* The value of the one-entry per-CPU counters map: every slot's counters. */
+struct rc_counters {
+	struct rc_track fault[RC_MAX_TARGETS];
+	struct rc_stalls stall[RC_MAX_TARGETS];
 };
 
 /*
  * One tracked process (shared, not per CPU): its tgid (written by the
- * agent, 0 when the slot is free), the key of the mm learnt for it (the mm
- * pointer minus mm_index_addr; 0: none yet), and its RSS as last reported,
- * in pages per counter (MM_FILEPAGES, MM_ANONPAGES, MM_SWAPENTS,
- * MM_SHMEMPAGES). An mm_index entry is (mm_key & ~RC_SLOT_MASK) | slot.
+ * agent, 0 when the slot is free), the key of the mm learnt for it (0:
+ * none yet), and for the agent's wake-ups the RSS in pages (file + anon +
+ * shmem) at the last RSS event that woke it and the RSS events since that
+ * did not.
  */
 struct rc_target {
 	__u32 tgid;
 	__u32 pad;
 	__u64 mm_key;
-	__s64 pages[4];
-	/* RSS in pages (file + anon + shmem) at the last RSS event that woke
-	 * the agent, and the RSS events since that did not */
 	__s64 woke_pages;
 	__u64 quiet;
 };

@@ -43,7 +43,8 @@ int bpfstate_open(struct bpfstate *b, const struct opts *o)
 	b->skel->rodata->page_size = page;
 	b->skel->rodata->rss_step_pages = (o->rss_step + page - 1) / page;
 
-	return probes_select(&b->probes, b->skel, o->probe_mode);
+	return probes_select(&b->probes, b->skel, o->probe_mode,
+			     !b->skel->rodata->filter_tgid);
 }
 
 int bpfstate_load_opened(struct bpfstate *b)
@@ -87,35 +88,57 @@ static int slot_of(const struct bpfstate *b, pid_t tgid)
 	return -1;
 }
 
-static int zero_counters(struct bpfstate *b, __u32 slot)
+/* The counters of @slot summed over CPUs, as counted since load. */
+static int read_counters(struct bpfstate *b, __u32 slot, struct track_totals *t)
 {
-	struct rc_track *zero = calloc(b->ncpus, sizeof(*zero));
+	struct rc_counters *v = calloc(b->ncpus, sizeof(*v));
+	__u32 zero = 0;
 	int err;
 
-	if (!zero)
+	if (!v)
 		return -ENOMEM;
-	err = bpf_map__update_elem(b->skel->maps.tracked, &slot, sizeof(slot),
-				   zero, sizeof(*zero) * b->ncpus, BPF_ANY);
-	free(zero);
+	memset(t, 0, sizeof(*t));
+	err = bpf_map__lookup_elem(b->skel->maps.counters, &zero, sizeof(zero),
+				   v, sizeof(*v) * b->ncpus, 0);
+	for (int c = 0; !err && c < b->ncpus; c++) {
+		t->faults += v[c].fault[slot].faults;
+		for (int k = 0; k < RC_RECLAIM_KINDS; k++) {
+			t->reclaim_count[k] += v[c].stall[slot].count[k];
+			t->reclaim_ns[k] += v[c].stall[slot].ns[k];
+			t->reclaim_pages[k] += v[c].stall[slot].pages[k];
+		}
+	}
+	free(v);
 	return err;
+}
+
+/*
+ * Start @slot's counts from now: the BPF side's go on from the slot's
+ * earlier holders (writing them back would race with its increments of
+ * every other slot), so the agent keeps where they stood.
+ */
+static int zero_counters(struct bpfstate *b, __u32 slot)
+{
+	return read_counters(b, slot, &b->base[slot]);
 }
 
 /* Take @slot's mm out of the index the BPF programs search. */
 static void mm_unfile(struct bpfstate *b, int slot)
 {
-	__u64 *index = b->skel->bss->mm_index;
+	struct rc_mm *index = b->skel->bss->mm_index;
 	__u64 key = b->skel->bss->targets[slot].mm_key;
+	__u64 want = (key & ~RC_SLOT_MASK) | (__u64)slot;
 
 	if (!key)
 		return;
 	for (int i = 0; i < RC_MM_SLOTS; i++) {
-		__u64 next = index[(i + 1) % RC_MM_SLOTS];
+		__u64 next = __atomic_load_n(&index[(i + 1) % RC_MM_SLOTS].key,
+					     __ATOMIC_RELAXED);
+		/* a lookup stops at FREE: leave a tombstone mid-chain */
+		__u64 gone = next ? RC_MM_TOMB : RC_MM_FREE, expect = want;
 
-		if (__atomic_load_n(&index[i], __ATOMIC_RELAXED) ==
-		    ((key & ~RC_SLOT_MASK) | (__u64)slot))
-			/* a lookup stops at 0: leave a tombstone mid-chain */
-			__atomic_store_n(&index[i], next ? RC_MM_TOMB : 0,
-					 __ATOMIC_RELAXED);
+		__atomic_compare_exchange_n(&index[i].key, &expect, gone, false,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 	}
 	__atomic_store_n(&b->skel->bss->targets[slot].mm_key, 0,
 			 __ATOMIC_RELAXED);
@@ -227,7 +250,7 @@ int bpfstate_unwatch_memcg(struct bpfstate *b, uint64_t ino)
 
 int bpfstate_totals(struct bpfstate *b, pid_t tgid, struct track_totals *t)
 {
-	struct rc_track *v;
+	const struct track_totals *base;
 	__u32 slot = 0;
 	int s, err;
 
@@ -240,21 +263,17 @@ int bpfstate_totals(struct bpfstate *b, pid_t tgid, struct track_totals *t)
 	} else if (tgid) {
 		return -ENOENT;
 	}
-	v = calloc(b->ncpus, sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	err = bpf_map__lookup_elem(b->skel->maps.tracked, &slot, sizeof(slot),
-				   v, sizeof(*v) * b->ncpus, 0);
-	for (int c = 0; !err && c < b->ncpus; c++) {
-		t->faults += v[c].faults;
-		for (int k = 0; k < RC_RECLAIM_KINDS; k++) {
-			t->reclaim_count[k] += v[c].reclaim_count[k];
-			t->reclaim_ns[k] += v[c].reclaim_ns[k];
-			t->reclaim_pages[k] += v[c].reclaim_pages[k];
-		}
+	err = read_counters(b, slot, t);
+	if (err)
+		return err;
+	base = &b->base[slot];
+	t->faults -= base->faults;
+	for (int k = 0; k < RC_RECLAIM_KINDS; k++) {
+		t->reclaim_count[k] -= base->reclaim_count[k];
+		t->reclaim_ns[k] -= base->reclaim_ns[k];
+		t->reclaim_pages[k] -= base->reclaim_pages[k];
 	}
-	free(v);
-	return err;
+	return 0;
 }
 
 static uint64_t percpu_sum(struct bpfstate *b, struct bpf_map *map, __u32 key)

@@ -19,6 +19,14 @@
 struct pressure_bpf;
 struct bpf_link;
 
+/* Counters of one tracked tgid (or of the system), summed over CPUs. */
+struct track_totals {
+	uint64_t faults;
+	uint64_t reclaim_count[RC_RECLAIM_KINDS];
+	uint64_t reclaim_ns[RC_RECLAIM_KINDS];
+	uint64_t reclaim_pages[RC_RECLAIM_KINDS];
+};
+
 struct bpfstate {
 	struct pressure_bpf *skel;
 	struct probes probes;
@@ -27,14 +35,8 @@ struct bpfstate {
 	pid_t slots[RC_MAX_TARGETS]; /* tgid tracked in each slot, 0: free */
 	struct bpf_link *learn;	     /* the learn_mm task iterator */
 	struct memcg_refs memcgs;    /* targets in each watched memcg */
-};
-
-/* Counters of one tracked tgid (or of the system), summed over CPUs. */
-struct track_totals {
-	uint64_t faults;
-	uint64_t reclaim_count[RC_RECLAIM_KINDS];
-	uint64_t reclaim_ns[RC_RECLAIM_KINDS];
-	uint64_t reclaim_pages[RC_RECLAIM_KINDS];
+	/* each slot's BPF counts when its tgid began to be tracked */
+	struct track_totals base[RC_MAX_TARGETS];
 };
 
 /*

@@ -11,12 +11,15 @@
 #include "probes.h"
 
 /*
- * One form of a tracepoint's arguments and the two programs that read it.
- * sig spells the arguments' kinds: 'p' a pointer, 'i' an integer.
+ * One form of a tracepoint's arguments and the two programs that read it
+ * (and, for a tracepoint whose programs differ when the whole system is
+ * watched, the two for that; 0: the same). sig spells the arguments'
+ * kinds: 'p' a pointer, 'i' an integer.
  */
 struct form {
 	const char *sig;
-	size_t btf_off, raw_off; /* offsets of the programs in skel->progs */
+	size_t btf_off, raw_off; /* offsets of the programs in the skeleton */
+	size_t all_btf_off, all_raw_off;
 };
 
 struct tracepoint {
@@ -25,15 +28,22 @@ struct tracepoint {
 	struct form forms[MAX_FORMS];
 };
 
-#define FORM(sig, prog)                                                 \
-	{                                                               \
-		sig, offsetof(struct pressure_bpf, progs.prog##_btf),   \
-			offsetof(struct pressure_bpf, progs.prog##_raw) \
+#define PROG_OFF(prog) offsetof(struct pressure_bpf, progs.prog)
+#define FORM(sig, prog)                                               \
+	{                                                             \
+		sig, PROG_OFF(prog##_btf), PROG_OFF(prog##_raw), 0, 0 \
+	}
+#define FORM_ALL(sig, prog, all)                                  \
+	{                                                         \
+		sig, PROG_OFF(prog##_btf), PROG_OFF(prog##_raw),  \
+			PROG_OFF(all##_btf), PROG_OFF(all##_raw), \
 	}
 
 /* Newest form first; a kernel whose form is not listed leaves it off. */
 static const struct tracepoint tps[NR_PROBES] = {
-	{ "page_fault_user", "page faults", { FORM("ipi", fault) } },
+	{ "page_fault_user",
+	  "page faults",
+	  { FORM_ALL("ipi", fault, fault_all) } },
 	{ "mm_vmscan_direct_reclaim_begin",
 	  "direct reclaim",
 	  { FORM("ii", direct_begin) } },
@@ -61,6 +71,18 @@ static const struct tracepoint tps[NR_PROBES] = {
 static struct bpf_program *prog_at(struct pressure_bpf *skel, size_t off)
 {
 	return *(struct bpf_program **)((char *)skel + off);
+}
+
+/* The program of form @f for @state, @whole: watching the whole system. */
+static struct bpf_program *form_prog(struct pressure_bpf *skel,
+				     const struct form *f,
+				     enum probe_state state, bool whole)
+{
+	bool btf = state == PROBE_USE_BTF;
+
+	if (whole && f->all_btf_off)
+		return prog_at(skel, btf ? f->all_btf_off : f->all_raw_off);
+	return prog_at(skel, btf ? f->btf_off : f->raw_off);
 }
 
 const char *probe_state_name(enum probe_state s)
@@ -133,7 +155,7 @@ static int form_of(const struct tracepoint *tp, const char *sig)
 }
 
 int probes_select(struct probes *ps, struct pressure_bpf *skel,
-		  enum probe_mode mode)
+		  enum probe_mode mode, bool whole)
 {
 	struct btf *btf = btf__load_vmlinux_btf();
 	int err = 0;
@@ -141,6 +163,7 @@ int probes_select(struct probes *ps, struct pressure_bpf *skel,
 	if (!btf)
 		return -errno;
 	memset(ps, 0, sizeof(*ps));
+	ps->whole = whole;
 	for (int i = 0; i < NR_PROBES && !err; i++) {
 		const struct tracepoint *tp = &tps[i];
 		struct probe *p = &ps->p[i];
@@ -161,19 +184,22 @@ int probes_select(struct probes *ps, struct pressure_bpf *skel,
 		/* off first: two forms may share one program */
 		for (int f = 0; f < MAX_FORMS && tp->forms[f].sig && !err;
 		     f++) {
-			err = bpf_program__set_autoload(
-				prog_at(skel, tp->forms[f].btf_off), false);
-			if (!err)
+			for (int w = 0; w < 2 && !err; w++) {
 				err = bpf_program__set_autoload(
-					prog_at(skel, tp->forms[f].raw_off),
+					form_prog(skel, &tp->forms[f],
+						  PROBE_USE_BTF, w),
 					false);
+				if (!err)
+					err = bpf_program__set_autoload(
+						form_prog(skel, &tp->forms[f],
+							  PROBE_USE_RAW, w),
+						false);
+			}
 		}
 		if (p->form >= 0 && !err)
 			err = bpf_program__set_autoload(
-				prog_at(skel,
-					p->state == PROBE_USE_BTF
-						? tp->forms[p->form].btf_off
-						: tp->forms[p->form].raw_off),
+				form_prog(skel, &tp->forms[p->form], p->state,
+					  whole),
 				true);
 	}
 	btf__free(btf);
@@ -191,9 +217,8 @@ int probes_attach(struct probes *ps, struct pressure_bpf *skel)
 
 		if (p->state == PROBE_OFF)
 			continue;
-		prog = prog_at(skel, p->state == PROBE_USE_BTF
-					     ? tps[i].forms[p->form].btf_off
-					     : tps[i].forms[p->form].raw_off);
+		prog = form_prog(skel, &tps[i].forms[p->form], p->state,
+				 ps->whole);
 		link = bpf_program__attach(prog);
 		if (!link) {
 			p->off_why = PROBE_ATTACH_FAILED;

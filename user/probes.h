@@ -44,18 +44,19 @@ struct probe {
 
 struct probes {
 	struct probe p[NR_PROBES];
+	bool whole; /* the whole system watched: its own fault programs */
 };
 
 /*
  * Before load: pick, for each tracepoint, the programs that read the
- * kernel's form of its arguments (per its BTF), tp_btf or raw_tp, and
- * disable the others. A tracepoint missing from the kernel, or of a form
+ * kernel's form of its arguments (per its BTF), tp_btf or raw_tp (those
+ * for the whole system when @whole), and disable the others. A tracepoint missing from the kernel, or of a form
  * this version does not know, is left off, its off_why set
  * (out_probe_warnings() tells the user). Returns 0, or -errno when the
  * kernel's BTF cannot be read.
  */
 int probes_select(struct probes *ps, struct pressure_bpf *skel,
-		  enum probe_mode mode);
+		  enum probe_mode mode, bool whole);
 
 /*
  * After load: attach every chosen program. A failure sets off_why and the

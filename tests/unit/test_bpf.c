@@ -158,16 +158,38 @@ static void reap(pid_t pid)
 /* Faults of one slot on every CPU, straight from the per-CPU map. */
 static __u64 slot_faults(struct fixture *f, __u32 slot)
 {
-	struct rc_track v[256] = {};
+	struct rc_counters *v = calloc(f->b.ncpus, sizeof(*v));
+	__u32 zero = 0;
 	__u64 n = 0;
 
-	if (f->b.ncpus > 256 ||
-	    bpf_map__lookup_elem(f->b.skel->maps.tracked, &slot, sizeof(slot),
-				 v, sizeof(v[0]) * f->b.ncpus, 0))
+	if (!v ||
+	    bpf_map__lookup_elem(f->b.skel->maps.counters, &zero, sizeof(zero),
+				 v, sizeof(*v) * f->b.ncpus, 0)) {
+		free(v);
 		return ~0ULL;
+	}
 	for (int c = 0; c < f->b.ncpus; c++)
-		n += v[c].faults;
+		n += v[c].fault[slot].faults;
+	free(v);
 	return n;
+}
+
+/* The mm_index entry of this process's mm, or NULL. */
+static struct rc_mm *my_entry(struct fixture *f)
+{
+	for (int i = 0; i < RC_MAX_TARGETS; i++) {
+		const struct rc_target *t = &f->b.skel->bss->targets[i];
+
+		if (t->tgid != (__u32)getpid() || !t->mm_key)
+			continue;
+		for (int j = 0; j < RC_MM_SLOTS; j++) {
+			struct rc_mm *m = &f->b.skel->bss->mm_index[j];
+
+			if (m->key == ((t->mm_key & ~RC_SLOT_MASK) | i))
+				return m;
+		}
+	}
+	return NULL;
 }
 
 TEST(faults_reach_the_counters_at_once_and_the_clock_every_64)
@@ -193,6 +215,76 @@ TEST(faults_reach_the_counters_at_once_and_the_clock_every_64)
 	for (int i = 0; i < 70; i++)
 		ASSERT_OK(run(f.b.skel->progs.fault_raw, args, 3), "run");
 	ASSERT_EQ(slot_faults(&f, 0), 200, "nothing counted once untracked");
+cleanup:
+	teardown(&f);
+}
+
+/*
+ * A slot's counts go on across the processes that hold it: a new holder's
+ * burst window is its own, not the rest of the old holder's.
+ */
+TEST(a_slots_new_process_has_a_burst_window_of_its_own)
+{
+	__u64 args[3] = { 0 };
+	struct track_totals t;
+	struct fixture f;
+
+	if (!setup(&f, 4))
+		goto cleanup;
+	for (int i = 0; i < 4; i++)
+		ASSERT_OK(run(f.b.skel->progs.fault_raw, args, 3), "run");
+	ASSERT_OK(bpfstate_untrack(&f.b, getpid()), "untrack");
+	ASSERT_OK(bpfstate_track(&f.b, getpid()), "track again");
+	for (int i = 0; i < 4; i++)
+		ASSERT_OK(run(f.b.skel->progs.fault_raw, args, 3), "run");
+	ASSERT_OK(bpfstate_totals(&f.b, getpid(), &t), "totals");
+	ASSERT_EQ(t.faults, 4, "counted since tracked again");
+	ASSERT_EQ(slot_faults(&f, 0), 8, "the slot's count goes on");
+	ring_buffer__consume(f.rb);
+	ASSERT_EQ(f.seen.n, 2, "a burst in each holder's window");
+	ASSERT_EQ(((struct rc_fault_burst *)f.seen.last)->faults, 4,
+		  "the second of its own faults only");
+cleanup:
+	teardown(&f);
+}
+
+/* Nothing filtered: the whole system's faults, all in slot 0. */
+TEST(whole_system_faults_count_in_slot_0)
+{
+	struct opts o = { 0 };
+	struct fixture f = { 0 };
+	struct track_totals t;
+	__u64 args[3] = { 0 };
+
+	if (geteuid() != 0) {
+		TEST_SKIP("needs root");
+		return;
+	}
+	o.probe_mode = PROBE_RAW_TP;
+	o.burst_faults = 3;
+	o.burst_window_ns = 60ULL * 1000000000ULL;
+	o.rss_step = 1;
+	if (!ASSERT_OK(bpfstate_open(&f.b, &o), "open"))
+		goto cleanup;
+	ASSERT_TRUE(bpf_program__autoload(f.b.skel->progs.fault_all_raw),
+		    "the whole system's fault program chosen");
+	ASSERT_FALSE(bpf_program__autoload(f.b.skel->progs.fault_raw),
+		     "not the tracked processes' one");
+	if (!ASSERT_OK(bpfstate_load_opened(&f.b), "load"))
+		goto cleanup;
+	f.rb = ring_buffer__new(bpfstate_events_fd(&f.b), on_event, &f.seen,
+				NULL);
+	if (!ASSERT_OK_PTR(f.rb, "ring_buffer__new"))
+		goto cleanup;
+	for (int i = 0; i < 5; i++)
+		ASSERT_OK(run(f.b.skel->progs.fault_all_raw, args, 3), "run");
+	ASSERT_OK(bpfstate_totals(&f.b, 0, &t), "totals");
+	ASSERT_EQ(t.faults, 5, "every fault counted");
+	ring_buffer__consume(f.rb);
+	ASSERT_EQ(f.seen.n, 1, "one burst");
+	ASSERT_EQ(((struct rc_fault_burst *)f.seen.last)->faults, 3, "at 3");
+	ASSERT_EQ(((struct rc_event_hdr *)f.seen.last)->tgid, getpid(),
+		  "the faulting process");
 cleanup:
 	teardown(&f);
 }
@@ -360,6 +452,7 @@ TEST(rss_of_mm_member_count_form_uses_the_count)
 {
 	struct fixture f;
 	struct rc_rss *e;
+	struct rc_mm *m;
 	__u64 args[3];
 
 	if (!setup(&f, 1000))
@@ -375,7 +468,10 @@ TEST(rss_of_mm_member_count_form_uses_the_count)
 	ASSERT_EQ(e->shmem, 100000ULL * getpagesize(), "shmem is the count");
 	ASSERT_GE(e->anon, 1, "anon read from the mm");
 	/* a change smaller than the step (1 page here) is not news */
-	f.b.skel->bss->targets[0].pages[3] = 100000;
+	m = my_entry(&f);
+	if (!ASSERT_OK_PTR(m, "filed"))
+		goto cleanup;
+	m->pages[3] = 100000;
 	args[2] = 100000;
 	ASSERT_OK(run(f.b.skel->progs.rss_count_raw, args, 3), "run");
 	ring_buffer__consume(f.rb);
