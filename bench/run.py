@@ -78,7 +78,7 @@ TARGET_OVERHEAD = 0.02
 FULL = {
     "overhead_rounds": 21, "fault_size": "64M", "fault_rounds": 15,
     "pair_turns": 61, "pair_rounds": 4,
-    "bpf_cost_rounds": 20, "tracked_counts": [1, 8, 64],
+    "bpf_cost_rounds": 30, "tracked_counts": [1, 8, 64],
     "switches": 20000,
     "idle_s": 30.0, "warmup_s": 2.0,
     "reaction_trials": 12, "vm_reaction_trials": 6, "outcome_rounds": 3,
@@ -91,6 +91,10 @@ FULL = {
     "model_size": 96 * MiB, "output_size": 16 * MiB,
     "agent_flags": ["--headroom", "64M", "--inactive", "128M"],
     "timeout": 150,
+    # the executor written from docs/control-page.md alone
+    "docexec": {"rounds": 3, "limit": 256 * MiB, "entries": 24, "size": 16,
+                "every_ms": 100,
+                "agent_flags": ["--headroom", "64M", "--inactive", "128M"]},
     "comfy": {"rounds": 3, "limit": 512 * MiB, "prompts": 12, "mib": 64,
               "steps": 8, "step_s": 0.05,
               "agent_flags": ["--headroom", "96M", "--inactive", "192M"]},
@@ -116,6 +120,9 @@ QUICK = {
     "model_size": 32 * MiB, "output_size": 8 * MiB,
     "agent_flags": ["--headroom", "24M", "--inactive", "48M"],
     "timeout": 60,
+    "docexec": {"rounds": 1, "limit": 128 * MiB, "entries": 20, "size": 8,
+                "every_ms": 20,
+                "agent_flags": ["--headroom", "32M", "--inactive", "64M"]},
     "comfy": {"rounds": 1, "limit": 384 * MiB, "prompts": 10, "mib": 32,
               "steps": 2, "step_s": 0.02,
               "agent_flags": ["--headroom", "48M", "--inactive", "96M"]},
@@ -1394,6 +1401,55 @@ def bench_outcomes(cfg, zram=True):
 COMFY_CHILD = os.path.join(ROOT, "comfyui", "tests", "e2e_comfy.py")
 
 
+DOCEXEC = os.path.join(ROOT, "tests", "helpers", "docexec.py")
+
+
+def bench_docexec(cfg):
+    """The Python executor written from docs/control-page.md alone
+    (tests/helpers/docexec.py) under the agent in a memcg it outgrows:
+    every eviction command's latencies."""
+    if not is_root():
+        return {"skipped": "needs root (memcg, BPF)"}
+    c = cfg["docexec"]
+    runs = []
+    for r in range(c["rounds"]):
+        with Memcg(c["limit"], swap_limit=0) as cg:
+            ex = Proc([sys.executable, DOCEXEC, "--entries", c["entries"],
+                       "--size", c["size"], "--every-ms", c["every_ms"],
+                       "--hold-s", 1, "--wait-agent", 10],
+                      preexec=cg.preexec())
+            agent = None
+            try:
+                ready = ex.q.get(timeout=30)
+                if not ready or ready.get("type") != "ready":
+                    return {"skipped": "docexec.py did not start: "
+                            + " ".join(ex.err[-3:])}
+                agent = start_agent(ex.pid, *c["agent_flags"])
+                ex.wait(cfg["timeout"])
+            finally:
+                ex.kill()
+                if agent:
+                    agent.stop()
+            oom = cg.oom_kills()
+        done = [e for e in ex.events if e.get("type") == "done"]
+        runs.append({"rc": ex.rc, "oom_kills": oom,
+                     "finished": bool(done) and ex.rc == 0,
+                     "evict_done": [{k: e.get(k) for k in (
+                         "status", "ack_latency_ns", "freed_latency_ns",
+                         "recv_latency_ns")}
+                         for e in agent.of_type("evict_done")]})
+        log(f"docexec round {r + 1}: rc {ex.rc}, oom {oom}, "
+            f"{len(runs[-1]['evict_done'])} commands")
+    return {"method": (
+        f"tests/helpers/docexec.py (Python, standard library only, written "
+        f"from docs/control-page.md) caching {c['entries']} x {c['size']} "
+        f"MiB, one every {c['every_ms']} ms, in a {c['limit'] // MiB} MiB "
+        f"memcg without swap, ramcache-bpf {' '.join(c['agent_flags'])}, "
+        f"{c['rounds']} round(s); its loop takes commands every 5 ms and "
+        "after making an entry"),
+        "runs": runs}
+
+
 def bench_comfy(cfg):
     """The ComfyUI package's stand-in executor (Python) under the agent in
     a memcg it outgrows: every eviction command's latencies."""
@@ -1587,9 +1643,10 @@ def latency_rows(done):
                                          for e in done
                                          if e.get("freed_latency_ns")])}
 
-def bench_eviction(cfg, outcomes, noswap, comfy, real):
+def bench_eviction(cfg, outcomes, noswap, comfy, real, doc):
     if ("runs" not in outcomes and "runs" not in noswap
-            and "runs" not in comfy and "runs" not in real):
+            and "runs" not in comfy and "runs" not in real
+            and "runs" not in doc):
         return {"skipped": outcomes.get("skipped", "no outcome runs")}
     done = [e for r in outcomes.get("runs", []) + noswap.get("runs", [])
             if r["policy"] == "agent" for e in r["evict_done"]]
@@ -1597,7 +1654,8 @@ def bench_eviction(cfg, outcomes, noswap, comfy, real):
     step_ms = float(wl[wl.index("--step-ms") + 1])
     res = {"method": (
         "every eviction command of the ramcache-bpf outcome runs (both "
-        "variants), of the ComfyUI stand-in runs and of the runs in real "
+        "variants), of the Python executor written from the control page's "
+        "document, of the ComfyUI stand-in runs and of the runs in real "
         "ComfyUI (when RAMCACHE_COMFYUI names a checkout: `sudo make bench "
         "RAMCACHE_COMFYUI=/path/to/ComfyUI`): post = issue_ns on "
         "the control page; received = the executor's recv_ns; ack = its "
@@ -1606,6 +1664,15 @@ def bench_eviction(cfg, outcomes, noswap, comfy, real):
         "c_demo": latency_rows(done),
         # one safe-point interval plus 2 ms
         "target_ms": {"c_demo": step_ms + 2.0}}
+    if "runs" in doc:
+        res["python_doc"] = latency_rows(
+            [e for r in doc["runs"] for e in r["evict_done"]])
+        res["python_doc"]["method"] = doc["method"]
+        res["python_doc"]["runs"] = [
+            {k: v for k, v in r.items() if k != "evict_done"}
+            for r in doc["runs"]]
+    else:
+        res["python_doc"] = {"skipped": doc.get("skipped")}
     if "runs" in comfy:
         res["comfyui_standin"] = latency_rows(
             [e for r in comfy["runs"] for e in r["evict_done"]])
@@ -1838,7 +1905,9 @@ def report(res):
               "|---|---|---|---|---|---|"]
         cs = e["comfyui_standin"]
         cr = e.get("comfyui_real", {"skipped": "not run (older results)"})
+        pd = e.get("python_doc", {"skipped": "not run (older results)"})
         for who, c in (("C demo (ramcache-demo)", e["c_demo"]),
+                       ("Python, from the document (docexec.py)", pd),
                        ("ComfyUI stand-in (Python)", cs),
                        (cr.get("name", "ComfyUI (Python, real)"), cr)):
             if "skipped" in c:
@@ -1853,6 +1922,8 @@ def report(res):
                          f"{fmt_ms(d['p50'])} | {fmt_ms(d['p99'])} | "
                          f"{fmt_ms(d['max'])} |")
         L += ["", f"Command statuses: C demo {e['c_demo']['statuses']}"
+              + (f", docexec.py {pd['statuses']}"
+                 if "statuses" in pd else "")
               + (f", ComfyUI stand-in {cs['statuses']}"
                  if "statuses" in cs else "")
               + (f", {cr['name']} {cr['statuses']}"
@@ -1870,6 +1941,10 @@ def report(res):
             L += ["", f"Target: C demo post -> ack p99 within one safe-point "
                   f"interval plus 2 ms ({tgt:.0f} ms): {fmt_ms(p99)} ms, "
                   f"**{pass_missed(p99 <= tgt)}**."]
+        if "method" in pd:
+            L.append(f"Python from the document: {pd['method']}; runs: "
+                     + ", ".join(f"rc {r['rc']}, {r['oom_kills']} OOM kills"
+                                 for r in pd["runs"]) + ".")
         if "method" in cs:
             L.append(f"ComfyUI stand-in: {cs['method']}; runs: "
                      + ", ".join(f"rc {r['rc']}, {r['oom_kills']} OOM kills"
@@ -2182,6 +2257,16 @@ def verdicts(res):
         v.append(f"{pass_missed(p99 <= tgt)}: C demo eviction post -> ack "
                  f"p99 {fmt_ms(p99)} ms (target <= {tgt:.0f} ms, one "
                  "safe-point interval plus 2 ms).")
+    py = [(who, ev[k]["post_to_ack_ms"]["p99"]) for k, who in (
+        ("python_doc", "from the document (docexec.py)"),
+        ("comfyui_standin", "ComfyUI stand-in"),
+        ("comfyui_real", "real ComfyUI")) if ev.get(k, {}).get(
+            "post_to_ack_ms", {}).get("n")]
+    if py:
+        v.append("Python executors, eviction post -> ack p99 (no target; "
+                 "each obeys at its own safe points): "
+                 + ", ".join(f"{who} {fmt_ms(p)} ms" for who, p in py)
+                 + ".")
     cs = res["eviction"].get("comfyui_standin", {})
     if "skipped" in cs:
         v.append("Not measured: eviction latency of the ComfyUI package's "
@@ -2334,13 +2419,16 @@ def main():
                               if want("outcomes") and cfg["zram"]
                               else {"skipped": "quick mode runs one variant"
                                     if args.quick else "not selected"})
+    doc = (bench_docexec(cfg) if want("eviction") or want("outcomes")
+           else skipped)
     comfy = (bench_comfy(cfg) if want("eviction") or want("outcomes")
              else skipped)
     real = (bench_comfy_real(cfg) if want("eviction") or want("outcomes")
             else skipped)
     res["outcomes"] = bench_outcomes(cfg) if want("outcomes") else skipped
     res["eviction"] = bench_eviction(cfg, res["outcomes"],
-                                     res["outcomes_noswap"], comfy, real)
+                                     res["outcomes_noswap"], comfy, real,
+                                     doc)
     if args.merge and only:
         merge_from(res, args.merge, only)
     res["verdicts"] = verdicts(res)

@@ -79,6 +79,11 @@ def quick_run_writes_results_json():
         assert set(fp["met"]) == {"rss", "cpu"}, fp
         ev = res["eviction"]
         assert "c_demo" in ev and "comfyui_standin" in ev, ev
+        # the executor written from the document, served for real
+        pd = ev["python_doc"]
+        assert pd["post_to_ack_ms"]["n"] >= 1, pd
+        assert all(r["finished"] and r["oom_kills"] == 0
+                   for r in pd["runs"]), pd["runs"]
         if os.path.isdir(os.path.join(ROOT, "comfyui", "tests")):
             cs = ev["comfyui_standin"]
             assert "skipped" in cs or "post_to_ack_ms" in cs, cs
@@ -103,6 +108,10 @@ def quick_run_writes_a_table():
                     "ComfyUI-style local eviction", "classic cache"):
             assert row in md, row
         assert "| ComfyUI (Python, real) | - | - | - | - | skipped: " in md
+        assert "| Python, from the document (docexec.py) | post -> ack |" \
+            in md
+        # the per-run costs beside do-nothing programs, and their control
+        assert "| control: do-nothing beside do-nothing |" in md
 
 
 @test
