@@ -1311,9 +1311,7 @@ def run_outcome(cfg, policy, swap):
         "swapins_system": swpin, "swap_peak": sampler.swap_peak,
         "bytes_evicted": evicted,
         "psi_events": done.get("psi_events") if done else None,
-        "evict_done": [{k: e.get(k) for k in (
-            "status", "ack_latency_ns", "freed_latency_ns",
-            "recv_latency_ns")} for e in ack],
+        "evict_done": evict_rows(ack),
         "agent_drops": max([s.get("drops", 0) for s in
                             agent.of_type("summary")] or [0]),
         "trace": outcome_trace(agent, demo, t0_ns, limit),
@@ -1434,10 +1432,7 @@ def bench_docexec(cfg):
         done = [e for e in ex.events if e.get("type") == "done"]
         runs.append({"rc": ex.rc, "oom_kills": oom,
                      "finished": bool(done) and ex.rc == 0,
-                     "evict_done": [{k: e.get(k) for k in (
-                         "status", "ack_latency_ns", "freed_latency_ns",
-                         "recv_latency_ns")}
-                         for e in agent.of_type("evict_done")]})
+                     "evict_done": evict_rows(agent.of_type("evict_done"))})
         log(f"docexec round {r + 1}: rc {ex.rc}, oom {oom}, "
             f"{len(runs[-1]['evict_done'])} commands")
     return {"method": (
@@ -1486,10 +1481,7 @@ def bench_comfy(cfg):
         done = [e for e in child.events if e.get("done")]
         runs.append({"rc": child.rc, "oom_kills": oom,
                      "finished": bool(done) and child.rc == 0,
-                     "evict_done": [{k: e.get(k) for k in (
-                         "status", "ack_latency_ns", "freed_latency_ns",
-                         "recv_latency_ns")}
-                         for e in agent.of_type("evict_done")]})
+                     "evict_done": evict_rows(agent.of_type("evict_done"))})
         log(f"comfyui stand-in round {r + 1}: rc {child.rc}, oom {oom}, "
             f"{len(runs[-1]['evict_done'])} commands")
     return {"method": (
@@ -1629,6 +1621,13 @@ def bench_comfy_real(cfg):
             "runs": runs}
 
 
+def evict_rows(done):
+    """What the eviction table reads of the agent's evict_done events."""
+    return [{k: e.get(k) for k in ("status", "ack_latency_ns",
+                                   "freed_latency_ns", "recv_latency_ns")}
+            for e in done]
+
+
 def latency_rows(done):
     acked = [e for e in done if e.get("ack_latency_ns") is not None]
     statuses = {}
@@ -1642,6 +1641,18 @@ def latency_rows(done):
             "post_to_rss_drop_ms": dist([e["freed_latency_ns"] / 1e6
                                          for e in done
                                          if e.get("freed_latency_ns")])}
+
+def executor_rows(x, keep):
+    """One executor's latency rows from its runs (a bench_* result), with
+    its @keep keys and each run's summary; or why it was skipped."""
+    if "runs" not in x:
+        return {"skipped": x.get("skipped")}
+    res = latency_rows([e for r in x["runs"] for e in r["evict_done"]])
+    res.update({k: x[k] for k in keep})
+    res["runs"] = [{k: v for k, v in r.items() if k != "evict_done"}
+                   for r in x["runs"]]
+    return res
+
 
 def bench_eviction(cfg, outcomes, noswap, comfy, real, doc):
     if ("runs" not in outcomes and "runs" not in noswap
@@ -1664,34 +1675,10 @@ def bench_eviction(cfg, outcomes, noswap, comfy, real, doc):
         "c_demo": latency_rows(done),
         # one safe-point interval plus 2 ms
         "target_ms": {"c_demo": step_ms + 2.0}}
-    if "runs" in doc:
-        res["python_doc"] = latency_rows(
-            [e for r in doc["runs"] for e in r["evict_done"]])
-        res["python_doc"]["method"] = doc["method"]
-        res["python_doc"]["runs"] = [
-            {k: v for k, v in r.items() if k != "evict_done"}
-            for r in doc["runs"]]
-    else:
-        res["python_doc"] = {"skipped": doc.get("skipped")}
-    if "runs" in comfy:
-        res["comfyui_standin"] = latency_rows(
-            [e for r in comfy["runs"] for e in r["evict_done"]])
-        res["comfyui_standin"]["method"] = comfy["method"]
-        res["comfyui_standin"]["runs"] = [
-            {k: v for k, v in r.items() if k != "evict_done"}
-            for r in comfy["runs"]]
-    else:
-        res["comfyui_standin"] = {"skipped": comfy.get("skipped")}
-    if "runs" in real:
-        res["comfyui_real"] = latency_rows(
-            [e for r in real["runs"] for e in r["evict_done"]])
-        res["comfyui_real"].update(
-            {k: real[k] for k in ("name", "commit", "version", "method")})
-        res["comfyui_real"]["runs"] = [
-            {k: v for k, v in r.items() if k != "evict_done"}
-            for r in real["runs"]]
-    else:
-        res["comfyui_real"] = {"skipped": real.get("skipped")}
+    res["python_doc"] = executor_rows(doc, ("method",))
+    res["comfyui_standin"] = executor_rows(comfy, ("method",))
+    res["comfyui_real"] = executor_rows(
+        real, ("name", "commit", "version", "method"))
     return res
 
 
