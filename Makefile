@@ -41,6 +41,12 @@ DEPS_PKGS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
 # Installed without their recommends and with their services stopped and
 # disabled: prometheus is here only for promtool, never as a server.
 DEPS_PKGS_BARE := prometheus
+# What real ComfyUI imports on Debian 12 (comfyui/COMPATIBILITY.md), for
+# `sudo make bench RAMCACHE_COMFYUI=DIR` only.
+COMFY_PKGS := python3-torch python3-torchvision python3-torchaudio \
+	      python3-scipy python3-tqdm python3-sentencepiece \
+	      python3-sqlalchemy python3-alembic python3-pydantic python3-av \
+	      python3-soundfile python3-pil python3-psutil python3-packaging
 
 # What the build reads, by package: a command on PATH or a header in the
 # system's include directories. Checked (never installed) before a plain
@@ -122,7 +128,8 @@ deps:
 	$(Q)missing() { for p in "$$@"; do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 		grep -q 'install ok installed' || echo $$p; done; }; \
-	missing=$$(missing $(DEPS_PKGS)); bare=$$(missing $(DEPS_PKGS_BARE)); \
+	missing=$$(missing $(DEPS_PKGS) $(if $(RAMCACHE_COMFYUI),$(COMFY_PKGS))); \
+	bare=$$(missing $(DEPS_PKGS_BARE)); \
 	if [ -n "$$missing$$bare" ]; then \
 		if [ "$$(id -u)" != 0 ]; then \
 			echo "ramcache-bpf: missing packages:" $$missing $$bare "(run 'sudo make deps')"; exit 1; \
@@ -344,12 +351,13 @@ run-soak: all
 	$(Q)OUTPUT=$(OUTPUT) SOAK_SECONDS=$(SOAK_SECONDS) \
 		$(PYTHON) tests/integration/test_soak.py
 # ---- bench: `make bench` (not part of `make test`) --------------------------
-# Benchmarks side by side in one run (about 10 minutes on 2 cores): fault-path
+# Benchmarks side by side in one run (about 15 minutes on 2 cores): fault-path
 # overhead, reaction and eviction latency, outcomes against other policies,
 # footprint. Writes BENCHMARKS.md and bench/results.json. Needs root.
 # `make test` runs the harness in quick mode (tests/integration/test_bench.py).
 # `sudo make bench RAMCACHE_COMFYUI=/path/to/ComfyUI` adds eviction rows
-# measured in that real ComfyUI checkout (3 rounds, about 2 minutes more);
+# measured in that real ComfyUI checkout (3 rounds, about 2 minutes more;
+# make deps then also installs the Debian packages ComfyUI imports);
 # RAMCACHE_COMFYUI_COMMIT names its commit when it is not a git work tree.
 run-bench: all
 	$(Q)RAMCACHE_BENCH_CMD="sudo make bench$(if $(RAMCACHE_COMFYUI), RAMCACHE_COMFYUI=$(RAMCACHE_COMFYUI))" \
