@@ -117,7 +117,7 @@ static int read_counters(struct bpfstate *b, __u32 slot, struct track_totals *t)
  * earlier holders (writing them back would race with its increments of
  * every other slot), so the agent keeps where they stood.
  */
-static int zero_counters(struct bpfstate *b, __u32 slot)
+static int restart_counts(struct bpfstate *b, __u32 slot)
 {
 	return read_counters(b, slot, &b->base[slot]);
 }
@@ -179,7 +179,7 @@ int bpfstate_track(struct bpfstate *b, pid_t tgid)
 	int slot, err;
 
 	if (!b->skel->rodata->filter_tgid)
-		return tgid ? -EINVAL : zero_counters(b, 0);
+		return tgid ? -EINVAL : restart_counts(b, 0);
 	if (tgid <= 0)
 		return -EINVAL;
 	slot = slot_of(b, tgid);
@@ -187,7 +187,7 @@ int bpfstate_track(struct bpfstate *b, pid_t tgid)
 		slot = slot_of(b, 0);
 	if (slot < 0)
 		return -ENOSPC;
-	err = zero_counters(b, slot);
+	err = restart_counts(b, slot);
 	if (err)
 		return err;
 	b->slots[slot] = tgid;
