@@ -464,25 +464,32 @@ static __noinline int burst_check(struct rc_track *t, int slot, __u64 n,
 }
 
 /*
- * A fault of the tracked mm of @m, in @slot: an increment of the slot's
- * per-CPU counter (this program is the only writer of it on this CPU, with
- * IRQs off: x86 traces the fault before enabling them), and the clock
- * every check_mask + 1 faults. Apart, so that an untracked fault's program
- * saves and restores no registers.
+ * A fault of @slot: an increment of its per-CPU counter @t (this program is
+ * the only writer of it on this CPU, with IRQs off: x86 traces the fault
+ * before enabling them), and the clock every @mask + 1 faults.
+ */
+static __always_inline int fault_count(struct rc_track *t, int slot, __u64 mask,
+				       __u64 gen)
+{
+	__u64 n = ++t->faults;
+
+	if (n & mask)
+		return 0;
+	return burst_check(t, slot, n, gen);
+}
+
+/*
+ * A fault of the tracked mm of @m, in @slot. Apart, so that an untracked
+ * fault's program saves and restores no registers.
  */
 static __noinline int fault_tracked(struct rc_mm *m, __u32 slot)
 {
 	struct rc_counters *c = counters_here();
-	struct rc_track *t;
-	__u64 n;
 
 	if (!c)
 		return 0;
-	t = &c->fault[slot & RC_SLOT_MASK];
-	n = ++t->faults;
-	if (n & m->check_mask)
-		return 0;
-	return burst_check(t, slot, n, m->gen);
+	slot &= RC_SLOT_MASK;
+	return fault_count(&c->fault[slot], slot, m->check_mask, m->gen);
 }
 
 /*
@@ -503,14 +510,8 @@ TP_BOTH(fault, "page_fault_user", handle_fault(btf), unsigned long address,
 static __always_inline int handle_fault_all(void)
 {
 	struct rc_counters *c = counters_here();
-	__u64 n;
 
-	if (!c)
-		return 0;
-	n = ++c->fault[0].faults;
-	if (n & burst_check_mask)
-		return 0;
-	return burst_check(&c->fault[0], 0, n, 0);
+	return c ? fault_count(&c->fault[0], 0, burst_check_mask, 0) : 0;
 }
 
 TP_BOTH(fault_all, "page_fault_user", handle_fault_all(), unsigned long address,
@@ -552,7 +553,7 @@ static __always_inline int handle_reclaim_end(__u32 kind,
 	__u32 pid = (__u32)bpf_get_current_pid_tgid();
 	struct reclaim_start *s;
 	struct task_struct *task;
-	struct rc_counters *c = counters_here();
+	struct rc_counters *c;
 	struct rc_reclaim *e;
 	__u64 lat, *slot;
 	__u32 idx;
@@ -578,7 +579,8 @@ static __always_inline int handle_reclaim_end(__u32 kind,
 					   : RC_STAT_MEMCG_RECLAIMS);
 
 	who = current_slot(false);
-	if (c && who >= 0 && kind < RC_RECLAIM_KINDS) {
+	c = who >= 0 ? counters_here() : NULL;
+	if (c && kind < RC_RECLAIM_KINDS) {
 		struct rc_stalls *st = &c->stall[who & RC_SLOT_MASK];
 
 		st->count[kind]++;
@@ -793,7 +795,7 @@ static __always_inline int rss_changed(struct mm_struct *mm, struct rc_mm *m,
 {
 	__s64 cur;
 
-	if (!m || member < 0 || member > 3)
+	if (member < 0 || member > 3)
 		return 0;
 	if (count >= 0)
 		cur = count;
