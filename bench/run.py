@@ -1399,6 +1399,41 @@ def bench_outcomes(cfg, zram=True):
 COMFY_CHILD = os.path.join(ROOT, "comfyui", "tests", "e2e_comfy.py")
 
 
+def served_rounds(cfg, c, name, argv, not_ready, is_done, go=False):
+    """@c["rounds"] runs of the executor @argv in a memcg of @c["limit"]
+    without swap, served by the agent (@c["agent_flags"]) from its first
+    line on (@not_ready(line) says why that line will not do, or None);
+    with @go it waits for "go" on its standard input. Each run's exit,
+    OOM kills, whether it finished (@is_done: a line saying so) and every
+    eviction command's latencies; or {"skipped": why}."""
+    runs = []
+    for r in range(c["rounds"]):
+        with Memcg(c["limit"], swap_limit=0) as cg:
+            ex = Proc(argv, stdin=go, preexec=cg.preexec())
+            agent = None
+            try:
+                ready = ex.q.get(timeout=60)
+                why = not_ready(ready)
+                if why:
+                    return {"skipped": f"{why} " + " ".join(ex.err[-3:])}
+                agent = start_agent(ex.pid, *c["agent_flags"])
+                if go:
+                    ex.send("go\n")
+                ex.wait(cfg["timeout"])
+            finally:
+                ex.kill()
+                if agent:
+                    agent.stop()
+            oom = cg.oom_kills()
+        done = any(is_done(e) for e in ex.events)
+        runs.append({"rc": ex.rc, "oom_kills": oom,
+                     "finished": done and ex.rc == 0,
+                     "evict_done": evict_rows(agent.of_type("evict_done"))})
+        log(f"{name} round {r + 1}: rc {ex.rc}, oom {oom}, "
+            f"{len(runs[-1]['evict_done'])} commands")
+    return {"runs": runs}
+
+
 DOCEXEC = os.path.join(ROOT, "tests", "helpers", "docexec.py")
 
 
@@ -1409,40 +1444,23 @@ def bench_docexec(cfg):
     if not is_root():
         return {"skipped": "needs root (memcg, BPF)"}
     c = cfg["docexec"]
-    runs = []
-    for r in range(c["rounds"]):
-        with Memcg(c["limit"], swap_limit=0) as cg:
-            ex = Proc([sys.executable, DOCEXEC, "--entries", c["entries"],
-                       "--size", c["size"], "--every-ms", c["every_ms"],
-                       "--hold-s", 1, "--wait-agent", 10],
-                      preexec=cg.preexec())
-            agent = None
-            try:
-                ready = ex.q.get(timeout=30)
-                if not ready or ready.get("type") != "ready":
-                    return {"skipped": "docexec.py did not start: "
-                            + " ".join(ex.err[-3:])}
-                agent = start_agent(ex.pid, *c["agent_flags"])
-                ex.wait(cfg["timeout"])
-            finally:
-                ex.kill()
-                if agent:
-                    agent.stop()
-            oom = cg.oom_kills()
-        done = [e for e in ex.events if e.get("type") == "done"]
-        runs.append({"rc": ex.rc, "oom_kills": oom,
-                     "finished": bool(done) and ex.rc == 0,
-                     "evict_done": evict_rows(agent.of_type("evict_done"))})
-        log(f"docexec round {r + 1}: rc {ex.rc}, oom {oom}, "
-            f"{len(runs[-1]['evict_done'])} commands")
-    return {"method": (
-        f"tests/helpers/docexec.py (Python, standard library only, written "
-        f"from docs/control-page.md) caching {c['entries']} x {c['size']} "
-        f"MiB, one every {c['every_ms']} ms, in a {c['limit'] // MiB} MiB "
-        f"memcg without swap, ramcache-bpf {' '.join(c['agent_flags'])}, "
-        f"{c['rounds']} round(s); its loop takes commands every 5 ms and "
-        "after making an entry"),
-        "runs": runs}
+    res = served_rounds(
+        cfg, c, "docexec",
+        [sys.executable, DOCEXEC, "--entries", c["entries"], "--size",
+         c["size"], "--every-ms", c["every_ms"], "--hold-s", 1,
+         "--wait-agent", 10],
+        lambda ready: None if ready and ready.get("type") == "ready"
+        else "docexec.py did not start:",
+        lambda e: e.get("type") == "done")
+    if "runs" in res:
+        res["method"] = (
+            f"tests/helpers/docexec.py (Python, standard library only, "
+            f"written from docs/control-page.md) caching {c['entries']} x "
+            f"{c['size']} MiB, one every {c['every_ms']} ms, in a "
+            f"{c['limit'] // MiB} MiB memcg without swap, ramcache-bpf "
+            f"{' '.join(c['agent_flags'])}, {c['rounds']} round(s); its "
+            "loop takes commands every 5 ms and after making an entry")
+    return res
 
 
 def bench_comfy(cfg):
@@ -1454,42 +1472,23 @@ def bench_comfy(cfg):
     if not is_root():
         return {"skipped": "needs root (memcg, BPF)"}
     c = cfg["comfy"]
-    runs = []
-    for r in range(c["rounds"]):
-        with Memcg(c["limit"], swap_limit=0) as cg:
-            # the page as a memfd: the agent finds it in /proc/<pid>/fd
-            child = Proc([sys.executable, COMFY_CHILD, "--prompts",
-                          c["prompts"], "--mib", c["mib"], "--steps",
-                          c["steps"], "--step-s", c["step_s"], "--control",
-                          "memfd"], stdin=True,
-                         preexec=cg.preexec())
-            agent = None
-            try:
-                ready = child.q.get(timeout=60)
-                if not ready or not ready.get("page"):
-                    return {"skipped": "the stand-in has no control page: "
-                            + str(ready and ready.get("reason"))
-                            + " " + " ".join(child.err[-3:])}
-                agent = start_agent(child.pid, *c["agent_flags"])
-                child.send("go\n")
-                child.wait(cfg["timeout"])
-            finally:
-                child.kill()
-                if agent:
-                    agent.stop()
-            oom = cg.oom_kills()
-        done = [e for e in child.events if e.get("done")]
-        runs.append({"rc": child.rc, "oom_kills": oom,
-                     "finished": bool(done) and child.rc == 0,
-                     "evict_done": evict_rows(agent.of_type("evict_done"))})
-        log(f"comfyui stand-in round {r + 1}: rc {child.rc}, oom {oom}, "
-            f"{len(runs[-1]['evict_done'])} commands")
-    return {"method": (
-        f"comfyui/tests/e2e_comfy.py (the package on the stand-in "
-        f"ComfyUI) caching {c['prompts']} x {c['mib']} MiB in a "
-        f"{c['limit'] // MiB} MiB memcg without swap, ramcache-bpf "
-        f"{' '.join(c['agent_flags'])}, {c['rounds']} round(s)"),
-        "runs": runs}
+    # the page as a memfd: the agent finds it in /proc/<pid>/fd
+    res = served_rounds(
+        cfg, c, "comfyui stand-in",
+        [sys.executable, COMFY_CHILD, "--prompts", c["prompts"], "--mib",
+         c["mib"], "--steps", c["steps"], "--step-s", c["step_s"],
+         "--control", "memfd"],
+        lambda ready: None if ready and ready.get("page") else
+        "the stand-in has no control page: "
+        + str(ready and ready.get("reason")),
+        lambda e: bool(e.get("done")), go=True)
+    if "runs" in res:
+        res["method"] = (
+            f"comfyui/tests/e2e_comfy.py (the package on the stand-in "
+            f"ComfyUI) caching {c['prompts']} x {c['mib']} MiB in a "
+            f"{c['limit'] // MiB} MiB memcg without swap, ramcache-bpf "
+            f"{' '.join(c['agent_flags'])}, {c['rounds']} round(s)")
+    return res
 
 
 COMFY_REAL = os.path.join(ROOT, "comfyui", "tests", "real_comfyui.py")
