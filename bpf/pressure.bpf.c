@@ -432,19 +432,21 @@ TP_BOTH(exec, "sched_process_exec", handle_exec(btf), struct task_struct *p,
 /*
  * Every burst_check_mask + 1 faults of @slot on this CPU (@n of them so
  * far): read the clock, start a new window when the old one is over (or
- * was counted for the slot's earlier mm, @gen tells), and emit a burst
- * when the window's count crosses burst_faults.
+ * was counted for the slot's earlier mm: *@gen_of tells, read only here;
+ * NULL for the whole system), and emit a burst when the window's count
+ * crosses burst_faults.
  */
 static __noinline int burst_check(struct rc_track *t, int slot, __u64 n,
-				  __u64 gen)
+				  const __u64 *gen_of)
 {
 	const __u64 batch = burst_check_mask + 1;
 	struct rc_fault_burst *e;
-	__u64 now, wf;
+	__u64 now, wf, gen;
 
 	if (!t)
 		return 0;
 	now = bpf_ktime_get_ns();
+	gen = gen_of ? *gen_of : 0;
 	if (t->gen != gen || now - t->window_start_ns > burst_window_ns) {
 		/* the faults of this batch open the new window */
 		t->gen = gen;
@@ -469,13 +471,13 @@ static __noinline int burst_check(struct rc_track *t, int slot, __u64 n,
  * before enabling them), and the clock every @mask + 1 faults.
  */
 static __always_inline int fault_count(struct rc_track *t, int slot, __u64 mask,
-				       __u64 gen)
+				       const __u64 *gen_of)
 {
 	__u64 n = ++t->faults;
 
 	if (n & mask)
 		return 0;
-	return burst_check(t, slot, n, gen);
+	return burst_check(t, slot, n, gen_of);
 }
 
 /*
@@ -489,7 +491,7 @@ static __noinline int fault_tracked(struct rc_mm *m, __u32 slot)
 	if (!c)
 		return 0;
 	slot &= RC_SLOT_MASK;
-	return fault_count(&c->fault[slot], slot, m->check_mask, m->gen);
+	return fault_count(&c->fault[slot], slot, m->check_mask, &m->gen);
 }
 
 /*
@@ -511,7 +513,7 @@ static __always_inline int handle_fault_all(void)
 {
 	struct rc_counters *c = counters_here();
 
-	return c ? fault_count(&c->fault[0], 0, burst_check_mask, 0) : 0;
+	return c ? fault_count(&c->fault[0], 0, burst_check_mask, NULL) : 0;
 }
 
 TP_BOTH(fault_all, "page_fault_user", handle_fault_all(), unsigned long address,
