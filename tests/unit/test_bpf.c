@@ -38,7 +38,8 @@ struct fixture {
 	struct seen seen;
 };
 
-static bool setup(struct fixture *f, uint64_t burst)
+/* Load every raw_tp program following @pid (0: the whole system). */
+static bool setup_for(struct fixture *f, uint64_t burst, pid_t pid)
 {
 	struct opts o = { 0 };
 
@@ -47,7 +48,7 @@ static bool setup(struct fixture *f, uint64_t burst)
 		TEST_SKIP("needs root");
 		return false;
 	}
-	o.pid = getpid();
+	o.pid = pid;
 	o.probe_mode = PROBE_RAW_TP;
 	o.burst_faults = burst;
 	o.burst_window_ns = 60ULL * 1000000000ULL;
@@ -62,11 +63,17 @@ static bool setup(struct fixture *f, uint64_t burst)
 	bpf_program__set_autoload(f->b.skel->progs.oom_pid_raw, true);
 	if (!ASSERT_OK(bpfstate_load_opened(&f->b), "load"))
 		return false;
-	if (!ASSERT_OK(bpfstate_track(&f->b, getpid()), "track"))
+	/* the whole system is tracked on load */
+	if (pid && !ASSERT_OK(bpfstate_track(&f->b, pid), "track"))
 		return false;
 	f->rb = ring_buffer__new(bpfstate_events_fd(&f->b), on_event, &f->seen,
 				 NULL);
 	return ASSERT_OK_PTR(f->rb, "ring_buffer__new");
+}
+
+static bool setup(struct fixture *f, uint64_t burst)
+{
+	return setup_for(f, burst, getpid());
 }
 
 static void teardown(struct fixture *f)
@@ -251,31 +258,16 @@ cleanup:
 /* Nothing filtered: the whole system's faults, all in slot 0. */
 TEST(whole_system_faults_count_in_slot_0)
 {
-	struct opts o = { 0 };
-	struct fixture f = { 0 };
+	struct fixture f;
 	struct track_totals t;
 	__u64 args[3] = { 0 };
 
-	if (geteuid() != 0) {
-		TEST_SKIP("needs root");
-		return;
-	}
-	o.probe_mode = PROBE_RAW_TP;
-	o.burst_faults = 3;
-	o.burst_window_ns = 60ULL * 1000000000ULL;
-	o.rss_step = 1;
-	if (!ASSERT_OK(bpfstate_open(&f.b, &o), "open"))
+	if (!setup_for(&f, 3, 0))
 		goto cleanup;
 	ASSERT_TRUE(bpf_program__autoload(f.b.skel->progs.fault_all_raw),
 		    "the whole system's fault program chosen");
 	ASSERT_FALSE(bpf_program__autoload(f.b.skel->progs.fault_raw),
 		     "not the tracked processes' one");
-	if (!ASSERT_OK(bpfstate_load_opened(&f.b), "load"))
-		goto cleanup;
-	f.rb = ring_buffer__new(bpfstate_events_fd(&f.b), on_event, &f.seen,
-				NULL);
-	if (!ASSERT_OK_PTR(f.rb, "ring_buffer__new"))
-		goto cleanup;
 	for (int i = 0; i < 5; i++)
 		ASSERT_OK(run(f.b.skel->progs.fault_all_raw, args, 3), "run");
 	ASSERT_OK(bpfstate_totals(&f.b, 0, &t), "totals");
