@@ -1,6 +1,6 @@
 """ctypes binding to libramcache (include/ramcache/ramcache.h), for the
 conformance suite (test_page.py) that runs the same cases against the C
-library and the package's pure-Python page (comfyui/page.py), with the
+library and the pure-Python page (python/ramcache/page.py), with the
 same method names. The package itself does not use the library.
 
 find() looks in $RAMCACHE_LIB, then the project's build folder, then the

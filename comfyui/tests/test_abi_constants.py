@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The numbers the comfyui package copies from include/ramcache/control.h
+"""The numbers the comfyui package and the ramcache module it imports
+(python/ramcache) copy from include/ramcache/control.h
 (label length, ack statuses, entry flags, level and reason names, and any
 other module-level NAME whose RAMCACHE_NAME the header defines) match the
 header. Read with ast, so nothing of ComfyUI or the library is imported."""
@@ -74,8 +75,10 @@ def module_constants(path):
 
 
 def package_constants():
-    return {os.path.basename(p): module_constants(p)
-            for p in sorted(glob.glob(os.path.join(PKG, "*.py")))}
+    """The package's modules and the ramcache module it imports."""
+    paths = glob.glob(os.path.join(PKG, "*.py")) + \
+        glob.glob(os.path.join(ROOT, "python", "ramcache", "*.py"))
+    return {os.path.relpath(p, ROOT): module_constants(p) for p in sorted(paths)}
 
 
 def check(mods, vals, reasons):

@@ -3,9 +3,18 @@
 package alone (no build folder, no libramcache anywhere) loads in the
 stand-in ComfyUI, makes its memfd page and evicts for an agent; prompts,
 progress hooks and interrupts behave as before; shutdown is clean at any
-point."""
+point.
+
+The package's page is the ramcache module (python/ramcache), which the
+folder carries as ramcache/, a link to ../python/ramcache. Each way of
+installing the folder is tried: a copy that follows the link (cp -rL, as
+here), the folder linked into custom_nodes (the README's way), and a copy
+that kept the link but lost its target (cp -r), which uses a ramcache
+installed with pip or says in one line what is missing."""
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 
@@ -123,6 +132,93 @@ def close_is_clean_at_any_point():
         raise AssertionError("the page's fd is still open")
     except OSError:
         pass
+
+
+LOAD_IN_A_FRESH_PROCESS = """
+import json, os, sys
+sys.path[:0] = sys.argv[2].split(os.pathsep)
+import comfyui_main
+try:
+    pkg = comfyui_main.load_custom_node(sys.argv[1])
+except ImportError as e:
+    print(json.dumps({"error": str(e)}))
+    sys.exit(0)
+b = pkg.bridge.Bridge()
+b._open()
+print(json.dumps({"module": pkg.page.Page.__module__,
+                  "file": os.path.realpath(sys.modules[pkg.page.Page.__module__].__file__),
+                  "memfd": b.page is not None and b.page.memfd,
+                  "disabled": b.disabled}))
+b.close()
+"""
+
+
+def load_elsewhere(folder, extra_path=()):
+    """Load the package at @folder in a new stand-in ComfyUI process; what
+    it says (the page module it used, or the import error)."""
+    path = os.pathsep.join([os.path.join(env.HERE, "standin"), *extra_path])
+    p = subprocess.run([sys.executable, "-c", LOAD_IN_A_FRESH_PROCESS, folder, path],
+                       capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1",
+                                PYTHONPATH=""))
+    assert p.returncode == 0, p.stderr[-2000:]
+    return __import__("json").loads(p.stdout.strip().splitlines()[-1])
+
+
+RAMCACHE_SRC = os.path.realpath(os.path.join(env.ROOT, "python", "ramcache", "page.py"))
+
+
+@test
+def the_copy_carries_the_ramcache_module():
+    """cp -rL (copytree follows links): ramcache/ is a real folder in the
+    copy and the page comes from it, not from the repository."""
+    assert not os.path.islink(os.path.join(CLONE, "ramcache"))
+    assert os.path.isfile(os.path.join(CLONE, "ramcache", "page.py"))
+    mod = BRIDGE.page.__class__.__module__
+    assert mod == "ramcache_bpf.ramcache.page", mod
+    got = load_elsewhere(CLONE)
+    assert got.get("memfd") and got["file"] == os.path.join(
+        os.path.realpath(CLONE), "ramcache", "page.py"), got
+
+
+@test
+def a_linked_folder_finds_the_module_through_its_link():
+    """The README's install: custom_nodes/ramcache_bpf -> the repository's
+    comfyui/; its ramcache/ link resolves to python/ramcache."""
+    d = tempfile.mkdtemp(prefix="ramcache-custom-nodes-")
+    try:
+        link = os.path.join(d, "ramcache_bpf")
+        os.symlink(env.PKG, link)
+        got = load_elsewhere(link)
+        assert got.get("memfd"), got
+        assert got["module"] == "ramcache_bpf.ramcache.page", got
+        assert got["file"] == RAMCACHE_SRC, got
+    finally:
+        shutil.rmtree(d)
+
+
+@test
+def a_copy_with_a_dangling_link_uses_an_installed_module_or_says_what_is_missing():
+    """cp -r keeps ramcache/ as a link to ../python/ramcache, which is not
+    there next to the copy: without an installed ramcache the import fails
+    with one line saying how to install; with one (here: on the path, as
+    pip puts it) the package uses it."""
+    d = tempfile.mkdtemp(prefix="ramcache-custom-nodes-")
+    try:
+        copy = os.path.join(d, "ramcache_bpf")
+        shutil.copytree(env.PKG, copy, symlinks=True,
+                        ignore=shutil.ignore_patterns("tests", "__pycache__"))
+        assert os.path.islink(os.path.join(copy, "ramcache"))
+        assert not os.path.exists(os.path.join(copy, "ramcache"))
+        got = load_elsewhere(copy)
+        err = got.get("error", "")
+        assert err.startswith("ramcache: the ramcache module is missing") and \
+            "cp -rL" in err and "pip install" in err and "\n" not in err, got
+        got = load_elsewhere(copy, [os.path.join(env.ROOT, "python")])
+        assert got.get("memfd") and got["module"] == "ramcache.page", got
+        assert got["file"] == RAMCACHE_SRC, got
+    finally:
+        shutil.rmtree(d)
 
 
 if __name__ == "__main__":

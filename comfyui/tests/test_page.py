@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Conformance of the control page: the same cases run against the C
 library (build/libramcache.so through ctypes) and the package's pure-Python
-page (comfyui/page.py, on a file and on a memfd), read back by a fake agent
+page (the ramcache module, python/ramcache, which the package's page.py
+imports; on a file and on a memfd), read back by a fake agent
 written from include/ramcache/control.h. Fails, never skips, when the C
 library is not built."""
 import fcntl
+import inspect
 import os
 import shutil
 import signal
@@ -25,6 +27,8 @@ import clib
 
 pkg = env.load_package()
 P = pkg.page
+# the folder holding the ramcache module the package uses
+RAMCACHE_PARENT = os.path.dirname(os.path.dirname(inspect.getfile(P.Page)))
 
 _so = None
 
@@ -359,7 +363,7 @@ def a_batch_of_changes_reaches_the_agent_whole():
 KILLED_WHILE_BUILDING = """
 import os, signal, sys
 sys.path.insert(0, sys.argv[1])
-import page
+from ramcache import page
 page.Page._init_header = lambda self: os.kill(os.getpid(), signal.SIGKILL)
 page.Page(sys.argv[2])
 """
@@ -373,7 +377,7 @@ def file_page_killed_while_building_or_failing_leaves_no_file():
     try:
         path = os.path.join(d, "page")
         p = subprocess.run([sys.executable, "-c", KILLED_WHILE_BUILDING,
-                            os.path.dirname(P.__file__), path],
+                            RAMCACHE_PARENT, path],
                            capture_output=True, text=True, timeout=60)
         assert p.returncode == -signal.SIGKILL, (p.returncode, p.stderr)
         assert os.listdir(d) == [], os.listdir(d)
