@@ -47,7 +47,7 @@ TARGET_KEYS = {"datasource", "expr", "legendFormat", "refId", "format",
                "instant", "range", "interval", "exemplar", "hide",
                "editorMode"}
 GRAFANA_VARS = {"__rate_interval": "1m", "__interval": "15s",
-                "__range": "5m"}
+                "__range": "5m", "__range_s": "300"}
 
 
 def promtool(*args, cwd=None):
@@ -79,6 +79,20 @@ def rules():
 def dashboard():
     with open(DASHBOARD) as f:
         return json.load(f)
+
+
+def sources(names):
+    """@names with each recorded name replaced by the names its rule reads
+    (recursively): the families a query really draws on."""
+    records = rules()[1]
+    out, todo = set(), list(names)
+    while todo:
+        n = todo.pop()
+        if n in records:
+            todo += promql.names(records[n]) - out
+        else:
+            out.add(n)
+    return out
 
 
 def queries(d):
@@ -227,7 +241,8 @@ def dashboard_is_well_formed():
             for t in p["targets"]:
                 assert t.get("format") == "heatmap", p["title"]
                 assert all(n.endswith("_bucket")
-                           for n in promql.names(t["expr"])), p["title"]
+                           for n in sources(promql.names(t["expr"]))), \
+                    p["title"]
                 assert "by (le)" in t["expr"], p["title"]
     print(f"# {len(ids)} panels, {sum(1 for _ in queries(d))} queries")
 
@@ -318,9 +333,9 @@ def dashboard_shows_what_the_issue_asks():
     heat = set()
     for p in d["panels"]:
         for t in p.get("targets", []):
-            used |= promql.names(t["expr"])
+            used |= sources(promql.names(t["expr"]))
             if p["type"] == "heatmap":
-                heat |= promql.names(t["expr"])
+                heat |= sources(promql.names(t["expr"]))
     for name in ("ramcache_domain_headroom_bytes",
                  "ramcache_domain_forecast_eta_seconds",
                  "ramcache_domain_level",
@@ -371,11 +386,27 @@ def problems(served):
     return bad
 
 
+def recorded_labels(name, served):
+    """The labels of recorded series @name: those of what its rule reads,
+    less what its aggregation drops (without) or keeps only (by)."""
+    expr = rules()[1].get(name)
+    if expr is None:
+        return set()
+    have = set(TARGET_LABELS)
+    for src in promql.names(expr):
+        have |= served.get(src) or recorded_labels(src, served)
+    m = re.search(r"\b(by|without)\s*\(([^)]*)\)", expr)
+    if m:
+        listed = {x.strip() for x in m.group(2).split(",") if x.strip()}
+        have = have - listed if m.group(1) == "without" else listed
+    return have
+
+
 def grouping_problems(expr, served):
     """by/without/on labels that none of the expression's metrics carry."""
     have = set(TARGET_LABELS)
     for name in promql.names(expr):
-        have |= served.get(name) or set()
+        have |= served.get(name) or recorded_labels(name, served)
     return [f"groups by {label}, which none of its metrics has"
             for label in sorted(promql.grouping(expr) - have)]
 
@@ -443,10 +474,9 @@ def scrape_real_agent():
         ex.wait()
 
 
-def evaluate_queries(text, exprs):
-    """promtool evaluates each expression over the series of @text (as one
-    node's scrape, counters growing) and says which gave no data."""
-    instance = "node-a:9101"
+def input_series(text, instance):
+    """promtool input series of a scrape @text as node @instance's, counters
+    growing, each series once a scrape for 10 minutes."""
     series = []
     for s, v in promtext.parse(text).items():
         name, brace, labels = s.partition("{")
@@ -461,23 +491,57 @@ def evaluate_queries(text, exprs):
         series.append({"series": sel, "values": values})
     series.append({"series": f'up{{instance="{instance}",job="ramcache-bpf"}}',
                    "values": "1x40"})
-    alerts = [{"alert": f"Q{i}", "expr": f"count({e}) >= 0"}
-              for i, e in enumerate(exprs)]
+    return series
+
+
+def promtool_alerts(series, alerts):
+    """promtool evaluates @alerts ({name: expr}) at 10m over @series, with
+    the recording rules of ramcache.rules.yml loaded; returns (its exit
+    code, the names of those that fired)."""
+    rules_ = [{"alert": n, "expr": e} for n, e in alerts.items()]
     tests = [{"interval": "15s", "input_series": series, "alert_rule_test": [
-        {"eval_time": "10m", "alertname": f"Q{i}",
-         "exp_alerts": [{"exp_labels": {}}]} for i in range(len(exprs))]}]
+        {"eval_time": "10m", "alertname": n, "exp_alerts": []}
+        for n in alerts]}]
     with tempfile.TemporaryDirectory(prefix="ramcache-dash.") as tmp:
+        shutil.copy(RULES, tmp)
         # JSON is YAML: promtool reads both files as they are written here
         with open(os.path.join(tmp, "q.rules.yml"), "w") as f:
-            json.dump({"groups": [{"name": "q", "rules": alerts}]}, f)
+            json.dump({"groups": [{"name": "q", "rules": rules_}]}, f)
         with open(os.path.join(tmp, "q.test.yml"), "w") as f:
-            json.dump({"rule_files": ["q.rules.yml"],
+            json.dump({"rule_files": [os.path.basename(RULES),
+                                      "q.rules.yml"],
                        "evaluation_interval": "15s", "tests": tests}, f)
         rc, out = promtool("check", "rules", "q.rules.yml", cwd=tmp)
         assert rc == 0, f"a dashboard query does not parse:\n{out}"
         rc, out = promtool("test", "rules", "q.test.yml", cwd=tmp)
-    empty = sorted({int(n) for n in re.findall(r"alertname: Q(\d+),", out)})
+    fired = {m for m in re.findall(r"alertname: (\w+),", out)}
+    assert rc == 0 or fired, out
+    return rc, fired
+
+
+def evaluate_queries(text, exprs):
+    """promtool evaluates each expression over the series of @text (as one
+    node's scrape, counters growing, the recording rules computed) and
+    says which gave no data."""
+    rc, fired = promtool_alerts(
+        input_series(text, "node-a:9101"),
+        {f"Q{i}": f"absent({e}) == 1" for i, e in enumerate(exprs)})
+    empty = sorted(int(n[1:]) for n in fired)
     return rc, [exprs[i] for i in empty]
+
+
+def more_executors(text, n):
+    """@text with every executor's series copied into n - 1 more slots of
+    the same domain, same program: a node with n times the executors."""
+    out = []
+    for line in text.splitlines():
+        out.append(line)
+        m = re.search(r'\bslot="(\d+)"', line)
+        if m and not line.startswith("#"):
+            out += [line.replace(m.group(0), f'slot="{100 + k}"')
+                    .replace('pid="', f'pid="{k}')
+                    for k in range(1, n)]
+    return "\n".join(out) + "\n"
 
 
 def series_by_part(text):
@@ -611,10 +675,20 @@ def series_stay_bounded_with_all():
             (total, fixed, 5, 3), (slots2, domains2)
 
 
+_scraped = []
+
+
+def scrape():
+    """scrape_real_agent(), once for the suites that read it."""
+    if not _scraped:
+        _scraped.append(scrape_real_agent())
+    return _scraped[0]
+
+
 @test
 def names_are_served_by_a_real_agent():
     require_root()
-    text = scrape_real_agent()
+    text = scrape()
     served = served_names(text)
     bad = problems(served)
     assert not bad, "names the agent does not serve:\n  " + "\n  ".join(bad)
@@ -630,6 +704,45 @@ def names_are_served_by_a_real_agent():
         "\n  ".join(empty)
     print(f"# {len(served)} names served; {len(exprs)} dashboard queries "
           f"and {sum(map(len, rules()))} rules checked; every query has data")
+
+
+
+@test
+def dashboard_reads_as_much_for_8_executors_as_for_1():
+    """At 1,000 nodes the dashboard must not read every executor's series:
+    no query names a per-executor family (one with a slot) itself, only the
+    recording rules that sum them per domain and program; and each query
+    gives as many series for a node of 8 executors in one domain as for a
+    node of 1. The panel query of before the rules (per executor) is the
+    control: it must be told apart."""
+    require_root()
+    text = scrape()
+    served = served_names(text)
+    per_exec = {n for n, labels in served.items() if "slot" in labels}
+    assert "ramcache_executor_rss_bytes" in per_exec, sorted(per_exec)
+    d = dashboard()
+    direct = [f"{where}: {sorted(promql.names(e) & per_exec)}"
+              for where, e in queries(d) if promql.names(e) & per_exec]
+    assert not direct, "queries on per-executor series:\n  " + \
+        "\n  ".join(direct)
+    series = (input_series(text, "node-1:9101") +
+              input_series(more_executors(text, 8), "node-8:9101"))
+    control = ('sum by (instance, slot, comm) (rate(ramcache_executor_'
+               'commands_total{instance=~"$instance",status="evicted"}[1m]))')
+    exprs = dict(enumerate(e for _, e in queries(d)), control=control)
+    alerts = {}
+    for i, e in exprs.items():
+        one, eight = (substitute(e, {"instance": n, "domain": ".*"})
+                      for n in ("node-1:9101", "node-8:9101"))
+        alerts[f"Q{i}"] = f"count({one}) != count({eight})"
+    rc, fired = promtool_alerts(series, alerts)
+    assert fired == {"Qcontrol"}, (
+        "series per query differ between 1 and 8 executors: " +
+        ", ".join(str(exprs[a[1:] if a == "Qcontrol" else int(a[1:])])
+                  for a in sorted(fired - {"Qcontrol"})) if fired
+        else "the control (per executor) was not told apart")
+    print(f"# {len(exprs) - 1} queries: as many series for 8 executors "
+          f"as for 1; the per-executor control query was caught")
 
 
 main()
