@@ -1,9 +1,12 @@
 """ramcache-top's state and screen, pure: feed() it the agent's JSON
-events, screen() gives the lines to show, status_line() the plain one."""
+events, screen() gives the lines to show, status_line() the plain one.
+Every line leaves through the text sanitiser (sanitize.py): a process
+name, label or message in the stream cannot reach the terminal raw."""
 import collections
 import time
 
-from .record import LEVELS, STATUS_GROUP
+from .record import LEVELS, STATUS_GROUP, int_field, num_field
+from .sanitize import text
 from .svg import fmt_bytes, fmt_ms
 
 
@@ -64,98 +67,101 @@ class Live:
         return (ts - self.t_first) / 1e9
 
     def feed(self, e):
-        """One agent event (a dict with "type")."""
+        """One agent event (a dict with "type"). A field of the wrong type
+        (a crafted record) counts as absent."""
         self.events += 1
         t = self.secs(e)
         typ = e.get("type")
-        pid = e.get("pid")
+        pid = int_field(e.get("pid"))
+
+        def n(k, default=None):
+            v = num_field(e.get(k))
+            return default if v is None else v
+
         if typ == "start":
             self.start = e
-            if e.get("pid"):
-                x = self._executor(e["pid"])
+            if pid:
+                x = self._executor(pid)
                 x.comm = str(e.get("comm", ""))
-            for k in ("headroom", "inactive"):
-                if e.get(k):
-                    self.thresholds[k] = e[k]
+            self._thresholds(e, "")
         elif typ == "target":
             if pid:
                 x = self._executor(pid)
                 x.comm = x.comm or str(e.get("comm", ""))
                 x.alive = e.get("state") == "attached"
-                for k in ("headroom", "inactive"):
-                    if e.get(k):
-                        self.thresholds[k] = e[k]
+                self._thresholds(e, "")
         elif typ == "rss":
             if pid in self.ex:
-                self.ex[pid].rss = e.get("rss")
+                self.ex[pid].rss = n("rss")
         elif typ == "summary":
-            self.mem_available = e.get("mem_available")
-            self.headroom = e.get("headroom")
+            self.mem_available = n("mem_available")
+            self.headroom = n("headroom")
             self.headroom_max = max(self.headroom_max, self.headroom or 0,
                                     self.mem_available or 0)
-            self.drops = max(self.drops, e.get("drops") or 0)
-            for k in ("headroom", "inactive"):
-                if e.get("threshold_" + k):
-                    self.thresholds[k] = e["threshold_" + k]
+            self.drops = max(self.drops, n("drops", 0))
+            self._thresholds(e, "threshold_")
             self._level(e)
             if pid:
                 x = self._executor(pid)
-                x.rss = e.get("rss", x.rss)
-                x.memcg_usage = e.get("memcg_usage")
-                x.memcg_limit = e.get("memcg_limit")
-                x.headroom = e.get("headroom")
-                x.forecast = e.get("forecast")
-                x.eta = e.get("eta_s")
+                x.rss = n("rss", x.rss)
+                x.memcg_usage = n("memcg_usage")
+                x.memcg_limit = n("memcg_limit")
+                x.headroom = n("headroom")
+                x.forecast = n("forecast")
+                x.eta = n("eta_s")
         elif typ == "pressure":
             self._level(e)
             if pid and pid in self.ex:
-                self.ex[pid].eta = e.get("eta_s")
-                self.ex[pid].headroom = e.get("headroom")
+                self.ex[pid].eta = n("eta_s")
+                self.ex[pid].headroom = n("headroom")
         elif typ == "evict":
             self.sent += 1
-            ev = {"t": t, "pid": pid, "seq": e.get("seq"),
+            seq = int_field(e.get("seq"))
+            ev = {"t": t, "pid": pid, "seq": seq,
                   "label": str(e.get("label", "")),
-                  "bytes": e.get("bytes", 0), "reason": e.get("reason"),
+                  "bytes": n("bytes", 0), "reason": e.get("reason"),
                   "status": "dry run" if e.get("dry_run") else "sent",
                   "ack_ms": None, "freed_ms": None}
             self.evictions.append(ev)
-            if e.get("seq") is not None:
-                self._by_seq[(pid, e["seq"])] = ev
+            if seq is not None:
+                self._by_seq[(pid, seq)] = ev
         elif typ == "evict_done":
-            ev = self._by_seq.pop((pid, e.get("seq")), None)
+            seq = int_field(e.get("seq"))
+            ev = self._by_seq.pop((pid, seq), None)
             if ev is None:
-                ev = {"t": t, "pid": pid, "seq": e.get("seq"),
+                ev = {"t": t, "pid": pid, "seq": seq,
                       "label": str(e.get("label", "")),
-                      "bytes": e.get("bytes", 0), "reason": None}
+                      "bytes": n("bytes", 0), "reason": None}
                 self.evictions.append(ev)
             ev["status"] = str(e.get("status", ""))
-            if e.get("ack_latency_ns") is not None:
-                ev["ack_ms"] = e["ack_latency_ns"] / 1e6
-            ev["freed_ms"] = (e["freed_latency_ns"] / 1e6
-                              if e.get("freed_latency_ns") else None)
+            if n("ack_latency_ns") is not None:
+                ev["ack_ms"] = n("ack_latency_ns") / 1e6
+            ev["freed_ms"] = (n("freed_latency_ns") / 1e6
+                              if n("freed_latency_ns") else None)
             self.counts[STATUS_GROUP.get(ev["status"], "not_found")] += 1
             if ev["status"] == "evicted":
-                self.bytes_freed += e.get("bytes_freed") or 0
+                self.bytes_freed += n("bytes_freed", 0)
         elif typ == "reclaim":
             if pid in self.ex and e.get("comm"):
                 self.ex[pid].comm = str(e["comm"])
-            kind = e.get("kind", "direct")
+            kind = str(e.get("kind", "direct"))
             self.stall_count[kind] += 1
-            self.stall_ns[kind] += e.get("latency_ns", 0)
+            self.stall_ns[kind] += n("latency_ns", 0)
             self.stalls.append({"t": t, "kind": kind, "pid": pid,
                                 "comm": str(e.get("comm", "")),
-                                "ms": e.get("latency_ns", 0) / 1e6})
+                                "ms": n("latency_ns", 0) / 1e6})
         elif typ == "kswapd":
             if e.get("state") == "wake":
-                self.kswapd_awake.add(e.get("nid"))
+                self.kswapd_awake.add(int_field(e.get("nid")))
             else:
-                self.kswapd_awake.discard(e.get("nid"))
+                self.kswapd_awake.discard(int_field(e.get("nid")))
         elif typ == "oom_kill":
-            if e.get("victim_pid") in self.ex and e.get("comm"):
-                self.ex[e["victim_pid"]].comm = str(e["comm"])
-            self.ooms.append({"t": t, "pid": e.get("victim_pid"),
+            victim = int_field(e.get("victim_pid"))
+            if victim in self.ex and e.get("comm"):
+                self.ex[victim].comm = str(e["comm"])
+            self.ooms.append({"t": t, "pid": victim,
                               "comm": str(e.get("comm", "")),
-                              "rss": sum(e.get(k, 0) for k in (
+                              "rss": sum(n(k, 0) for k in (
                                   "anon_rss", "file_rss", "shmem_rss"))})
         elif typ == "warning":
             self.warnings.append((t, str(e.get("message", ""))))
@@ -164,11 +170,19 @@ class Live:
         elif typ == "exit":
             self.exit = e
 
+    def _thresholds(self, e, prefix):
+        for k in ("headroom", "inactive"):
+            v = num_field(e.get(prefix + k))
+            if v:
+                self.thresholds[k] = v
+
     def _level(self, e):
         if e.get("level") in LEVELS:
             self.level = e["level"]
-            self.reasons = [str(r) for r in e.get("reasons") or []]
-            self.eta = e.get("eta_s")
+            reasons = e.get("reasons")
+            self.reasons = [str(r) for r in reasons] if isinstance(
+                reasons, list) else []
+            self.eta = num_field(e.get("eta_s"))
 
     @property
     def lost(self):
@@ -205,11 +219,11 @@ def screen(st, width=80, height=24, clock=None):
     L = []
 
     def add(s, style=None):
-        L.append((fit(s, width), style))
+        L.append((fit(text(s), width), style))
 
     up = (st.t_last - st.t_first) / 1e9 if st.t_first is not None else 0
     who = "the whole system"
-    if st.start and st.start.get("pid"):
+    if st.start and int_field(st.start.get("pid")):
         who = f"pid {st.start['pid']}"
     elif st.ex:
         who = "--match"
@@ -305,4 +319,4 @@ def status_line(st, clock=None):
     parts.append(f"stalls direct {st.stall_count['direct']} memcg "
                  f"{st.stall_count['memcg']}")
     parts.append(f"oom kills {len(st.ooms)}")
-    return " | ".join(parts)
+    return text(" | ".join(parts))

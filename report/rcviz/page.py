@@ -25,6 +25,12 @@ th { background: #f0f0f0; }
 """
 
 
+# Nothing is loaded, run, submitted or resolved against another base:
+# whatever a crafted record might still slip through has nowhere to go.
+CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+       "form-action 'none'; base-uri 'none'")
+
+
 def _table(caption, head, rows, cls=""):
     out = [f'<table class="{cls}"><caption><b>{html.escape(caption)}'
            "</b></caption><tr>"]
@@ -53,8 +59,9 @@ def render(tl, source="record"):
     elif st:
         meta.append("the whole system")
     if st.get("memcg"):
+        ver = html.escape(str(st.get("cgroup_version", "?")))
         meta.append(f"memory cgroup <code>{html.escape(str(st['memcg']))}"
-                    f"</code> (v{st.get('cgroup_version', '?')})")
+                    f"</code> (v{ver})")
     if tl.thresholds:
         meta.append("thresholds: headroom "
                     f"{S.fmt_bytes(tl.thresholds.get('headroom'))}, "
@@ -115,9 +122,7 @@ def render(tl, source="record"):
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{title}</title>",
-        '<meta http-equiv="Content-Security-Policy" '
-        "content=\"default-src 'none'; style-src 'unsafe-inline'; "
-        "img-src data:\">",
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
         f"<style>{CSS}</style></head><body>",
         f"<h1>{title}</h1>",
         f'<div class="meta">{" &middot; ".join(meta)}</div>',

@@ -7,6 +7,8 @@ than the record format) takes the time of the line before it.
 """
 import json
 
+from .sanitize import deep
+
 # evict_done status -> how the report groups it
 STATUS_GROUP = {
     "evicted": "evicted",
@@ -58,25 +60,25 @@ class Eviction:
 
 class Stall:
     def __init__(self, t_end, e):
-        self.kind = e.get("kind", "direct")
-        self.latency_ns = int(e.get("latency_ns", 0))
+        self.kind = str(e.get("kind", "direct"))
+        self.latency_ns = num_field(e.get("latency_ns")) or 0
         self.t_end = t_end
         self.t_start = t_end - self.latency_ns / 1e9
-        self.pid = e.get("pid")
-        self.tid = e.get("tid")
+        self.pid = int_field(e.get("pid"))
+        self.tid = int_field(e.get("tid"))
         self.comm = str(e.get("comm", ""))
-        self.nr_reclaimed = e.get("nr_reclaimed", 0)
+        self.nr_reclaimed = num_field(e.get("nr_reclaimed")) or 0
 
 
 class Oom:
     def __init__(self, t, e):
         self.t = t
-        self.victim_pid = e.get("victim_pid")
+        self.victim_pid = int_field(e.get("victim_pid"))
         self.comm = str(e.get("comm", ""))
-        self.uid = e.get("uid")
-        self.anon = int(e.get("anon_rss", 0))
-        self.file = int(e.get("file_rss", 0))
-        self.shmem = int(e.get("shmem_rss", 0))
+        self.uid = int_field(e.get("uid"))
+        self.anon = num_field(e.get("anon_rss")) or 0
+        self.file = num_field(e.get("file_rss")) or 0
+        self.shmem = num_field(e.get("shmem_rss")) or 0
 
     @property
     def rss(self):
@@ -125,8 +127,9 @@ class Timeline:
 
 
 def parse_lines(lines):
-    """JSON objects of the lines; counts the ones that are not (a record
-    cut by a crash ends in half a line)."""
+    """JSON objects of the lines, every string in them through the text
+    sanitiser; counts the lines that are not (a record cut by a crash ends
+    in half a line)."""
     out, bad = [], 0
     for line in lines:
         line = line.strip()
@@ -138,32 +141,39 @@ def parse_lines(lines):
             bad += 1
             continue
         if isinstance(ev, dict) and isinstance(ev.get("type"), str):
-            out.append(ev)
+            out.append(deep(ev))
         else:
             bad += 1
     return out, bad
 
 
 def load(path):
-    with open(path, errors="replace") as f:
+    # a byte that is not UTF-8 is kept for the sanitiser to show as \\xHH
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
         events, bad = parse_lines(f)
     tl = build(events)
     tl.bad_lines += bad
     return tl
 
 
-def _num(v):
+def num_field(v):
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) \
         else None
+
+
+def int_field(v):
+    """An integer field (a pid, a count), None when the record holds
+    anything else there."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def build(events, t0_ns=None):
     """A Timeline from parsed events, in record order; time 0 is t0_ns,
     else the start event, else the first stamp."""
     tl = Timeline()
-    stamps = [e["ts_ns"] for e in events if _num(e.get("ts_ns")) is not None]
+    stamps = [e["ts_ns"] for e in events if num_field(e.get("ts_ns")) is not None]
     starts = [e["ts_ns"] for e in events if e["type"] == "start"
-              and _num(e.get("ts_ns")) is not None]
+              and num_field(e.get("ts_ns")) is not None]
     if not stamps:
         tl.t0_ns = t0_ns or 0
         return tl
@@ -174,49 +184,48 @@ def build(events, t0_ns=None):
     kswapd_open = {}
     level_now = None
     for e in events:
-        ts = _num(e.get("ts_ns"))
+        ts = num_field(e.get("ts_ns"))
         ts = last if ts is None else ts
         last = max(last, ts)
         t = tl.secs(ts)
         tl.events += 1
         typ = e["type"]
-        pid = e.get("pid")
+        pid = int_field(e.get("pid"))
         if typ == "start":
             tl.start = e
-            if e.get("pid"):
-                tl.comms[e["pid"]] = str(e.get("comm", ""))
-            if e.get("headroom"):
-                tl.thresholds["headroom"] = e["headroom"]
-            if e.get("inactive"):
-                tl.thresholds["inactive"] = e["inactive"]
+            if pid:
+                tl.comms[pid] = str(e.get("comm", ""))
+            for k in ("headroom", "inactive"):
+                if num_field(e.get(k)):
+                    tl.thresholds[k] = e[k]
         elif typ == "target":
             tl.targets.append((t, e.get("state"), pid, e.get("comm")))
             if e.get("state") == "attached" and pid:
                 tl.comms[pid] = str(e.get("comm", ""))
                 for k in ("headroom", "inactive"):
-                    if _num(e.get(k)):
+                    if num_field(e.get(k)):
                         tl.thresholds[k] = e[k]
             if e.get("state") == "exited" and pid in tl.rss:
                 tl.rss[pid].append((t, None))
         elif typ == "rss":
-            if _num(e.get("rss")) is not None:
+            if num_field(e.get("rss")) is not None:
                 tl.rss.setdefault(pid, []).append((t, e["rss"]))
         elif typ == "summary":
-            if pid and _num(e.get("rss")):
+            if pid and num_field(e.get("rss")):
                 tl.rss.setdefault(pid, []).append((t, e["rss"]))
             for key, series in (("memcg_usage", tl.memcg_usage),
                                 ("memcg_limit", tl.memcg_limit),
                                 ("mem_available", tl.mem_available),
                                 ("headroom", tl.headroom),
                                 ("forecast", tl.forecast)):
-                v = _num(e.get(key))
+                v = num_field(e.get(key))
                 if v is not None:
                     series.append((t, v))
                 elif series and series[-1][1] is not None:
                     series.append((t, None))  # a gap: no target then
-            tl.drops = max(tl.drops, _num(e.get("drops")) or 0)
+            tl.drops = max(tl.drops, num_field(e.get("drops")) or 0)
             for k in ("headroom", "inactive"):
-                v = _num(e.get("threshold_" + k))
+                v = num_field(e.get("threshold_" + k))
                 if v:
                     tl.thresholds[k] = v
                     tl.threshold_series[k].append((t, v))
@@ -225,19 +234,19 @@ def build(events, t0_ns=None):
         elif typ == "pressure":
             if e.get("level") in LEVELS:
                 level_now = _level(tl, t, e, level_now, force=True)
-            v = _num(e.get("headroom"))
+            v = num_field(e.get("headroom"))
             if v is not None:
                 tl.headroom.append((t, v))
         elif typ == "evict":
-            seq = e.get("seq")
+            seq = int_field(e.get("seq"))
             ev = Eviction(pid, seq)
             ev.dry_run = bool(e.get("dry_run")) or seq is None
             ev.id = e.get("id")
             ev.label = str(e.get("label", ""))
-            ev.bytes = _num(e.get("bytes")) or 0
+            ev.bytes = num_field(e.get("bytes")) or 0
             ev.reason = str(e.get("reason", ""))
-            ev.headroom = _num(e.get("headroom"))
-            ev.forecast = _num(e.get("forecast"))
+            ev.headroom = num_field(e.get("headroom"))
+            ev.forecast = num_field(e.get("forecast"))
             ev.t_post = t
             tl.evictions.append(ev)
             if seq is not None:
@@ -247,21 +256,21 @@ def build(events, t0_ns=None):
             if ev.forecast is not None:
                 tl.forecast.append((t, ev.forecast))
         elif typ == "evict_done":
-            ev = evs.pop((pid, e.get("seq")), None)
+            ev = evs.pop((pid, int_field(e.get("seq"))), None)
             if ev is None:  # its post is before the record began
-                ev = Eviction(pid, e.get("seq"))
+                ev = Eviction(pid, int_field(e.get("seq")))
                 ev.id = e.get("id")
                 ev.label = str(e.get("label", ""))
-                ev.bytes = _num(e.get("bytes")) or 0
-                ev.t_post = t - max(_num(e.get("ack_latency_ns")) or 0,
-                                    _num(e.get("freed_latency_ns")) or 0) / 1e9
+                ev.bytes = num_field(e.get("bytes")) or 0
+                ev.t_post = t - max(num_field(e.get("ack_latency_ns")) or 0,
+                                    num_field(e.get("freed_latency_ns")) or 0) / 1e9
                 tl.evictions.append(ev)
             ev.t_done = t
             ev.status = str(e.get("status", ""))
-            ev.bytes_freed = _num(e.get("bytes_freed"))
-            ack = _num(e.get("ack_latency_ns"))
-            recv = _num(e.get("recv_latency_ns"))
-            freed = _num(e.get("freed_latency_ns"))
+            ev.bytes_freed = num_field(e.get("bytes_freed"))
+            ack = num_field(e.get("ack_latency_ns"))
+            recv = num_field(e.get("recv_latency_ns"))
+            freed = num_field(e.get("freed_latency_ns"))
             if recv is not None:
                 ev.t_recv = ev.t_post + recv / 1e9
             if ack is not None:
@@ -274,7 +283,7 @@ def build(events, t0_ns=None):
             tl.stalls.append(Stall(t, e))
             _comm(tl, pid, e)
         elif typ == "kswapd":
-            nid = e.get("nid", 0)
+            nid = int_field(e.get("nid")) or 0
             if e.get("state") == "wake":
                 kswapd_open.setdefault(nid, t)
             elif e.get("state") == "sleep":
@@ -282,7 +291,7 @@ def build(events, t0_ns=None):
                 tl.kswapd.append((nid, t if t_wake is None else t_wake, t))
         elif typ == "oom_kill":
             tl.ooms.append(Oom(t, e))
-            _comm(tl, e.get("victim_pid"), e)
+            _comm(tl, int_field(e.get("victim_pid")), e)
         elif typ in ("warning", "error"):
             tl.warnings.append((t, ("error: " if typ == "error" else "")
                                 + str(e.get("message", ""))))
@@ -311,8 +320,9 @@ def _comm(tl, pid, e):
 def _level(tl, t, e, now, force=False):
     """Extends or opens a pressure band; returns the level in force."""
     level = e["level"]
-    reasons = [str(r) for r in e.get("reasons") or []]
-    eta = _num(e.get("eta_s"))
+    reasons = e.get("reasons")
+    reasons = [str(r) for r in reasons] if isinstance(reasons, list) else []
+    eta = num_field(e.get("eta_s"))
     if tl.bands and tl.bands[-1].level == level:
         b = tl.bands[-1]
         b.t1 = t

@@ -281,7 +281,7 @@ def stall_panel(c, tl):
         else:
             shape = S.el("circle", cx=x, cy=y, r=3,
                          fill=STALL_COLOR["memcg"], fill_opacity=0.6)
-        p.add(f'<g class="stall" data-kind="{s.kind}">'
+        p.add(f'<g class="stall" data-kind={quoteattr(s.kind)}>'
               f"<title>{S.escape(title)}</title>{shape}</g>")
 
 

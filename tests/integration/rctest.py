@@ -567,3 +567,58 @@ def read_stat_faults(pid):
         s = f.read()
     fields = s[s.rindex(")") + 2:].split()
     return int(fields[7]) + int(fields[9])
+
+
+# ---------------------------------------------------------------- terminal
+
+class Tmux:
+    """A detached tmux session running a shell, 120x40, killed on exit
+    (a terminal a test can read back: screen, title, alternate screen)."""
+
+    def __init__(self, tag="top"):
+        if not shutil.which("tmux"):
+            raise RuntimeError("tmux is not installed (make deps)")
+        self.name = f"ramcache-test-{tag}-{os.getpid()}"
+        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x",
+                        "120", "-y", "40", "env PS1='$ ' bash --norc"],
+                       check=True)
+
+    def keys(self, *keys):
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys],
+                       check=True)
+
+    def screen(self):
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t",
+                               self.name], capture_output=True, text=True,
+                              check=True).stdout
+
+    def fmt(self, f):
+        return subprocess.run(["tmux", "display", "-p", "-t", self.name, f],
+                              capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    def child(self):
+        """Pid of the command running in the shell, or None."""
+        shell = self.fmt("#{pane_pid}")
+        p = subprocess.run(["pgrep", "-P", shell], capture_output=True,
+                           text=True)
+        pids = p.stdout.split()
+        return int(pids[0]) if pids else None
+
+    def wait_screen(self, pred, timeout):
+        end = time.monotonic() + timeout
+        s = self.screen()
+        while not pred(s) and time.monotonic() < end:
+            time.sleep(0.25)
+            s = self.screen()
+        return s
+
+    def close(self):
+        subprocess.run(["tmux", "kill-session", "-t", self.name],
+                       stderr=subprocess.DEVNULL)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()

@@ -122,4 +122,61 @@ TEST(every_byte_pair_gives_printable_output)
 		}
 }
 
+/* A field of tests/fixtures/sanitize.txt: \xHH a byte, \\ a backslash. */
+static size_t unescape(char *dst, const char *src)
+{
+	size_t n = 0;
+
+	while (*src) {
+		unsigned int b;
+
+		if (src[0] == '\\' && src[1] == 'x' &&
+		    sscanf(src + 2, "%2x", &b) == 1) {
+			dst[n++] = (char)b;
+			src += 4;
+		} else if (src[0] == '\\' && src[1] == '\\') {
+			dst[n++] = '\\';
+			src += 2;
+		} else {
+			dst[n++] = *src++;
+		}
+	}
+	dst[n] = '\0';
+	return n;
+}
+
+/* The vectors ramcache-top and ramcache-report's sanitiser is tested on. */
+TEST(gives_what_the_shared_vectors_say)
+{
+	const char *root = getenv("RAMCACHE_ROOT");
+	char path[4096], line[1024], src[512], want[512], got[2048];
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/tests/fixtures/sanitize.txt",
+		 root ? root : ".");
+	f = fopen(path, "re");
+	if (!ASSERT_TRUE(f != NULL, path))
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *tab = strchr(line, '\t');
+		size_t len;
+
+		line[strcspn(line, "\n")] = '\0';
+		if (!line[0] || line[0] == '#' || !tab)
+			continue;
+		*tab = '\0';
+		len = unescape(src, line);
+		unescape(want, tab + 1);
+		text_sanitize(got, sizeof(got), src, len);
+		if (strcmp(got, want)) {
+			FAIL_AT("'%s': got '%s'", line, got);
+			break;
+		}
+		n++;
+	}
+	fclose(f);
+	ASSERT_GE(n, 30, "vectors read");
+}
+
 TEST_MAIN()
