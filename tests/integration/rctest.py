@@ -12,6 +12,7 @@ A suite is a script:
 Each @test prints "ok N - name", "not ok N - name" or "ok N - name # SKIP why"
 (raise Skip("why")). main() exits 1 if any case failed.
 """
+import atexit
 import contextlib
 import json
 import os
@@ -69,6 +70,39 @@ def main():
             print(f"not ok {n} - {fn.__name__}", flush=True)
     print(f"1..{n}")
     sys.exit(1 if failed else 0)
+
+
+# ---------------------------------------------------------------- users
+
+NOBODY = 65534
+# a python another user may run (sys.executable may sit under /root)
+SYS_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) \
+    else sys.executable
+
+
+def as_user(uid, then=None):
+    """A preexec_fn: @then() (e.g. a cgroup move), then become @uid (its
+    gid the same number, no supplementary groups)."""
+    def f():
+        if then:
+            then()
+        os.setgid(uid)
+        os.setgroups([])
+        os.setuid(uid)
+    return f
+
+
+def helpers_any_uid_reads():
+    """tests/helpers/docexec.py copied to a directory every uid can read
+    (removed at exit): the checkout may sit where only root can enter (a
+    clone in /root, as in make test-fresh), and executors of other users
+    run it."""
+    d = tempfile.mkdtemp(prefix="ramcache-helpers-", dir="/var/tmp")
+    atexit.register(shutil.rmtree, d, True)
+    os.chmod(d, 0o755)
+    os.chmod(shutil.copy(os.path.join(ROOT, "tests", "helpers",
+                                      "docexec.py"), d), 0o644)
+    return d
 
 
 # ---------------------------------------------------------------- cgroups
@@ -335,10 +369,11 @@ def wait_event(seen, q, pred, timeout=10.0):
 class Agent:
     """ramcache-bpf with --json, its events collected by a reader thread."""
 
-    def __init__(self, *args, stderr_to=None):
+    def __init__(self, *args, stderr_to=None, prefix=()):
+        """@prefix: a command the agent is run under (unshare ...)."""
         if not os.access(AGENT, os.X_OK):
             raise RuntimeError(f"{AGENT} is not built")
-        self.argv = [AGENT, "--json", *map(str, args)]
+        self.argv = [*prefix, AGENT, "--json", *map(str, args)]
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         self.events = []

@@ -9,24 +9,22 @@ is, and the agent evicts across the three by one ranking: batches mix
 executors and, within a class, go from the highest score down, and no
 executor is drained while the others keep their entries.
 """
-import atexit
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import promtext  # noqa: E402
-from rctest import (AGENT, HELPERS, ROOT, MiB, Agent, Demo,  # noqa: E402
-                    ParentMemcg, Skip, go, hog, main, memfd_page,
+from rctest import (AGENT, HELPERS, NOBODY, ROOT, SYS_PYTHON,  # noqa: E402
+                    MiB, Agent, Demo, ParentMemcg, Skip, as_user, go,
+                    helpers_any_uid_reads, hog, main, memfd_page,
                     require_demo, require_root, scratch_dir, test, wait_page)
 
 LIMIT = 512 * MiB
@@ -228,18 +226,7 @@ def evicted_entries_are_the_oldest_across_executors():
 
 
 
-def _helpers_any_uid_reads():
-    """tests/helpers/docexec.py copied to a directory every uid can read:
-    the checkout may sit where only root can enter (a clone in /root, as
-    in make test-fresh), and some executors here run as nobody."""
-    d = tempfile.mkdtemp(prefix="ramcache-domhelpers-", dir="/var/tmp")
-    atexit.register(shutil.rmtree, d, True)
-    os.chmod(d, 0o755)
-    os.chmod(shutil.copy(DOCEXEC, d), 0o644)
-    return d
-
-
-HELPERS_SRC = _helpers_any_uid_reads()
+HELPERS_SRC = helpers_any_uid_reads()
 # A process that makes a page (docexec's Page: from the doc), then
 # (argv[1] == "exec") runs execve into a new image that makes another, or
 # (argv[1] == "bare") holds only a memfd named ramcache, no page; it exits
@@ -260,16 +247,6 @@ if sys.argv[1] == "exec":
                               sys.argv[2], sys.argv[3]])
 sys.stdin.readline()
 """
-
-
-def as_user(uid, then=None):
-    def f():
-        if then:
-            then()
-        os.setgid(uid)
-        os.setgroups([])
-        os.setuid(uid)
-    return f
 
 
 def page_maker(dom, i, then, uid=None):
@@ -338,12 +315,6 @@ def all_follows_executors_as_they_come_exec_and_go():
             agent.stop()
         assert not [e for e in agent.of_type("target")
                     if e["pid"] == outsider.pid], "adopted outside --cgroup"
-
-
-NOBODY = 65534
-# a python another user may run (sys.executable may sit under /root)
-SYS_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) \
-    else sys.executable
 
 
 @test
