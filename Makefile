@@ -33,7 +33,7 @@ AGENT_LIBS = -lbpf -lelf -lz $(shell pkg-config --libs libmicrohttpd) -lm
 
 # Debian packages the build and the tests need.
 DEPS_PKGS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
-	     make gcc python3 python3-aiohttp python3-yaml libmicrohttpd-dev systemtap-sdt-dev \
+	     make gcc python3 python3-pip python3-aiohttp python3-yaml libmicrohttpd-dev systemtap-sdt-dev \
 	     libclang-rt-14-dev clang-format cppcheck procps util-linux mount \
 	     binutils coreutils systemd linux-libc-dev chromium tmux \
 	     qemu-system-x86 busybox-static cpio kmod debootstrap git \

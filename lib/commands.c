@@ -5,12 +5,18 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
 #include "probes.h"
+
+#ifndef __NR_futex_waitv
+#define __NR_futex_waitv 449 /* the same number on every architecture */
+#endif
 
 /* Mark seq consumed; the page copy lets the agent see the ring drain. */
 static void consume(struct ramcache *rc, uint64_t seq)
@@ -73,48 +79,163 @@ RC_API int ramcache_poll(struct ramcache *rc, struct ramcache_command *cmd)
 	return ret;
 }
 
-/* Shared futex: the agent is another process with its own mapping. */
-static int futex_wait(uint32_t *addr, uint32_t val, const struct timespec *ts)
+/* Before futex_waitv (Linux 5.16) the agent's lock is looked at this often. */
+#define LOCK_POLL_NS (10 * 1000000ULL)
+
+static int no_waitv; /* the kernel has no futex_waitv */
+
+/* CLOCK_MONOTONIC after @timeout_ms; 0 (never) for a negative one. */
+static uint64_t deadline_of(int timeout_ms)
 {
-	if (syscall(SYS_futex, addr, FUTEX_WAIT, val, ts, NULL, 0) == 0)
+	if (timeout_ms < 0)
+		return 0;
+	return ramcache_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+}
+
+/* Held by a live agent: a thread id, and the kernel has not marked it. */
+static bool lock_held(uint32_t lock)
+{
+	return (lock & RAMCACHE_LOCK_TID_MASK) &&
+	       !(lock & RAMCACHE_LOCK_OWNER_DIED);
+}
+
+/*
+ * The kernel wakes one waiter when the agent dies: wake the others of this
+ * process too (a wake writes nothing).
+ */
+static void pass_on(struct ramcache *rc, uint32_t lock)
+{
+	if (lock & RAMCACHE_LOCK_OWNER_DIED)
+		syscall(SYS_futex, &rc->ctl->agent_lock, FUTEX_WAKE, INT_MAX,
+			NULL, NULL, 0);
+}
+
+/*
+ * Sleep until the word at @a is no longer @va, or the one at @b (when not
+ * NULL) no longer @vb, or CLOCK_MONOTONIC reaches @deadline (0: never).
+ * Shared futexes: the agent is another process with its own mapping.
+ * Returns 0 or -errno; -EAGAIN, -EINTR and -ETIMEDOUT are normal.
+ */
+static int sleep_on(uint32_t *a, uint32_t va, uint32_t *b, uint32_t vb,
+		    uint64_t deadline)
+{
+	struct futex_waitv w[2] = {
+		{ .val = va, .uaddr = (uintptr_t)a, .flags = FUTEX_32 },
+		{ .val = vb, .uaddr = (uintptr_t)b, .flags = FUTEX_32 },
+	};
+	struct timespec ts;
+
+	if (b && !__atomic_load_n(&no_waitv, __ATOMIC_RELAXED)) {
+		ts.tv_sec = (time_t)(deadline / 1000000000ULL);
+		ts.tv_nsec = (long)(deadline % 1000000000ULL);
+		if (syscall(__NR_futex_waitv, w, 2, 0, deadline ? &ts : NULL,
+			    CLOCK_MONOTONIC) >= 0)
+			return 0;
+		if (errno != ENOSYS)
+			return -errno;
+		__atomic_store_n(&no_waitv, 1, __ATOMIC_RELAXED);
+	}
+	if (b && rc_load_acquire(b) != vb)
+		return -EAGAIN;
+	if (b) { /* look at @b again soon */
+		uint64_t soon = ramcache_now_ns() + LOCK_POLL_NS;
+
+		if (!deadline || soon < deadline)
+			deadline = soon;
+	}
+	ts.tv_sec = (time_t)(deadline / 1000000000ULL);
+	ts.tv_nsec = (long)(deadline % 1000000000ULL);
+	/* FUTEX_WAIT_BITSET: an absolute CLOCK_MONOTONIC deadline */
+	if (syscall(SYS_futex, a, FUTEX_WAIT_BITSET, va, deadline ? &ts : NULL,
+		    NULL, FUTEX_BITSET_MATCH_ANY) == 0)
 		return 0;
 	return -errno;
+}
+
+static bool normal(int ret)
+{
+	return !ret || ret == -EAGAIN || ret == -EINTR || ret == -ETIMEDOUT;
 }
 
 RC_API int ramcache_wait(struct ramcache *rc, struct ramcache_command *cmd,
 			 int timeout_ms)
 {
-	uint64_t deadline = 0, now;
-	struct timespec ts;
-	uint32_t val;
+	uint32_t val, lock, lock0;
+	uint64_t deadline;
+	bool watch;
 	int ret;
 
 	if (!rc || !cmd)
 		return -EINVAL;
-	if (timeout_ms >= 0)
-		deadline =
-			ramcache_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+	deadline = deadline_of(timeout_ms);
+	/* the agent attached now: its death ends the wait */
+	lock0 = rc_load_acquire(&rc->ctl->agent_lock);
+	watch = lock_held(lock0);
 	for (;;) {
 		/*
 		 * Read the futex word before looking at the ring: the agent
 		 * bumps cmd_head before cmd_futex, so a post we miss here
-		 * changes the word and FUTEX_WAIT returns at once.
+		 * changes the word and the sleep returns at once.
 		 */
 		val = rc_load_acquire(&rc->ctl->cmd_futex);
+		lock = rc_load_acquire(&rc->ctl->agent_lock);
 		ret = ramcache_poll(rc, cmd);
 		if (ret)
 			return ret;
-		if (timeout_ms < 0) {
-			ret = futex_wait(&rc->ctl->cmd_futex, val, NULL);
-		} else {
-			now = ramcache_now_ns();
-			if (now >= deadline)
-				return 0;
-			ts.tv_sec = (time_t)((deadline - now) / 1000000000ULL);
-			ts.tv_nsec = (long)((deadline - now) % 1000000000ULL);
-			ret = futex_wait(&rc->ctl->cmd_futex, val, &ts);
+		if (watch && lock != lock0) {
+			pass_on(rc, lock);
+			return 0;
 		}
-		if (ret && ret != -EAGAIN && ret != -EINTR && ret != -ETIMEDOUT)
+		if (deadline && ramcache_now_ns() >= deadline)
+			return 0;
+		ret = sleep_on(&rc->ctl->cmd_futex, val,
+			       watch ? &rc->ctl->agent_lock : NULL, lock0,
+			       deadline);
+		if (!normal(ret))
+			return ret;
+	}
+}
+
+/* When the heartbeat @hb_ns read at @now is stale, if no new one comes. */
+static uint64_t stale_at(uint64_t hb_ns, uint64_t now)
+{
+	uint64_t age = hb_ns > now ? hb_ns - now : now - hb_ns;
+
+	return age >= RAMCACHE_HEARTBEAT_TIMEOUT_NS
+		       ? now
+		       : now + RAMCACHE_HEARTBEAT_TIMEOUT_NS - age;
+}
+
+RC_API int ramcache_watch_agent(struct ramcache *rc, int timeout_ms)
+{
+	uint64_t deadline, now, until;
+	enum ramcache_agent_state st;
+	uint32_t lock;
+	int ret;
+
+	if (!rc)
+		return -EINVAL;
+	deadline = deadline_of(timeout_ms);
+	for (;;) {
+		lock = rc_load_acquire(&rc->ctl->agent_lock);
+		st = ramcache_agent_state(rc);
+		if (st != RAMCACHE_AGENT_ALIVE) {
+			pass_on(rc, lock);
+			return st;
+		}
+		now = ramcache_now_ns();
+		if (deadline && now >= deadline)
+			return RAMCACHE_AGENT_ALIVE;
+		/* look again when the heartbeat would be stale */
+		until = stale_at(rc_load_acquire(&rc->ctl->agent_heartbeat_ns),
+				 now);
+		if (!lock_held(lock) &&
+		    until > now + RAMCACHE_HEARTBEAT_PERIOD_NS)
+			until = now + RAMCACHE_HEARTBEAT_PERIOD_NS;
+		if (deadline && deadline < until)
+			until = deadline;
+		ret = sleep_on(&rc->ctl->agent_lock, lock, NULL, 0, until);
+		if (!normal(ret))
 			return ret;
 	}
 }

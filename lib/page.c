@@ -339,11 +339,29 @@ RC_API const char *ramcache_path(const struct ramcache *rc)
 	return rc ? rc->path : NULL;
 }
 
+RC_API enum ramcache_agent_state ramcache_agent_state(const struct ramcache *rc)
+{
+	uint32_t lock;
+	uint64_t hb;
+
+	if (!rc)
+		return RAMCACHE_AGENT_NONE;
+	lock = rc_load_acquire(&rc->ctl->agent_lock);
+	hb = rc_load_acquire(&rc->ctl->agent_heartbeat_ns);
+	if (lock & RAMCACHE_LOCK_OWNER_DIED)
+		return RAMCACHE_AGENT_DIED;
+	if (!hb)
+		return RAMCACHE_AGENT_NONE;
+	if (!ramcache_heartbeat_fresh(hb, ramcache_now_ns()))
+		return RAMCACHE_AGENT_SILENT;
+	return RAMCACHE_AGENT_ALIVE;
+}
+
 RC_API bool ramcache_agent_alive(const struct ramcache *rc)
 {
-	return ramcache_heartbeat_fresh(
+	return ramcache_agent_fresh(
 		rc_load_acquire(&rc->ctl->agent_heartbeat_ns),
-		ramcache_now_ns());
+		rc_load_acquire(&rc->ctl->agent_lock), ramcache_now_ns());
 }
 
 RC_API uint32_t ramcache_level(const struct ramcache *rc)

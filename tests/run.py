@@ -3,8 +3,8 @@
 
 A suite is an executable that prints TAP: the C unit tests in
 $OUTPUT/tests/test_*, the same built with ASan+UBSan in
-$OUTPUT/asan/tests/test_* (named asan/test_*), and the Python suites tests/integration/test_*.py and
-comfyui/tests/test_*.py. A suite that exits non-zero without reporting a
+$OUTPUT/asan/tests/test_* (named asan/test_*), and the Python suites tests/integration/test_*.py,
+comfyui/tests/test_*.py and python/tests/test_*.py. A suite that exits non-zero without reporting a
 failing case counts as one failure, so a crash is never lost.
 
 The suites that need a real kernel (VM_SUITES) run twice: on this machine's
@@ -72,7 +72,7 @@ def suites():
             path = os.path.join(adir, name)
             if name.startswith("test_") and os.access(path, os.X_OK):
                 yield f"asan/{name}", [path]
-    for sub in ("tests/integration", "comfyui/tests"):
+    for sub in ("tests/integration", "comfyui/tests", "python/tests"):
         d = os.path.join(ROOT, sub)
         if not os.path.isdir(d):
             continue

@@ -62,6 +62,29 @@ static inline int ramcache_heartbeat_fresh(uint64_t hb_ns, uint64_t now_ns)
 	return now_ns - hb_ns < RAMCACHE_HEARTBEAT_TIMEOUT_NS;
 }
 
+/*
+ * agent_lock, a robust futex the agent holds while it is attached: its
+ * thread id | RAMCACHE_LOCK_WAITERS. When the agent dies (SIGKILL, an OOM
+ * kill, a crash) the kernel itself sets it to RAMCACHE_LOCK_WAITERS |
+ * RAMCACHE_LOCK_OWNER_DIED and wakes a waiter, at once and whatever pid
+ * namespace either side is in; a clean detach writes 0 and wakes them all.
+ */
+#define RAMCACHE_LOCK_TID_MASK	 0x3fffffffu
+#define RAMCACHE_LOCK_OWNER_DIED 0x40000000u
+#define RAMCACHE_LOCK_WAITERS	 0x80000000u
+
+/*
+ * Is the agent whose heartbeat says @hb_ns and whose lock says @lock alive
+ * at @now_ns? A lock of 0 says nothing (an agent that predates the lock):
+ * the heartbeat decides.
+ */
+static inline int ramcache_agent_fresh(uint64_t hb_ns, uint32_t lock,
+				       uint64_t now_ns)
+{
+	return !(lock & RAMCACHE_LOCK_OWNER_DIED) &&
+	       ramcache_heartbeat_fresh(hb_ns, now_ns);
+}
+
 /* entry flags */
 #define RAMCACHE_F_ACTIVE (1u << 0) /* used by the prompt running now */
 #define RAMCACHE_F_PINNED (1u << 1) /* never evict */
@@ -163,7 +186,7 @@ struct ramcache_ctl {
 	uint64_t target_bytes;	     /* [A] bytes the agent wants freed now */
 	uint64_t cmd_head;	     /* [A] seq of the newest command posted */
 	uint32_t cmd_futex;	     /* [A] bumped and woken on every post */
-	uint32_t reserved1;
+	uint32_t agent_lock; /* [A] robust futex: RAMCACHE_LOCK_* above */
 	uint8_t pad2[16];
 };
 

@@ -90,7 +90,9 @@ int ramcache_poll(struct ramcache *rc, struct ramcache_command *cmd);
 
 /*
  * Block up to @timeout_ms (-1 = forever) for the next command: 1 and *cmd
- * filled, 0 on timeout. Wakes the moment the agent posts (futex).
+ * filled, 0 on timeout. Wakes the moment the agent posts (futex), and
+ * returns 0 early when the agent attached at the call dies or detaches
+ * (check ramcache_agent_alive after a 0).
  */
 int ramcache_wait(struct ramcache *rc, struct ramcache_command *cmd,
 		  int timeout_ms);
@@ -99,8 +101,32 @@ int ramcache_wait(struct ramcache *rc, struct ramcache_command *cmd,
 int ramcache_ack(struct ramcache *rc, const struct ramcache_command *cmd,
 		 uint32_t status, uint64_t bytes_freed);
 
-/* True when the agent's heartbeat is younger than the timeout. */
+/*
+ * True when an agent is attached: its heartbeat is younger than the timeout
+ * and the kernel has not marked its lock (agent_lock) as its owner's death.
+ * A plain read of the page: call it as often as you like.
+ */
 bool ramcache_agent_alive(const struct ramcache *rc);
+
+enum ramcache_agent_state {
+	RAMCACHE_AGENT_NONE = 0,   /* none attached, or it detached cleanly */
+	RAMCACHE_AGENT_ALIVE = 1,  /* attached */
+	RAMCACHE_AGENT_DIED = 2,   /* killed or crashed: the kernel said so */
+	RAMCACHE_AGENT_SILENT = 3, /* no heartbeat for the timeout (hung) */
+};
+
+/* Whether an agent is attached, and if not, how it went. */
+enum ramcache_agent_state ramcache_agent_state(const struct ramcache *rc);
+
+/*
+ * Sleep until the agent attached now is gone (dies, detaches or falls
+ * silent), or @timeout_ms passes (-1 = forever). Returns its state: ALIVE
+ * on timeout, otherwise how it went, at once when none is attached. The
+ * agent's death wakes it within a millisecond or so, whatever pid
+ * namespace either side is in. ramcache_wait wakes on the agent's death
+ * too: a thread that waits for commands needs no second one.
+ */
+int ramcache_watch_agent(struct ramcache *rc, int timeout_ms);
 
 /* The agent's view: level (enum ramcache_level), headroom and target. */
 uint32_t ramcache_level(const struct ramcache *rc);

@@ -40,6 +40,13 @@ MAX_RING = 4096
 HEARTBEAT_TIMEOUT_NS = 1_500_000_000
 HEARTBEAT_PERIOD_NS = 250_000_000
 
+# agent_lock: a robust futex the agent holds while attached (its thread id |
+# LOCK_WAITERS); the kernel sets LOCK_OWNER_DIED (and clears the id) and wakes
+# a waiter when the agent dies; a clean detach writes 0.
+LOCK_TID_MASK = 0x3FFFFFFF
+LOCK_OWNER_DIED = 0x40000000
+LOCK_WAITERS = 0x80000000
+
 F_ACTIVE = 1 << 0
 F_PINNED = 1 << 1
 F_MODEL = 1 << 2
@@ -63,7 +70,7 @@ E_HEARTBEAT, E_ENTRIES_SEQ, E_NR_ENTRIES, E_GENERATION = 128, 136, 140, 144
 E_CMD_DONE, E_ACK_HEAD = 152, 160
 # agent side (192..255)
 A_HEARTBEAT, A_PID, A_LEVEL, A_HEADROOM, A_TARGET = 192, 200, 204, 208, 216
-A_CMD_HEAD, A_CMD_FUTEX = 224, 232
+A_CMD_HEAD, A_CMD_FUTEX, A_AGENT_LOCK = 224, 232, 236
 # struct ramcache_ctl_cmd
 C_SEQ, C_ENTRY_ID, C_ISSUE_NS, C_REASON = 0, 8, 16, 24
 # struct ramcache_ctl_ack
@@ -76,7 +83,45 @@ ENTRY = struct.Struct("=QQQQQII48s")
 
 SYS_futex = {"x86_64": 202, "aarch64": 98, "riscv64": 98,
              "ppc64le": 221, "s390x": 238}.get(os.uname().machine)
-FUTEX_WAIT = 0  # shared: the agent is another process with its own mapping
+SYS_futex_waitv = 449 if SYS_futex is not None else None  # one number everywhere
+# shared futexes (no FUTEX_PRIVATE_FLAG): the agent is another process
+FUTEX_WAKE = 1
+FUTEX_WAIT_BITSET = 9  # an absolute CLOCK_MONOTONIC deadline
+FUTEX_BITSET_MATCH_ANY = 0xFFFFFFFF
+FUTEX_32 = 2
+LOCK_POLL_NS = 10_000_000  # without futex_waitv (Linux < 5.16)
+AGENT_STATES = ("none", "alive", "died", "silent")
+
+
+class _Waitv(ctypes.Structure):
+    _fields_ = [("val", ctypes.c_uint64), ("uaddr", ctypes.c_uint64),
+                ("flags", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def _timespec(deadline_ns):
+    if deadline_ns is None:
+        return None
+    return ctypes.byref(_Timespec(deadline_ns // 1_000_000_000,
+                                  deadline_ns % 1_000_000_000))
+
+
+def lock_held(lock):
+    """agent_lock held by a live agent: a thread id the kernel has not
+    marked as dead."""
+    return bool(lock & LOCK_TID_MASK) and not lock & LOCK_OWNER_DIED
+
+
+def agent_fresh(hb_ns, lock, now):
+    """Alive by the heartbeat, and the kernel did not mark the lock (a lock
+    of 0 says nothing: an agent older than the lock)."""
+    return (not lock & LOCK_OWNER_DIED and hb_ns != 0
+            and abs(now - hb_ns) < HEARTBEAT_TIMEOUT_NS)
+
+_no_waitv = []  # [True] once the kernel said ENOSYS
 
 _libc = None
 
@@ -181,7 +226,7 @@ class Page:
         self._batch = 0
         self._cmd_done = 0
         self._ack_head = 0
-        self._futex = None
+        self._futex = self._lock = None  # ctypes views of the futex words
         self._q = self._d = None  # the page as 8- and 4-byte words
         try:
             if path:
@@ -195,6 +240,7 @@ class Page:
             raise _fail("create the control page", e) from None
         # a ctypes view of the futex word, for FUTEX_WAIT
         self._futex = ctypes.c_uint32.from_buffer(self.m, A_CMD_FUTEX)
+        self._lock = ctypes.c_uint32.from_buffer(self.m, A_AGENT_LOCK)
 
     # ------------------------------------------------------------ creation
 
@@ -272,7 +318,7 @@ class Page:
     def _unmap(self):
         """Release every view of the map, then the map (which holds a
         descriptor of its own: the page lives until this)."""
-        self._futex = None
+        self._futex = self._lock = None
         for v in (self._q, self._d):
             if v is not None:
                 v.release()
@@ -470,35 +516,94 @@ class Page:
             return self._take()
 
     def wait(self, timeout_ms):
-        """The next command, or None after timeout_ms (< 0: no timeout)."""
+        """The next command, or None after timeout_ms (< 0: no timeout), or
+        None at once when the agent attached at the call dies or detaches
+        (look at agent_alive() after a None)."""
         deadline = None if timeout_ms < 0 else now_ns() + timeout_ms * 1_000_000
+        lock0 = self._r32(A_AGENT_LOCK)
+        watch = lock_held(lock0)  # the agent attached now: its death ends the wait
         while True:
             # the futex word first: a post we miss in poll() changes it
             val = self._r32(A_CMD_FUTEX)
+            lock = self._r32(A_AGENT_LOCK)
             cmd = self.poll()
             if cmd is not None:
                 return cmd
-            left = None
-            if deadline is not None:
-                left = deadline - now_ns()
-                if left <= 0:
-                    return None
-            self._futex_wait(val, left)
+            if watch and lock != lock0:
+                self._pass_on(lock)
+                return None
+            if deadline is not None and now_ns() >= deadline:
+                return None
+            self._sleep(self._futex, val, self._lock if watch else None, lock0,
+                        deadline)
 
-    def _futex_wait(self, val, left_ns):
-        if SYS_futex is None or self._futex is None:
-            time.sleep(0.005 if left_ns is None else min(0.005, left_ns / 1e9))
+    def watch_agent(self, timeout_ms):
+        """Sleep until the agent attached now is gone, or timeout_ms passes
+        (< 0: never): "alive" on timeout, else how it went ("none": none
+        attached or a clean detach, "died": killed or crashed, as the kernel
+        says at once, "silent": no heartbeat for 1.5 s). At once when no
+        agent is attached."""
+        deadline = None if timeout_ms < 0 else now_ns() + timeout_ms * 1_000_000
+        while True:
+            lock = self._r32(A_AGENT_LOCK)
+            st = self.agent_state()
+            if st != "alive":
+                self._pass_on(lock)
+                return st
+            now = now_ns()
+            if deadline is not None and now >= deadline:
+                return "alive"
+            hb = self._r64(A_HEARTBEAT)
+            until = now + HEARTBEAT_TIMEOUT_NS - min(abs(now - hb), HEARTBEAT_TIMEOUT_NS)
+            if not lock_held(lock):  # nothing wakes us: look every beat
+                until = min(until, now + HEARTBEAT_PERIOD_NS)
+            if deadline is not None:
+                until = min(until, deadline)
+            self._sleep(self._lock, lock, None, 0, until)
+
+    def _pass_on(self, lock):
+        """The kernel wakes one waiter when the agent dies: wake the others
+        of this process too (a wake writes nothing)."""
+        if lock & LOCK_OWNER_DIED and SYS_futex is not None and self._lock is not None:
+            _syscall()(ctypes.c_long(SYS_futex), ctypes.byref(self._lock),
+                       ctypes.c_int(FUTEX_WAKE), ctypes.c_int(0x7FFFFFFF),
+                       None, None, ctypes.c_int(0))
+
+    def _sleep(self, a, va, b, vb, deadline):
+        """Sleep until futex word a is no longer va, or b (a ctypes word, or
+        None) no longer vb, or CLOCK_MONOTONIC reaches deadline (None:
+        never)."""
+        if SYS_futex is None or a is None:
+            left = 0.005 if deadline is None else (deadline - now_ns()) / 1e9
+            time.sleep(max(0.0, min(0.005, left)))
             return
-        ts = None
-        if left_ns is not None:
-            ts = (ctypes.c_long * 2)(left_ns // 1_000_000_000, left_ns % 1_000_000_000)
-        r = _syscall()(ctypes.c_long(SYS_futex), ctypes.byref(self._futex),
-                       ctypes.c_int(FUTEX_WAIT), ctypes.c_uint32(val),
-                       ts, None, ctypes.c_int(0))
-        if r != 0:
+        sc = _syscall()
+        if b is not None and not _no_waitv:
+            w = (_Waitv * 2)((va, ctypes.addressof(a), FUTEX_32, 0),
+                             (vb, ctypes.addressof(b), FUTEX_32, 0))
+            r = sc(ctypes.c_long(SYS_futex_waitv), w, ctypes.c_uint(2), ctypes.c_uint(0),
+                   _timespec(deadline), ctypes.c_int(time.CLOCK_MONOTONIC))
+            if r >= 0:
+                return
             e = ctypes.get_errno()
-            if e not in (errno.EAGAIN, errno.EINTR, errno.ETIMEDOUT):
-                raise OSError(e, f"failed to wait for a command: {os.strerror(e)}")
+            if e != errno.ENOSYS:
+                return self._normal(e)
+            _no_waitv.append(True)
+        if b is not None:
+            if b.value != vb:
+                return
+            soon = now_ns() + LOCK_POLL_NS
+            deadline = soon if deadline is None else min(deadline, soon)
+        r = sc(ctypes.c_long(SYS_futex), ctypes.byref(a), ctypes.c_int(FUTEX_WAIT_BITSET),
+               ctypes.c_uint32(va), _timespec(deadline), None,
+               ctypes.c_uint32(FUTEX_BITSET_MATCH_ANY))
+        if r != 0:
+            self._normal(ctypes.get_errno())
+
+    @staticmethod
+    def _normal(e):
+        if e not in (errno.EAGAIN, errno.EINTR, errno.ETIMEDOUT):
+            raise OSError(e, f"failed to wait for the agent: {os.strerror(e)}")
 
     def ack(self, cmd, status, freed):
         if cmd is None or not cmd.seq or status not in (ACK_EVICTED, ACK_NOT_FOUND,
@@ -524,8 +629,22 @@ class Page:
     # ------------------------------------------------------------ agent side
 
     def agent_alive(self):
+        """An agent is attached: its heartbeat is fresh and the kernel has
+        not marked its lock as its death. Two reads of the page."""
+        return agent_fresh(self._r64(A_HEARTBEAT), self._r32(A_AGENT_LOCK), now_ns())
+
+    def agent_state(self):
+        """"alive", or how it is not: "none" (never attached, or detached
+        cleanly), "died" (killed or crashed), "silent" (heartbeat stale)."""
+        lock = self._r32(A_AGENT_LOCK)
         hb = self._r64(A_HEARTBEAT)
-        return hb != 0 and abs(now_ns() - hb) < HEARTBEAT_TIMEOUT_NS
+        if lock & LOCK_OWNER_DIED:
+            return "died"
+        if not hb:
+            return "none"
+        if abs(now_ns() - hb) >= HEARTBEAT_TIMEOUT_NS:
+            return "silent"
+        return "alive"
 
     def agent_pid(self):
         return self._r32(A_PID)

@@ -227,6 +227,61 @@ def document_matches_the_header():
     assert not bad, "\n".join(bad)
 
 
+RULE_HEAD = "### Every field"
+RULE_ROW = re.compile(r"^\| ([^|]+?) \| ([^|]+?) \| (publishing|plain|guarded) \|")
+RECORDS = {"ack": "ramcache_ctl_ack", "command": "ramcache_ctl_cmd"}
+
+
+def store_rules(text):
+    """The fields the "Every field" table gives a store rule, by struct:
+    `a` .. `b` names every field from a to b by offset; a row that starts
+    with "ack" or "command" is about that record, any other about the
+    header ("every entry field": the whole entry)."""
+    doc = parse_doc(text)
+    covered = {s: set() for s in doc["structs"]}
+    rows = text.split(RULE_HEAD, 1)[1].split("\n#", 1)[0].splitlines()
+    for line in rows:
+        m = RULE_ROW.match(line)
+        if not m:
+            continue
+        cell = m.group(1)
+        first = cell.split()[0]
+        s = RECORDS.get(first, "ramcache_ctl")
+        fields = doc["structs"][s]["fields"]
+        if "every entry field" in cell:
+            covered["ramcache_ctl_entry"] |= set(
+                doc["structs"]["ramcache_ctl_entry"]["fields"])
+        for a, b in re.findall(r"`(\w+)` \.\. `(\w+)`", cell):
+            lo, hi = fields[a][0], fields[b][0]
+            covered[s] |= {f for f, v in fields.items() if lo <= v[0] <= hi}
+        covered[s] |= {f for f in re.findall(r"`(\w+)`", cell) if f in fields}
+    return doc, covered
+
+
+def missing_rules(text):
+    """Fields (not reserved or pad) without a store rule."""
+    doc, covered = store_rules(text)
+    return [f"{s}.{f}" for s, st in doc["structs"].items() for f in st["fields"]
+            if not f.startswith(("reserved", "pad")) and f not in covered[s]]
+
+
+@test
+def every_field_has_a_store_rule():
+    """Each field of the four records is in the "Every field" table: who
+    writes it, with which kind of store, when."""
+    text = read(DOC)
+    assert RULE_HEAD in text
+    doc, covered = store_rules(text)
+    assert len(covered["ramcache_ctl"]) >= 25, covered
+    bad = missing_rules(text)
+    assert not bad, f"fields without a store rule: {bad}"
+    # a field left out is caught
+    row = next(line for line in text.splitlines()
+               if line.startswith("| `generation` |"))
+    assert missing_rules(text.replace(row + "\n", "")) == \
+        ["ramcache_ctl.generation"]
+
+
 @test
 def offset_changed_in_the_document_is_caught():
     """The table as it was before: entries_off at 64, the header at 56."""
