@@ -12,8 +12,6 @@ Threads:
     threads at once.
 """
 import collections
-import ctypes
-import gc
 import logging
 import os
 import queue
@@ -21,26 +19,22 @@ import threading
 import time
 import weakref
 
-from . import compat, evict, sizing
+from . import compat, evict, ownpolicy, sizing
+from .reclaim import Reclaim
+from .window import NodeWindow
 from . import page as pagemod
 
 log = logging.getLogger("ramcache")
 
 HEARTBEAT_S = 0.25
-# At a prompt's first safe point, under pressure, how long the executor waits
-# for the agent to ask for the outputs that just became inactive (the agent
-# reacts within a few hundred ms; a first node can allocate faster).
+# At a prompt's first safe point, while the agent asks for bytes, how long
+# the executor waits for it to ask for the outputs that just became inactive
+# (the agent reacts within a few hundred ms; a first node can allocate
+# faster), and how often it looks whether the agent still asks.
 SETTLE_S = 0.6
+SETTLE_POLL_S = 0.02
 WAIT_IDLE_MS = 250
 WAIT_BUSY_MS = 10
-
-
-def _rss():
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def eta_seconds(samples, window_s=10.0):
@@ -63,13 +57,6 @@ def eta_seconds(samples, window_s=10.0):
     if slope >= -1.0:  # bytes per second: flat or rising
         return None
     return max(0.0, pts[-1][1] / -slope)
-
-
-def _malloc_trim():
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass  # not glibc
 
 
 class Bridge:
@@ -96,18 +83,27 @@ class Bridge:
         self._id_key = {}  # entry id -> (id(cache), key)
         self._where = {}  # entry id -> (weakref(cache), key)
         self._published = {}  # entry id -> what we last wrote
-        self._sizes = {}  # entry id -> (id(value), bytes, has_model)
+        self._sizes = {}  # entry id -> (id(value), bytes, has_model, plain)
         self._last_use = {}  # entry id -> (used_generation, mono ns, wall)
         self._labels = {}  # entry id -> label, kept while the entry lives
+        self._gone_labels = {}  # entry id -> label of an entry just evicted
         self._newly_inactive = 0  # entries the last publish saw go inactive
         # command flow
+        self.window = NodeWindow()
+        self.reclaim = Reclaim()
         self.inbox = queue.Queue()
+        self.deferred = collections.deque()  # for the worker only
+        self.served_in_node = 0  # evictions made while a node ran
+        # ComfyUI's own policy (ownpolicy.py)
+        self.own_wrapped = []
+        self.set_aside_calls = 0  # its inactive-threshold releases skipped
+        self.comfy_freed = 0  # published entries ComfyUI dropped itself
         self.outbox = queue.Queue()
         self.outstanding = 0
         self.evictions = collections.deque(maxlen=8)
         self.evicted_total = 0
         self.evicted_bytes = 0  # what the evicted entries held (our estimate)
-        self.freed_total = 0  # RSS drop measured after gc and malloc_trim
+        self.freed_total = 0  # RSS drop measured after the eviction
         self.headroom_samples = collections.deque(maxlen=64)
         self._said = set()
         self._stop = threading.Event()
@@ -196,6 +192,10 @@ class Bridge:
               "entries": len(self._published),
               "evicted": self.evicted_total, "evicted_bytes": self.evicted_bytes,
               "rss_drop": self.freed_total, "settled": self.settled,
+              "served_in_node": self.served_in_node,
+              "comfy_freed": self.comfy_freed,
+              "trims": self.reclaim.trims, "trims_returned": self.reclaim.trims_returned,
+              "own_policy": None, "set_aside_calls": self.set_aside_calls,
               "hooks": list(self.hooks),
               "last": self._last_evictions()}
         if page is not None and not page.closed:
@@ -209,7 +209,21 @@ class Bridge:
                 st["headroom"] = page.headroom()
                 st["target"] = page.target()
                 st["eta_s"] = eta_seconds(list(self.headroom_samples))
+        if ex is not None:
+            st["own_policy"] = self.own_policy(st["cache"], st["attached"])
         return st
+
+    def own_policy(self, kind, attached):
+        """ownpolicy.describe() with what applies now: a part set aside
+        while the agent is attached is "set aside" with it, "ComfyUI's"
+        without it."""
+        rows = ownpolicy.describe(kind, self.cache_args())
+        for r in rows:
+            if r["state"] == ownpolicy.SET_ASIDE:
+                r["now"] = "set aside" if attached else "ComfyUI's (no agent)"
+            else:
+                r["now"] = r["state"]
+        return rows
 
     def _last_evictions(self):
         """A copy of the recent evictions, read from another thread (the
@@ -288,8 +302,8 @@ class Bridge:
             seen.add(eid)
             memo = self._sizes.get(eid)
             if memo is None or memo[0] != id(value):
-                nbytes, has_model = sizing.entry_size(value)
-                memo = self._sizes[eid] = (id(value), nbytes, has_model)
+                nbytes, has_model, plain = sizing.entry_size(value)
+                memo = self._sizes[eid] = (id(value), nbytes, has_model, plain)
             ug = evict.used_generation(outputs, key)
             ug = gen if ug is None else ug
             # last use: RAMPressureCache's wall stamp on the page's clock,
@@ -334,8 +348,25 @@ class Bridge:
                     else:
                         self.say_once("full", logging.WARNING,
                                       "control page full, some entries are not published")
-        for eid in [e for e in self._where if e not in seen]:
-            del self._where[eid]
+        self._drop_ids([e for e in self._where if e not in seen])
+
+    def _forget(self, eids):
+        """Entries that left the cache: off the page and the maps (under
+        the window's lock)."""
+        with self.pub_lock:
+            if self.page is not None:
+                with self.page.batch():
+                    for eid in eids:
+                        if self._published.pop(eid, None) is not None:
+                            self.page.remove(eid)
+        for eid in eids:
+            self._gone_labels[eid] = self._labels.get(eid, "?")
+        self._drop_ids(eids)
+
+    def _drop_ids(self, eids):
+        for eid in eids:
+            if self._where.pop(eid, None) is None:
+                continue
             self._ids.pop(self._id_key.pop(eid), None)
             self._sizes.pop(eid, None)
             self._last_use.pop(eid, None)
@@ -347,130 +378,201 @@ class Bridge:
         return self.exec_thread is not None and threading.get_ident() == self.exec_thread
 
     def pending(self):
-        return not self.inbox.empty()
+        return not self.inbox.empty() or bool(self.deferred)
+
+    def _drain(self):
+        """Commands waiting for the worker: those only it may serve first."""
+        cmds = []
+        while self.deferred:
+            cmds.append(self.deferred.popleft())
+        while True:
+            try:
+                cmds.append(self.inbox.get_nowait())
+            except queue.Empty:
+                return cmds
 
     def safe_point(self, republish):
         """Executor thread only: publish if asked, serve queued commands."""
         if self.page is None or not self.on_executor_thread():
             return
-        if republish:
-            self.publish()
-        cmds = []
-        while True:
-            try:
-                cmds.append(self.inbox.get_nowait())
-            except queue.Empty:
-                break
+        with self.window.lock:
+            if republish:
+                self.publish()
+            cmds = self._drain()
         if cmds:
             self.answer(cmds, lambda *r: self.outbox.put(r))
 
-    def settle(self):
-        """Executor thread, at a prompt's first safe point: when the agent
-        reports pressure and outputs of earlier prompts have just become
-        inactive, give it up to SETTLE_S to ask for them before the first
-        node allocates. Returns how many commands were served."""
+    def asking(self):
+        """The agent wants bytes freed now (target_bytes > 0): its commands
+        for the deficit are on their way. A level alone (a forecast, a warn
+        with room) brings none."""
         page = self.page
-        if page is None or not self._newly_inactive or not self.on_executor_thread():
+        return page is not None and page.agent_alive() and page.target() > 0
+
+    def settle(self):
+        """Executor thread, at a prompt's first safe point: when the agent is
+        asking for bytes and outputs of earlier prompts have just become
+        inactive, give it up to SETTLE_S to ask for them before the first
+        node allocates; not a moment once it stops asking. Returns how many
+        commands were served."""
+        if self.page is None or not self._newly_inactive or not self.on_executor_thread():
             return 0
-        if not page.agent_alive() or (page.level() < 1 and page.target() == 0):
+        if not self.asking():
             return 0
         self.settled += 1
         served = 0
         newly = self._newly_inactive
         start = time.monotonic()
         deadline = start + SETTLE_S
-        while True:
+        while self.asking():
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            try:
-                cmds = [self.inbox.get(timeout=left)]
+            try:  # short naps: a target gone to 0 ends the wait at once
+                cmds = [self.inbox.get(timeout=min(left, SETTLE_POLL_S))]
             except queue.Empty:
-                break
-            while True:
-                try:
-                    cmds.append(self.inbox.get_nowait())
-                except queue.Empty:
-                    break
+                continue
+            cmds += self._drain()
             self.answer(cmds, lambda *r: self.outbox.put(r))
             served += len(cmds)
-            if not page.agent_alive() or (page.level() < 1 and page.target() == 0):
-                break
-        msg = ("prompt %d started under pressure (%d entries just became inactive): "
-               "waited %.0f ms for the agent, %d commands served")
-        args = (self.prompts, newly, (time.monotonic() - start) * 1e3, served)
+        msg = ("prompt %d started while the agent asked for %d bytes (%d entries "
+               "just became inactive): waited %.0f ms, %d commands served")
+        args = (self.prompts, self.page.target() if self.page else 0, newly,
+                (time.monotonic() - start) * 1e3, served)
         if "settle" in self._said:
             log.debug("ramcache: " + msg, *args)
         else:
             self.say_once("settle", logging.INFO, msg + " (said once)", *args)
         return served
 
-    def answer(self, cmds, sink):
+    def answer(self, cmds, sink, in_node=False):
         """serve(cmds) and pass every result to sink(cmd, status, freed),
-        "busy" for all when serving failed: each command gets its ack."""
+        "busy" for all when serving failed: each command gets its ack.
+        Returns the commands left for the worker (in_node only)."""
         results = [(c, pagemod.ACK_BUSY, 0) for c in cmds]
+        later = []
         try:
-            results = self.serve(cmds)
+            results, later = self.serve(cmds, in_node=in_node)
         finally:
             for r in results:
                 sink(*r)
+        return later
 
-    def serve(self, cmds):
-        """Evict for each command; [(cmd, status, bytes_freed)]."""
-        outputs = self.outputs()
-        k = compat.kind(outputs)
+    def serve(self, cmds, in_node=False):
+        """Evict for each command: ([(cmd, status, bytes_freed)], commands
+        left for the worker). in_node: from the listener thread while a node
+        runs, which frees only plain data (tensors and containers: nothing
+        of ComfyUI's or a node's runs when they go) and leaves the rest, and
+        everything once the window has closed, to the worker."""
         if not self.page.agent_alive():
             self.say_once("dead", logging.INFO, "agent gone: commands left "
                           "unanswered by eviction, ComfyUI's own policy applies")
-            return [(c, pagemod.ACK_BUSY, 0) for c in cmds]
+            return [(c, pagemod.ACK_BUSY, 0) for c in cmds], []
+        with self.window.lock:
+            if in_node and self.window.node is None:
+                return [], list(cmds)
+            results, values, later = self._take(cmds, in_node)
+            before = self.reclaim.read_rss()
+        estimates = {r[0].seq: r[3] for r in results if r[1] == pagemod.ACK_EVICTED}
+        values.clear()  # the last references: the memory goes now
+        if estimates:
+            # the process's RSS drop, split by the entries' sizes: memory
+            # actually returned (more than the entries: other garbage went
+            # with them; less: storage shared with a live tensor)
+            total = sum(estimates.values())
+            freed = self.reclaim.returned(before, total, may_collect=not in_node)
+            self._record(results, freed, total, in_node)
+        return [tuple(r[:3]) for r in results], later
+
+    def _take(self, cmds, in_node):
+        """Under the window's lock: remove what may go. [cmd, status, freed,
+        bytes] per command answered, the removed values, the commands
+        deferred."""
+        outputs = self.outputs()
+        k = compat.kind(outputs)
         if k == "null":
-            return [(c, pagemod.ACK_NOT_FOUND, 0) for c in cmds]
+            return [[c, pagemod.ACK_NOT_FOUND, 0, 0] for c in cmds], [], []
         keep = evict.needed(outputs, self.running, self.dynprompt, self.execution_list)
-        results = []
-        estimates = {}
-        before = _rss()
+        results, values, later, gone = [], [], [], []
         for c in cmds:
             where = self._where.get(c.entry_id)
             cache = where[0]() if where else None
             if cache is None or where[1] not in getattr(cache, "cache", {}):
-                results.append([c, pagemod.ACK_NOT_FOUND, 0])
+                results.append([c, pagemod.ACK_NOT_FOUND, 0, 0])
                 continue
             key = where[1]
-            ck = (id(cache), key)
-            busy = ck in keep if keep is not None else evict.is_active(outputs, key)
+            busy = (id(cache), key) in keep if keep is not None \
+                else evict.is_active(outputs, key)
             if busy:
-                results.append([c, pagemod.ACK_BUSY, 0])
+                results.append([c, pagemod.ACK_BUSY, 0, 0])
                 continue
-            evict.remove(cache, key)
-            estimates[c.seq] = self._sizes.get(c.entry_id, (0, 0))[1]
-            results.append([c, pagemod.ACK_EVICTED, 0])
-        if estimates:
-            # The ack carries the process's RSS drop after gc and malloc_trim,
-            # split by the entries' sizes: memory actually returned, which may
-            # be more than the entries (other garbage) or less (shared storage).
-            gc.collect()
-            _malloc_trim()
-            freed = max(0, before - _rss())
-            total_est = sum(estimates.values())
-            done_ns = time.monotonic_ns()
-            for r in results:
-                if r[1] != pagemod.ACK_EVICTED:
-                    continue
-                c = r[0]
-                share = estimates[c.seq] / total_est if total_est else 1 / len(estimates)
-                r[2] = int(freed * share)
-                self.evicted_total += 1
-                self.evicted_bytes += estimates[c.seq]
-                self.freed_total += r[2]
-                self.evictions.append({
-                    "id": c.entry_id, "label": self._labels.get(c.entry_id, "?"),
-                    "bytes": estimates[c.seq], "rss_drop": r[2],
-                    "reason": pagemod.REASONS.get(c.reason, "unknown"),
-                    "latency_ms": round(max(0, done_ns - c.issue_ns) / 1e6, 3)
-                    if c.issue_ns else None,
-                    "time": time.time()})
-            self.publish()
-        return [tuple(r) for r in results]
+            memo = self._sizes.get(c.entry_id, (0, 0, False, False))
+            if in_node and not memo[3]:
+                later.append(c)
+                continue
+            values.append(evict.remove(cache, key))
+            gone.append(c.entry_id)
+            results.append([c, pagemod.ACK_EVICTED, 0, memo[1]])
+        self._forget(gone)
+        return results, values, later
+
+    def _record(self, results, freed, total, in_node):
+        done_ns = time.monotonic_ns()
+        n = sum(1 for r in results if r[1] == pagemod.ACK_EVICTED)
+        for r in results:
+            if r[1] != pagemod.ACK_EVICTED:
+                continue
+            c = r[0]
+            share = r[3] / total if total else 1 / n
+            r[2] = int(freed * share)
+            self.evicted_total += 1
+            self.evicted_bytes += r[3]
+            self.freed_total += r[2]
+            if in_node:
+                self.served_in_node += 1
+            self.evictions.append({
+                "id": c.entry_id, "label": self._gone_labels.pop(c.entry_id, "?"),
+                "bytes": r[3], "rss_drop": r[2],
+                "reason": pagemod.REASONS.get(c.reason, "unknown"),
+                "latency_ms": round(max(0, done_ns - c.issue_ns) / 1e6, 3)
+                if c.issue_ns else None,
+                "in_node": in_node, "time": time.time()})
+
+    # ------------------------------------------------------------ ComfyUI's own frees
+
+    def cache_args(self):
+        ex = self.executor() if self.executor else None
+        return getattr(ex, "cache_args", None)
+
+    def adopt(self):
+        """Wrap the served output cache's own release (ownpolicy.adopt)."""
+        outputs = self.outputs()
+        if outputs is not None and compat.kind(outputs) != "null":
+            self.own_wrapped = ownpolicy.adopt(outputs, self)
+
+    def own_release(self, orig, *args, **kwargs):
+        """ComfyUI's own ram_release, poll or clean_unused: nobody else in
+        the cache while it walks it, and what it dropped leaves the page at
+        once (an agent asking for it would get not_found)."""
+        with self.window.shut():
+            r = orig(*args, **kwargs)
+            self.prune()
+        return r
+
+    def prune(self):
+        """Drop from the page the entries no longer in their cache."""
+        with self.window.lock:
+            gone = []
+            for eid, (ref, key) in list(self._where.items()):
+                cache = ref()
+                if cache is None or key not in getattr(cache, "cache", {}):
+                    gone.append(eid)
+            if gone:
+                self.comfy_freed += sum(1 for e in gone if e in self._published)
+                self._forget(gone)
+                for eid in gone:
+                    self._gone_labels.pop(eid, None)
+            return len(gone)
 
     # ------------------------------------------------------------ listener
 
@@ -502,16 +604,57 @@ class Bridge:
             else:
                 self.headroom_samples.clear()
         cmd = self.page.wait(WAIT_BUSY_MS if self.outstanding else WAIT_IDLE_MS)
-        if cmd is None:
-            return
-        if self.exec_lock.acquire(blocking=False):
-            try:  # no prompt runs: the cache is ours for a moment
-                self.answer([cmd], self.page.ack)
-            finally:
-                self.exec_lock.release()
-        else:
+        if cmd is not None:
+            if self.exec_lock.acquire(blocking=False):
+                try:  # no prompt runs: the cache is ours for a moment
+                    self.answer([cmd], self.page.ack)
+                finally:
+                    self.exec_lock.release()
+                return
             self.outstanding += 1
             self.inbox.put(cmd)
+        if self.outstanding:
+            self._serve_waiting()
+
+    def _serve_waiting(self):
+        """Commands that wait for the worker: served from here inside a
+        node's window, or at once when the prompt that held them has ended
+        (no safe point of the worker comes before the next prompt)."""
+        if not self.exec_lock.acquire(blocking=False):
+            self._serve_in_node()
+            return
+        try:
+            cmds = self._drain()
+            if cmds:
+                self.answer(cmds, self._ack_waiting)
+        finally:
+            self.exec_lock.release()
+
+    def _ack_waiting(self, cmd, status, freed):
+        self.page.ack(cmd, status, freed)
+        self.outstanding -= 1
+
+    def _serve_in_node(self):
+        """While a node's code runs, serve what waits in the inbox from this
+        thread (window.py); what only the worker may free waits for it."""
+        with self.window.lock:
+            if self.window.node is None:
+                return
+            cmds = []
+            while True:
+                try:
+                    cmds.append(self.inbox.get_nowait())
+                except queue.Empty:
+                    break
+        if not cmds:
+            return
+
+        try:  # serve() holds the window's lock only while it removes entries
+            self.deferred.extend(self.answer(cmds, self._ack_waiting, in_node=True))
+        except Exception:  # answered "busy"; keep listening
+            self.say_once("err-in-node", logging.ERROR, "error serving a command "
+                          "inside a node (further ones not logged)")
+            log.debug("ramcache: error serving inside a node", exc_info=True)
 
 
 BRIDGE = Bridge()

@@ -7,6 +7,9 @@ load before the prompt worker starts):
   execution.PromptExecutor.reset     hold exec_lock, publish the new cache
   execution.execute                  safe point between nodes; remember the
                                      running node and the execution list
+  execution.get_output_data          the node window (window.py): open while
+                                     the node's own code runs, so the
+                                     listener thread may evict then
   comfy.utils.set_progress_bar_global_hook
                                      wrap the hook main.py installs: a safe
                                      point at every sampling step
@@ -57,7 +60,14 @@ def _wrap_init(orig):
 
 
 def _locked_publish():
-    with BRIDGE.exec_lock:
+    with BRIDGE.exec_lock, BRIDGE.window.lock:
+        BRIDGE.adopt()
+        BRIDGE.publish()
+
+
+def _adopt_and_publish():
+    with BRIDGE.window.lock:
+        BRIDGE.adopt()
         BRIDGE.publish()
 
 
@@ -65,11 +75,13 @@ def _enter_prompt():
     BRIDGE.exec_thread = threading.get_ident()
     BRIDGE.prompts += 1
     BRIDGE.prompt_started = True
+    BRIDGE.adopt()
     _check_cache_args()
 
 
 def _leave_prompt():
-    BRIDGE.running = BRIDGE.dynprompt = BRIDGE.execution_list = None
+    with BRIDGE.window.lock:
+        BRIDGE.running = BRIDGE.dynprompt = BRIDGE.execution_list = None
     BRIDGE.safe_point(republish=True)
 
 
@@ -101,7 +113,7 @@ def _wrap_reset(orig):
             return orig(self, *args, **kwargs)
         with BRIDGE.exec_lock:
             r = orig(self, *args, **kwargs)
-            _guard("reset", BRIDGE.publish)
+            _guard("reset", _adopt_and_publish)
             return r
     setattr(reset, _MARK, True)
     return reset
@@ -124,19 +136,22 @@ def _before_node(args, kwargs):
         return  # a sub-workflow's executor, not ComfyUI's
     # The execution list first: its pending nodes and the staged one must be
     # protected already at this, the widest safe point.
-    BRIDGE.dynprompt = dynprompt
-    BRIDGE.execution_list = execution_list
-    BRIDGE.running = None
+    with BRIDGE.window.lock:
+        BRIDGE.dynprompt = dynprompt
+        BRIDGE.execution_list = execution_list
+        BRIDGE.running = None
     BRIDGE.safe_point(republish=True)
     if BRIDGE.prompt_started:  # the cache just moved to this prompt
         BRIDGE.prompt_started = False
         BRIDGE.settle()
-    BRIDGE.running = node_id
+    with BRIDGE.window.lock:
+        BRIDGE.running = node_id
 
 
 def _after_node(args, kwargs):
     if BRIDGE.owns_caches(_node_args(args, kwargs)[1]):
-        BRIDGE.running = None
+        with BRIDGE.window.lock:
+            BRIDGE.running = None
 
 
 def _wrap_node_execute(orig):
@@ -158,6 +173,37 @@ def _wrap_node_execute(orig):
                 _guard("after node", _after_node, args, kwargs)
     setattr(execute, _MARK, True)
     return execute
+
+
+# execution.get_output_data(prompt_id, unique_id, obj, input_data_all, ...)
+def _open_window(args, kwargs):
+    unique_id = kwargs.get("unique_id", args[1] if len(args) > 1 else None)
+    if BRIDGE.in_prompt and BRIDGE.on_executor_thread() and \
+            unique_id is not None and unique_id == BRIDGE.running:
+        BRIDGE.window.open(unique_id)
+
+
+def _wrap_output_data(orig):
+    """The node window: from right before the node's function runs to right
+    after it returns (its outputs are not in the cache yet)."""
+    if not inspect.iscoroutinefunction(orig):
+        @functools.wraps(orig)
+        def get_output_data(*args, **kwargs):
+            _guard("node window", _open_window, args, kwargs)
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                BRIDGE.window.close()
+    else:
+        @functools.wraps(orig)
+        async def get_output_data(*args, **kwargs):
+            _guard("node window", _open_window, args, kwargs)
+            try:
+                return await orig(*args, **kwargs)
+            finally:
+                BRIDGE.window.close()
+    setattr(get_output_data, _MARK, True)
+    return get_output_data
 
 
 def _step():
@@ -251,6 +297,9 @@ def install():
     if not _patch(execution, "execute", _wrap_node_execute):
         log.info("ramcache: no execution.execute here; safe points only "
                  "at sampling steps and between prompts")
+    elif not _patch(execution, "get_output_data", _wrap_output_data):
+        log.info("ramcache: no execution.get_output_data here; commands wait "
+                 "for a safe point of the running node")
     _patch(comfy.utils, "set_progress_bar_global_hook", _wrap_set_hook)
     _patch(comfy.utils, "load_torch_file", _wrap_safe_point("model file load"))
     try:

@@ -1,9 +1,14 @@
-"""How many bytes of RAM a cached output holds.
+"""How many bytes of RAM a cached output holds, and whether it is plain.
 
 Counts CPU tensors once per storage (views and shared weights are not
-counted twice) and a model patcher as its model's CPU weights. Pure: takes
-objects, touches no globals, so the tests feed it fake tensors.
+counted twice) and a model patcher as its model's CPU weights. An output is
+plain when it holds nothing but tensors, scalars, strings and the builtin
+containers: dropping it runs no Python code of ComfyUI or of a node (no
+__del__, no weakref finalizer such as a model's), so any thread may. Pure:
+takes objects, touches no globals, so the tests feed it fake tensors.
 """
+
+_SCALARS = (str, bytes, int, float, bool, complex, type(None))
 
 
 def _is_tensor(x):
@@ -29,6 +34,14 @@ def _storage(t):
     return id(t), t.numel() * t.element_size()
 
 
+def _plain_container(x):
+    """A builtin container, or a subclass that can neither carry a weakref
+    finalizer nor define __del__ (a NamedTuple such as CacheEntry)."""
+    t = type(x)
+    return isinstance(x, (dict, list, tuple, set, frozenset)) and \
+        t.__weakrefoffset__ == 0 and not hasattr(t, "__del__")
+
+
 def is_model_patcher(x):
     """ModelPatcher or a subclass (CoreModelPatcher, ModelPatcherDynamic)."""
     return any(c.__name__ == "ModelPatcher" for c in type(x).__mro__)
@@ -52,10 +65,14 @@ class Sizer:
     def __init__(self):
         self.storages = {}
         self.has_model = False
+        self.plain = True
         self._seen = set()
 
     def add(self, obj, depth=0):
-        if obj is None or depth > 32 or isinstance(obj, (str, bytes, int, float, bool)):
+        if isinstance(obj, _SCALARS):
+            return
+        if depth > 32:
+            self.plain = False  # not looked at: not known to be plain
             return
         if id(obj) in self._seen:
             return
@@ -65,6 +82,8 @@ class Sizer:
                 key, n = _storage(obj)
                 self.storages[key] = max(n, self.storages.get(key, 0))
             return
+        if not _plain_container(obj):
+            self.plain = False
         if is_model_patcher(obj):
             self.has_model = True
             model = getattr(obj, "model", None)
@@ -89,7 +108,12 @@ class Sizer:
 
 
 def entry_size(entry):
-    """(bytes, has_model) of a cache entry (CacheEntry or a plain outputs list)."""
+    """(bytes, has_model, plain) of a cache entry (CacheEntry or an outputs
+    list): its outputs' bytes, and plain when its outputs and ui are."""
     s = Sizer()
     s.add(getattr(entry, "outputs", entry))
-    return s.total, s.has_model
+    nbytes = s.total
+    ui = getattr(entry, "ui", None)
+    if ui is not None:
+        s.add(ui)
+    return nbytes, s.has_model, s.plain

@@ -22,7 +22,7 @@ def counts_a_storage_once():
     t = faketorch.mib(4)
     v = t.view(4 * 256 * 1024)
     entry = execution.CacheEntry({}, [[t], [v], [[t, v]]])
-    assert sizing.entry_size(entry) == (4 * MiB, False)
+    assert sizing.entry_size(entry) == (4 * MiB, False, True)
 
 
 @test
@@ -36,8 +36,8 @@ def counts_a_model_patcher_as_its_cpu_weights():
     shared = faketorch.mib(2)
     m = ModelPatcher(faketorch.Module(faketorch.mib(3), shared, shared.view(1),
                                       faketorch.mib(5, "cuda")))
-    n, has_model = sizing.entry_size(execution.CacheEntry({}, [[m]]))
-    assert n == 5 * MiB and has_model
+    n, has_model, plain = sizing.entry_size(execution.CacheEntry({}, [[m]]))
+    assert n == 5 * MiB and has_model and not plain
 
 
 @test
@@ -45,8 +45,9 @@ def counts_clip_and_vae_through_their_patcher():
     class VAE:
         def __init__(self):
             self.patcher = ModelPatcher(faketorch.Module(faketorch.mib(1)))
-    n, has_model = sizing.entry_size(execution.CacheEntry({}, [[VAE()], [{"samples": faketorch.mib(1)}]]))
-    assert n == 2 * MiB and has_model
+    n, has_model, plain = sizing.entry_size(
+        execution.CacheEntry({}, [[VAE()], [{"samples": faketorch.mib(1)}]]))
+    assert n == 2 * MiB and has_model and not plain
 
 
 @test
@@ -54,7 +55,26 @@ def survives_odd_outputs():
     loop = []
     loop.append(loop)
     entry = execution.CacheEntry({}, [[None], ["text"], [loop], [object()]])
-    assert sizing.entry_size(entry) == (0, False)
+    assert sizing.entry_size(entry) == (0, False, False)  # object(): not plain
+
+
+@test
+def plain_is_what_frees_without_running_python_code():
+    """Tensors, scalars, builtin containers and NamedTuples are plain; an
+    object of any other class (a __del__, a weakref finalizer) is not."""
+    latent = {"samples": faketorch.mib(1), "batch_index": [0, 1]}
+    assert sizing.entry_size(execution.CacheEntry({"images": [{"filename": "a.png"}]},
+                                                  [[latent], [1.5, "x", None]]))[2]
+
+    class Dict(dict):
+        pass
+
+    class Finalized:
+        def __del__(self):
+            pass
+    for odd in (Dict(a=1), Finalized()):
+        assert not sizing.entry_size(execution.CacheEntry({}, [[odd]]))[2], odd
+    assert not sizing.entry_size(execution.CacheEntry({"x": [Finalized()]}, [[1]]))[2]
 
 
 if __name__ == "__main__":

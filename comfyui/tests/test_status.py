@@ -71,7 +71,7 @@ def route_is_registered_on_the_prompt_server():
 
 @test
 def status_json_before_and_after_the_agent_attaches():
-    w = env.worker()
+    w = env.worker(ram=2.0, ram_inactive=16.0)  # newer ComfyUI's default form
     a = FakeAgent(BRIDGE.page.path)
     try:
         with Http() as http:
@@ -84,9 +84,14 @@ def status_json_before_and_after_the_agent_attaches():
             assert st["hooks"] == [
                 "execution.PromptExecutor.__init__", "execution.PromptExecutor.execute",
                 "execution.PromptExecutor.reset", "execution.execute",
-                "comfy.utils.set_progress_bar_global_hook", "comfy.utils.load_torch_file",
+                "execution.get_output_data", "comfy.utils.set_progress_bar_global_hook", "comfy.utils.load_torch_file",
                 "comfy.model_management.load_models_gpu",
                 "comfy.memory_management.extra_ram_release"], st["hooks"]
+            # ComfyUI's own policy, and what the package sets aside of it
+            own = {r["what"].split(" (")[0]: r for r in st["own_policy"]}
+            assert own["inactive threshold"]["now"] == "ComfyUI's (no agent)", own
+            assert own["active headroom"]["now"] == "kept", own
+            assert all(r["why"] for r in st["own_policy"]), own
 
             # the agent attaches, headroom falls 64 MiB a second
             a.start_heartbeat()
@@ -114,6 +119,10 @@ def status_json_before_and_after_the_agent_attaches():
             assert last["reason"] == "inactive" and last["latency_ms"] is not None, last
             assert 0 <= last["latency_ms"] < 5000, last
             assert "rss_drop" in last
+            own = {r["what"].split(" (")[0]: r for r in st["own_policy"]}
+            assert own["inactive threshold"]["now"] == "set aside", own
+            for k in ("set_aside_calls", "served_in_node", "comfy_freed", "trims"):
+                assert isinstance(st[k], int), (k, st)
     finally:
         BRIDGE.headroom_samples = pkg.bridge.collections.deque(maxlen=64)
         a.set_level(0)

@@ -77,7 +77,7 @@ def view_logic_under_node_test():
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            timeout=120)
     assert r.returncode == 0, r.stdout
-    assert "# fail 0" in r.stdout and "# pass 4" in r.stdout, r.stdout
+    assert "# fail 0" in r.stdout and "# pass 5" in r.stdout, r.stdout
 
 
 MiB = 1 << 20

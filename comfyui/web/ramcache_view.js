@@ -5,11 +5,14 @@
 /**
  * @typedef {{id: number, label: string, bytes: number, rss_drop: number,
  *            reason: string, latency_ms: number | null, time: number}} Eviction
+ * @typedef {{what: string, state: string, why: string, now: string}} OwnPolicy
  * @typedef {{page: boolean, reason: string | null, control: string | null,
  *            attached: boolean, agent_pid: number | null, level: string,
  *            headroom: number | null, target: number | null, eta_s: number | null,
  *            cache: string, entries: number, evicted: number,
  *            evicted_bytes: number, rss_drop: number, settled: number, hooks: string[],
+ *            served_in_node?: number, comfy_freed?: number, set_aside_calls?: number,
+ *            own_policy?: OwnPolicy[] | null,
  *            last: Eviction[],
  *            comfyui: {version: string | null, cache_type: string,
  *                      recommended: string} | null}} Status
@@ -54,7 +57,20 @@ export function badge(st) {
   const tone = /** @type {Badge['tone']} */ (levelRank(st.level) >= 0 ? st.level : "ok");
   let text = `RAM: ${st.level} · ${sizeText(st.headroom)} free`;
   if (st.eta_s !== null && st.eta_s < 600) text += ` · ~${Math.round(st.eta_s)} s left`;
-  return { text, title: `agent pid ${st.agent_pid}; ${st.evicted} evicted`, tone };
+  let title = `agent pid ${st.agent_pid}; ${st.evicted} evicted`;
+  const aside = setAside(st);
+  if (aside.length) title += `; set aside of ComfyUI's own policy: ${aside.join(", ")}`;
+  return { text, title, tone };
+}
+
+/**
+ * The parts of ComfyUI's own RAM policy set aside now (while the agent is
+ * attached), by their short name.
+ * @param {Status} st
+ * @returns {string[]}
+ */
+export function setAside(st) {
+  return (st.own_policy || []).filter((r) => r.now === "set aside").map((r) => r.what.split(" (")[0]);
 }
 
 /**
@@ -90,10 +106,17 @@ export function panelLines(st, nowS) {
     if (st.eta_s !== null) lines.push(`Headroom gone in about ${Math.round(st.eta_s)} s at the current rate`);
   }
   lines.push(`Cache: ${st.cache}, ${st.entries} entries published`);
-  lines.push(`Evicted ${st.evicted} (${sizeText(st.evicted_bytes)} of entries; RSS dropped ${sizeText(st.rss_drop)} after gc)`);
+  const inNode = st.served_in_node ? `, ${st.served_in_node} while a node ran` : "";
+  lines.push(`Evicted ${st.evicted} (${sizeText(st.evicted_bytes)} of entries; RSS dropped ${sizeText(st.rss_drop)})${inNode}`);
+  if (st.comfy_freed) lines.push(`ComfyUI freed ${st.comfy_freed} entries itself (taken off the page at once)`);
   for (const ev of [...st.last].reverse()) {
     const lat = ev.latency_ms !== null ? `, ${ev.latency_ms.toFixed(0)} ms after the command` : "";
     lines.push(`${Math.max(0, Math.round(nowS - ev.time))} s ago: ${ev.label} ${sizeText(ev.bytes)} (${ev.reason}${lat})`);
+  }
+  if (st.own_policy && st.own_policy.length) {
+    const v = st.comfyui && st.comfyui.version ? ` ${st.comfyui.version}` : "";
+    lines.push(`ComfyUI${v}'s own RAM policy:`);
+    for (const r of st.own_policy) lines.push(`  ${r.now}: ${r.what} (${r.why})`);
   }
   if (st.comfyui) lines.push(`Recommended: ${st.comfyui.recommended}`);
   return lines;

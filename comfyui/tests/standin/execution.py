@@ -1,6 +1,8 @@
 """Stand-in of ComfyUI's execution.py: CacheType/CacheSet, the module-level
-async execute() of one node, and PromptExecutor whose execute() runs
-execute_async() under asyncio.run on the prompt worker thread."""
+async execute() of one node, get_output_data() (the node's own function,
+called by execute() through the module's name, as upstream), and
+PromptExecutor whose execute() runs execute_async() under asyncio.run on the
+prompt worker thread, with 0.33.0's RAM-cache releases after every node."""
 import asyncio
 import enum
 import logging
@@ -9,9 +11,10 @@ from typing import NamedTuple
 import comfy.memory_management
 import comfy.model_management
 import nodes
-from comfy_execution.caching import (CacheKeySetID, CacheKeySetInputSignature,
-                                     HierarchicalCache, LRUCache, NullCache,
-                                     RAMPressureCache)
+from comfy_execution import caching
+from comfy_execution.caching import (RAM_CACHE_LARGE_INTERMEDIATE, CacheKeySetID,
+                                     CacheKeySetInputSignature, HierarchicalCache,
+                                     LRUCache, NullCache, RAMPressureCache)
 from comfy_execution.graph import DynamicPrompt, ExecutionList, is_link
 
 
@@ -88,6 +91,14 @@ class CacheSet:
         self.objects = NullCache()
 
 
+async def get_output_data(prompt_id, unique_id, obj, input_data_all,
+                          execution_block_cb=None, pre_execute_cb=None, v3_data=None):
+    """The node's function on its inputs (upstream maps it over input lists
+    and gathers ui and subgraph results; here one call, its raw return)."""
+    nodes.before_node_execution()
+    return getattr(obj, obj.FUNCTION)(**input_data_all)
+
+
 async def execute(server, dynprompt, caches, current_item, extra_data, executed,
                   prompt_id, execution_list, pending_subgraph_results,
                   pending_async_nodes, ui_outputs):
@@ -120,8 +131,7 @@ async def execute(server, dynprompt, caches, current_item, extra_data, executed,
                 kwargs[name] = value
         obj = class_def()
         server.last_node_id = unique_id
-        nodes.before_node_execution()
-        result = getattr(obj, class_def.FUNCTION)(**kwargs)
+        result = await get_output_data(prompt_id, unique_id, obj, kwargs)
         ui = {}
         if isinstance(result, dict) and "expand" in result:
             # graph expansion: ephemeral children with this node as parent
@@ -177,8 +187,10 @@ class PromptExecutor:
         self.status_messages = []
         self.add_message("execution_start", {"prompt_id": prompt_id}, broadcast=False)
         ram_headroom = int(self.cache_args["ram"] * (1024 ** 3))
+        two_values = "ram_inactive" in self.cache_args  # 0.25.0 and later
+        ram_inactive_headroom = int((self.cache_args.get("ram_inactive") or 0) * (1024 ** 3))
         release = self.caches.outputs.ram_release \
-            if self.cache_type == CacheType.RAM_PRESSURE else None
+            if self.cache_type == CacheType.RAM_PRESSURE and two_values else None
         comfy.memory_management.set_ram_cache_release_state(release, ram_headroom)
         try:
             dynamic_prompt = DynamicPrompt(prompt)
@@ -210,10 +222,27 @@ class PromptExecutor:
                     execution_list.unstage_node_execution()
                     continue
                 execution_list.complete_node_execution()
-                if self.cache_type == CacheType.RAM_PRESSURE:
-                    comfy.memory_management.extra_ram_release(ram_headroom)
+                if self.cache_type == CacheType.RAM_PRESSURE and two_values:
+                    self._release_after_node(release, ram_headroom, ram_inactive_headroom)
+                elif self.cache_type == CacheType.RAM_PRESSURE:  # 0.3.7x
+                    self.caches.outputs.poll(ram_headroom=self.cache_args["ram"])
             else:
                 self.add_message("execution_success", {"prompt_id": prompt_id},
                                  broadcast=False)
         finally:
             comfy.memory_management.set_ram_cache_release_state(None, 0)
+
+    @staticmethod
+    def _release_after_node(release, ram_headroom, ram_inactive_headroom):
+        """0.33.0 after every node: outputs of earlier prompts below the
+        inactive threshold, then large active ones, pins and everything
+        below the active headroom (psutil's available: the test's figure)."""
+        release(ram_inactive_headroom)
+        shortfall = ram_headroom - caching.virtual_memory_available()
+        if shortfall > 0:
+            shortfall -= release(ram_headroom, free_active=True,
+                                 min_entry_size=RAM_CACHE_LARGE_INTERMEDIATE)
+        if comfy.model_management.should_free_pins_for_ram_pressure(shortfall):
+            freed = comfy.model_management.free_pins(shortfall + 512 * (1024 ** 2))
+            if freed < shortfall:
+                release(ram_headroom, free_active=True)

@@ -32,3 +32,13 @@ def load_models_gpu(models, memory_required=0, force_patch_weights=False,
                     minimum_memory_required=None, force_full_load=False):
     """Moves models to the compute device; on CPU there is nothing to move."""
     return None
+
+
+def should_free_pins_for_ram_pressure(shortfall):
+    return shortfall > 0  # upstream's answer off Windows
+
+
+def free_pins(size, evict_active=False, loaded=False):
+    """Pinned host memory exists only with CUDA (comfy_aimdo); on CPU, as
+    in real ComfyUI here, there is none to free."""
+    return 0

@@ -255,6 +255,20 @@ class LRUCache(BasicCache):
         return self
 
 
+RAM_CACHE_LARGE_INTERMEDIATE = 512 * 1024 ** 2
+RAM_CACHE_HYSTERESIS = 1.1  # 0.3.7x poll()
+
+
+def _cpu_bytes(outputs):
+    n = 0
+    for o in outputs or ():
+        if isinstance(o, (list, tuple)):
+            n += _cpu_bytes(o)
+        elif hasattr(o, "numel") and getattr(o.device, "type", None) == "cpu":
+            n += o.numel() * o.element_size()
+    return n
+
+
 class RAMPressureCache(LRUCache):
     def __init__(self, key_class, enable_providers=False):
         super().__init__(key_class, 0)
@@ -275,20 +289,34 @@ class RAMPressureCache(LRUCache):
         self.timestamps[self.cache_key_set.get_data_key(node_id)] = time.time()
         super().set_local(node_id, value)
 
-    def ram_release(self, target, free_active=False):
-        """Oldest generation first, then oldest touch; same bookkeeping."""
+    def ram_release(self, target, free_active=False, min_entry_size=0):
+        """0.33.0: oldest generation first, then oldest touch; same
+        bookkeeping; the bytes of CPU tensors freed."""
         if virtual_memory_available() >= target:
             return 0
         order = sorted(
             (k for k in self.cache
-             if free_active or self.used_generation[k] != self.generation),
-            key=lambda k: (self.used_generation[k], self.timestamps.get(k, 0)))
-        n = 0
+             if (free_active or self.used_generation[k] != self.generation)
+             and _cpu_bytes(self.cache[k].outputs) >= min_entry_size),
+            key=lambda k: (self.used_generation[k], self.timestamps[k]))
+        freed = 0
         while virtual_memory_available() < target and order:
             key = order.pop(0)
+            freed += _cpu_bytes(self.cache[key].outputs)
             del self.cache[key]
             self.used_generation.pop(key, None)
             self.timestamps.pop(key, None)
             self.children.pop(key, None)
-            n += 1
-        return n
+        return freed
+
+    def poll(self, ram_headroom):
+        """0.3.7x, after every node: every entry may go (active ones too)
+        while less than ram_headroom GB is available."""
+        gb = 1024 ** 3
+        if virtual_memory_available() > ram_headroom * gb:
+            return
+        order = sorted(self.cache, key=lambda k: (self.used_generation[k],
+                                                  self.timestamps[k]))
+        while virtual_memory_available() < ram_headroom * gb * RAM_CACHE_HYSTERESIS \
+                and order:
+            del self.cache[order.pop(0)]
