@@ -10,8 +10,11 @@ Seen in real ComfyUI (COMPATIBILITY.md):
                      (RAMPressureCache frees any entry below it); --cache-none
                      is NullCache
   newer              cache_args {"lru", "ram", "ram_inactive"}; --cache-ram
-                     takes two values; RAM_PRESSURE is the default cache
+                     takes two values; RAM_PRESSURE is the default cache,
+                     whose inactive threshold the package sets aside while
+                     the agent is attached (ownpolicy.py)
 """
+from . import ownpolicy
 
 FAMILY_NO_RAM = "no --cache-ram"
 FAMILY_ONE = "one-value --cache-ram"
@@ -46,7 +49,7 @@ def command_line(fam):
     """The ComfyUI command line that leaves outputs of earlier prompts to the
     agent, for a --cache-ram family."""
     if fam == FAMILY_TWO:
-        return "python main.py --cache-ram 4 0"
+        return "python main.py"  # its defaults: the package sets the rest aside
     if fam == FAMILY_ONE:
         return "python main.py --cache-ram 1"
     return "python main.py --cache-lru 64"
@@ -58,11 +61,12 @@ def advice(fam, kind_, cache_args):
     if kind_ in ("null", "dependency"):
         return None  # bridge.publish says it once, agent or not
     if fam == FAMILY_TWO:
-        inactive = cache_args.get("ram_inactive")
-        if kind_ == "ram" and inactive and inactive > 0:
-            return ("warning", f"ComfyUI also frees inactive entries (--cache-ram "
-                    f"{cache_args.get('ram')} {inactive}); run with '--cache-ram "
-                    f"{cache_args.get('ram')} 0' to leave them to the agent")
+        if kind_ == "ram" and ownpolicy.inactive_threshold(cache_args):
+            return ("info", "ComfyUI's inactive threshold (--cache-ram "
+                    f"{cache_args.get('ram')} {cache_args.get('ram_inactive')}) is set "
+                    "aside while the agent is attached: outputs of earlier prompts stay "
+                    "until the agent frees them; its active headroom "
+                    f"({cache_args.get('ram')} GB) stays")
         return None
     if fam == FAMILY_ONE:
         if kind_ == "ram":

@@ -79,10 +79,10 @@ def v0_3_75_one_value_cache_ram():
 def newest_two_value_cache_ram():
     args = {"lru": 0, "ram": 4.0, "ram_inactive": 0.0}
     d = C.describe(executor(CacheType.RAM_PRESSURE, "ram", cache_args=args))
-    assert d["cache_ram"] == C.FAMILY_TWO and d["recommended"] == "python main.py --cache-ram 4 0"
+    assert d["cache_ram"] == C.FAMILY_TWO and d["recommended"] == "python main.py"
     assert C.advice(C.FAMILY_TWO, "ram", args) is None
     level, text = C.advice(C.FAMILY_TWO, "ram", dict(args, ram_inactive=96.0))
-    assert level == "warning" and "run with '--cache-ram 4.0 0'" in text
+    assert level == "info" and "(--cache-ram 4.0 96.0) is set aside" in text, text
 
 
 if __name__ == "__main__":

@@ -684,13 +684,13 @@ def ignores_an_executor_built_inside_a_prompt():
 
 @test
 def says_how_comfyui_shares_the_cache():
-    """--cache-ram takes one value in older ComfyUI, two in newer ones; with
-    an inactive headroom above 0 ComfyUI competes for the inactive part."""
+    """--cache-ram takes one value in older ComfyUI, two in newer ones; an
+    inactive headroom above the active one is set aside, and said so."""
     a = agent()
     a.start_heartbeat()
     try:
         for inactive, text in ((None, "takes one --cache-ram value"),
-                               (4.0, "run with '--cache-ram 2.0 0'")):
+                               (4.0, "(--cache-ram 2.0 4.0) is set aside")):
             BRIDGE._said.discard("args")
             w = fresh(ram=2.0, ram_inactive=inactive)
             try:
@@ -757,7 +757,7 @@ def status_node_shows_the_agent():
         assert st["attached"] and st["level"] == "high" and st["agent_pid"] == os.getpid()
         assert st["headroom"] == 300 * MiB and st["target"] == 64 * MiB
         assert st["comfyui"]["cache_type"] == "RAM_PRESSURE"
-        assert st["comfyui"]["recommended"] == "python main.py --cache-ram 4 0"
+        assert st["comfyui"]["recommended"] == "python main.py"
     finally:
         a.set_level(0)
         a.stop_heartbeat()
