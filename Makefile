@@ -41,12 +41,20 @@ DEPS_PKGS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
 # Installed without their recommends and with their services stopped and
 # disabled: prometheus is here only for promtool, never as a server.
 DEPS_PKGS_BARE := prometheus
-# What real ComfyUI imports on Debian 12 (comfyui/COMPATIBILITY.md), for
-# `sudo make bench RAMCACHE_COMFYUI=DIR` only.
+# What real ComfyUI imports on Debian 12 (comfyui/COMPATIBILITY.md): for
+# `make test` when the real trees are here (COMFY_TREES) and for
+# `sudo make bench RAMCACHE_COMFYUI=DIR`.
 COMFY_PKGS := python3-torch python3-torchvision python3-torchaudio \
 	      python3-scipy python3-tqdm python3-sentencepiece \
 	      python3-sqlalchemy python3-alembic python3-pydantic python3-av \
-	      python3-soundfile python3-pil python3-psutil python3-packaging
+	      python3-soundfile python3-pil python3-psutil python3-packaging \
+	      python3-filelock
+# The real ComfyUI trees (comfyui/tests/realcomfy.py finds them the same
+# way): $RAMCACHE_COMFYUI_TREES, else ../shared/comfyui beside this
+# repository, its main worktree or the repository it was cloned from.
+COMFY_TREES := $(or $(RAMCACHE_COMFYUI_TREES),$(firstword $(foreach r,. \
+	$(shell git rev-parse --path-format=absolute --git-common-dir 2>/dev/null)/.. \
+	$(shell git remote get-url origin 2>/dev/null),$(wildcard $(r)/../shared/comfyui/comfyui-*.tar.gz))))
 
 # What the build reads, by package: a command on PATH or a header in the
 # system's include directories. Checked (never installed) before a plain
@@ -128,7 +136,7 @@ deps:
 	$(Q)missing() { for p in "$$@"; do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 		grep -q 'install ok installed' || echo $$p; done; }; \
-	missing=$$(missing $(DEPS_PKGS) $(if $(RAMCACHE_COMFYUI),$(COMFY_PKGS))); \
+	missing=$$(missing $(DEPS_PKGS) $(if $(RAMCACHE_COMFYUI)$(COMFY_TREES),$(COMFY_PKGS))); \
 	bare=$$(missing $(DEPS_PKGS_BARE)); \
 	if [ -n "$$missing$$bare" ]; then \
 		if [ "$$(id -u)" != 0 ]; then \

@@ -99,8 +99,7 @@ FULL = {
               "steps": 8, "step_s": 0.05,
               "agent_flags": ["--headroom", "96M", "--inactive", "192M"]},
     # real ComfyUI (RAMCACHE_COMFYUI): about 35 s a round on 2 cores
-    "comfy_real": {"rounds": 3, "prompts": 10, "side": 1024, "batch": 16,
-                   "room_mib": 1024, "timeout": 600,
+    "comfy_real": {"rounds": 3, "limit": "1.5G", "timeout": 600,
                    "agent_flags": ["--headroom", "256M",
                                    "--inactive", "512M"]},
 }
@@ -1556,14 +1555,10 @@ def bench_comfy_real(cfg):
         for r in range(c["rounds"]):
             jpath = os.path.join(d, f"real-{r}.json")
             lpath = os.path.join(d, f"real-{r}.log")
-            argv = [sys.executable, COMFY_REAL, "--comfyui", comfy,
-                    "--agent", AGENT, "--port", str(free_port()),
-                    "--prompts", str(c["prompts"]), "--side",
-                    str(c["side"]), "--batch", str(c["batch"]),
-                    "--room-mib", str(c["room_mib"]), "--json", jpath,
-                    *c["agent_flags"]]
-            if commit:
-                argv += ["--commit", commit]
+            argv = [sys.executable, COMFY_REAL, "run", "ten", "--comfyui",
+                    comfy, "--mode", "agent", "--limit", c["limit"],
+                    "--json", jpath,
+                    *[f"--agent-arg={f}" for f in c["agent_flags"]]]
             rc = run_real_comfyui(argv, c["timeout"], lpath)
             s = {}
             with contextlib.suppress(OSError, ValueError):
@@ -1572,23 +1567,15 @@ def bench_comfy_real(cfg):
             meta = s or meta
             with open(lpath, errors="replace") as f:
                 tail = f.read()[-1500:]
-            checks = s.get("checks", [])
-            prompts = s.get("prompts", [])
             runs.append({
                 "rc": rc, "oom_kills": s.get("oom_kills"),
-                "prompts": c["prompts"],
-                "prompts_ok": sum(1 for x in prompts if x.get("ok")),
-                "checks_passed": s.get("passed"),
-                "checks": len(checks),
-                "failed_checks": [x["check"] for x in checks
-                                  if not x["ok"]],
+                "prompts": s.get("count"), "prompts_ok": s.get("ok", 0),
                 "idle_bytes": s.get("idle_bytes"),
-                "limit_bytes": s.get("limit_bytes"),
-                "cache_bytes": s.get("cache_bytes"),
-                "evict_done": s.get("evict_done", []),
+                "limit_bytes": s.get("limit"),
+                "evict_done": (s.get("agent") or {}).get("evict_done", []),
                 "log_tail": None if rc == 0 else tail})
             log(f"real ComfyUI round {r + 1}: rc {rc}, "
-                f"{runs[-1]['prompts_ok']}/{c['prompts']} prompts, oom "
+                f"{runs[-1]['prompts_ok']}/{runs[-1]['prompts']} prompts, oom "
                 f"{runs[-1]['oom_kills']}, "
                 f"{len(runs[-1]['evict_done'])} commands")
     limits = sorted({x["limit_bytes"] // MiB for x in runs
@@ -1598,17 +1585,13 @@ def bench_comfy_real(cfg):
     short = commit[:8] if commit else None
     what = (f"ComfyUI {meta.get('version') or '?'} (commit "
             f"{short or 'not known: set RAMCACHE_COMFYUI_COMMIT'})")
-    cache = sorted({x["cache_bytes"] // MiB for x in runs
-                    if x["cache_bytes"]})
     method = (
-        f"comfyui/tests/real_comfyui.py ran {what}, its own main.py --cpu "
-        f"{' '.join(meta.get('args', []))} with the package, in a memcg "
-        f"without swap limited to its idle usage "
-        f"({'/'.join(map(str, idles)) or '?'} MiB) + {c['room_mib']} MiB "
-        f"= {'/'.join(map(str, limits)) or '?'} MiB; {c['prompts']} "
-        f"prompts (EmptyImage {c['side']}x{c['side']} x{c['batch']} -> "
-        "ImageInvert -> ImageScaleBy -> status node) cache "
-        f"{'/'.join(map(str, cache)) or '?'} MiB; ramcache-bpf "
+        f"comfyui/tests/real_comfyui.py run ten ran {what}, its own main.py "
+        f"--cpu {' '.join(meta.get('args', []))} with the package, in a memcg "
+        f"without swap limited to {'/'.join(map(str, limits)) or '?'} MiB "
+        f"(idle usage {'/'.join(map(str, idles)) or '?'} MiB); 10 prompts "
+        "(EmptyImage 1024x1024 x16 -> ImageInvert -> ImageScale -> "
+        "PreviewImage) cache 3840 MiB; ramcache-bpf "
         f"{' '.join(c['agent_flags'])}; {c['rounds']} "
         "round(s). The nodes run on CPU, so the package's safe points "
         "(between nodes) are far apart: a command waits for the node that "

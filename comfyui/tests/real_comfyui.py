@@ -1,551 +1,452 @@
 #!/usr/bin/env python3
-"""Run the package inside a real ComfyUI checkout with the real agent.
+"""Run a workload in real ComfyUI, alone or with the package and the agent,
+in a scratch memory cgroup, and print what happened as JSON.
 
-    sudo comfyui/tests/real_comfyui.py --comfyui /path/to/ComfyUI [--commit ID]
+    sudo comfyui/tests/real_comfyui.py run CASE --version 0.33.0 \\
+        --mode alone|package|agent --cache default|classic|recommended|'ARGS' \\
+        --limit 6G [--json FILE] [--trace FILE]
+    sudo comfyui/tests/real_comfyui.py table [--versions ...] [--cases ...] \\
+        [--limits ...] [--runs N] --out DIR
 
-What it does (root: a scratch memory cgroup and the agent):
-  1. links this package into DIR/custom_nodes/ramcache_bpf (a link it
-     made is removed at exit);
-  2. starts ComfyUI's own main.py on CPU with Debian's python3 and torch,
-     in a memory cgroup named ramcache-real-* (always removed) whose limit
-     is smaller than what the workflow caches; third-party modules that
-     ComfyUI imports but this workflow never uses and Debian lacks are
-     stubbed (never ComfyUI's own modules), see STUBS;
-  3. checks /ramcache/status and that ComfyUI serves the frontend extension;
-  4. starts build/ramcache-bpf --pid <ComfyUI> and drives prompts over
-     ComfyUI's HTTP API: each caches new image tensors, so outputs of
-     earlier prompts pile up beyond the cgroup's limit unless evicted;
-  5. checks: every prompt ran, the agent's commands were acked "evicted"
-     with RSS freed, 0 OOM kills; the status node kept the cache keys of
-     the nodes after it (a repeated prompt is all cached); a clean exit of
-     --quick-test-for-ci; and, read from the source, that the stand-in has
-     every part of this ComfyUI the package uses (comfyui_api.py);
-and prints a JSON summary (--json FILE keeps it; "evict_done" has every
-command's post -> received, ack and RSS-drop latency as the agent measured
-them, recv_/ack_/freed_latency_ns). --no-agent runs the same
-prompts without the agent: the control run, which should hit the limit.
-Exit status 0 when every check passed.
+CASE is a workload of real_workloads.py: session (the 20-prompt reuse
+session), ten (ten prompts of ~384 MiB each), long (a node growing RAM
+for ~10 s while an earlier output is cached), batch (ImageScaleBy lanczos
+of a large batch). --version takes a tree from ../shared/comfyui (unpacked
+once to /var/tmp/ramcache-comfyui-VERSION); --comfyui DIR any checkout.
+
+Modes: alone = ComfyUI with no package; package = the package, no agent;
+agent = the package and `ramcache-bpf --pid <ComfyUI>` (defaults, as the
+README says; --agent-arg adds flags). --cache: ComfyUI's default cache,
+--cache-classic, the command line the package's README recommends for
+this version (comfyui/compat.py), or literal arguments.
+
+The result (stdout, or --json FILE): per prompt its wall time and the
+nodes executed and taken from ComfyUI's cache (its websocket messages),
+totals, OOM kills in the cgroup, the cgroup's peak usage, ComfyUI's exit
+status after Ctrl-C, and with the agent its commands by reason and status
+and their post -> ack latency (all, and those posted while a core node
+ran). --trace FILE keeps the run's record for replay: the agent's JSON
+events, the cgroup's usage, inactive file and ComfyUI's RSS every 20 ms,
+the page's entries whenever they change, and each node's start.
+
+`table` runs every (version, case, limit, configuration) --runs times,
+configurations in alternating turns, and writes DIR/results.json and
+DIR/table.md. Exit status 0 when every run finished.
 """
 import argparse
-import atexit
+import contextlib
 import importlib.util
 import json
 import os
-import re
-import shutil
-import signal
-import subprocess
+import shlex
 import sys
-import tempfile
+import threading
 import time
-import urllib.error
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PKG = os.path.dirname(HERE)
-ROOT = os.environ.get("RAMCACHE_ROOT") or os.path.dirname(PKG)
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+sys.path.insert(0, HERE)
+import realcomfy as rc  # noqa: E402
+import real_workloads as wl  # noqa: E402
+
+sys.path.insert(0, os.path.join(rc.ROOT, "tests", "integration"))
 import rctest  # noqa: E402
 
-sys.path.insert(0, HERE)
-import comfyui_api  # noqa: E402
-
-MiB = 1 << 20
-PYTHON = "/usr/bin/python3"  # Debian's python3 with python3-torch
-
-# Imported by ComfyUI at start-up, unused by the workflow below, missing
-# from Debian 12: replaced by empty modules only when not importable.
-STUBS = ["safetensors", "einops", "transformers", "tokenizers", "torchsde",
-         "kornia", "spandrel", "pydantic_settings", "comfy_kitchen", "av",
-         "alembic", "sqlalchemy", "blake3", "comfy_aimdo"]
-# Packages ComfyUI reads files from: stubbed as folders with those files.
-DATA_STUBS = {
-    "comfyui_frontend_package": {
-        "static/index.html": "<!doctype html><title>ComfyUI</title>\n"},
-    "comfyui_workflow_templates": {
-        "templates/index.json": "[]\n",
-        "__init__.py": "def iter_templates():\n    return iter(())\n\n\n"
-                       "def get_asset_path(template_id, filename):\n    return ''\n"},
-    "comfyui_embedded_docs": {"docs/index.html": "\n"},
-}
-# torch 1.13 lacks dtypes newer ComfyUI names at import time; aliases only,
-# never used by this workflow.
-TORCH_ALIASES = ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
-                 "float8_e5m2fnuz", "uint16", "uint32", "uint64"]
-
-BOOT = r'''
-import importlib.abc, importlib.machinery, importlib.util, os, runpy, sys, types
-STUBS, ALIASES, CONTROL = {stubs!r}, {aliases!r}, {control!r}
-missing = {{n for n in STUBS if importlib.util.find_spec(n) is None}}
-
-class _Any:
-    def __init__(self, *a, **k): pass
-    def __call__(self, *a, **k): return _Any()
-    def __getattr__(self, n): return _Any()
-    def __iter__(self): return iter(())
-    def __bool__(self): return False
-
-class _Loader(importlib.abc.Loader):
-    def create_module(self, spec):
-        m = types.ModuleType(spec.name)
-        m.__path__ = []
-        m.__getattr__ = lambda n: _Any if n[:1].isupper() else _Any()
-        return m
-    def exec_module(self, m): pass
-
-class _Finder(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in missing:
-            return importlib.machinery.ModuleSpec(name, _Loader(), is_package=True)
-
-class _TorchAliases(importlib.abc.MetaPathFinder):
-    """Adds the aliases right after torch loads, when ComfyUI imports it."""
-    def find_spec(self, name, path, target=None):
-        if name != "torch":
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        run = spec.loader.exec_module
-        def exec_module(m):
-            run(m)
-            for n in ALIASES:
-                if not hasattr(m, n):
-                    setattr(m, n, m.uint8)
-        spec.loader.exec_module = exec_module
-        return spec
-
-sys.meta_path.insert(0, _Finder())
-sys.meta_path.insert(0, _TorchAliases())
-if CONTROL == "file":
-    os.environ["RAMCACHE_CONTROL"] = "/dev/shm/ramcache-%d" % os.getpid()
-else:
-    os.environ.pop("RAMCACHE_CONTROL", None)
-print("ramcache-real: stubbed", sorted(missing), flush=True)
-d = sys.argv[1]
-sys.argv = [os.path.join(d, "main.py")] + sys.argv[2:]
-sys.path.insert(0, d)
-os.chdir(d)
-runpy.run_path(os.path.join(d, "main.py"), run_name="__main__")
-'''
+CORE = "core"  # ack latencies of commands posted while a core node ran
+TEST_NODE_CLASSES = ("RAMCacheTestGrow",)
 
 
 def compat():
-    spec = importlib.util.spec_from_file_location("ramcache_compat", os.path.join(PKG, "compat.py"))
+    spec = importlib.util.spec_from_file_location(
+        "ramcache_compat", os.path.join(rc.PKG, "compat.py"))
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
     return m
 
 
-def cache_ram_family(comfy):
-    """The --cache-ram form of a checkout, read from its comfy/cli_args.py."""
+FORMS = {"none": "FAMILY_NO_RAM", "one": "FAMILY_ONE", "two": "FAMILY_TWO"}
+
+
+def recommended(tree):
+    """The package README's command line for this tree's --cache-ram form."""
     c = compat()
-    src = open(os.path.join(comfy, "comfy", "cli_args.py")).read()
-    m = re.search(r'"--cache-ram"[^\n]*nargs=(\'[*?]\'|"[*?]")', src)
-    if not m:
-        return c, c.FAMILY_NO_RAM
-    return c, (c.FAMILY_TWO if "*" in m.group(1) else c.FAMILY_ONE)
+    return c.command_line(getattr(c, FORMS[rc.cache_ram_form(tree)])).split()[2:]
 
 
-def make_stubs(tmp, control):
-    for pkg, files in DATA_STUBS.items():
-        for rel, text in files.items():
-            path = os.path.join(tmp, pkg, rel)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w") as f:
-                f.write(text)
-        init = os.path.join(tmp, pkg, "__init__.py")
-        if not os.path.exists(init):
-            open(init, "w").close()
-    boot = os.path.join(tmp, "ramcache_real_boot.py")
-    with open(boot, "w") as f:
-        f.write(BOOT.format(stubs=STUBS, aliases=TORCH_ALIASES, control=control))
-    return boot
+def comfy_args(tree, cache):
+    if cache == "default":
+        return []
+    if cache == "classic":
+        return ["--cache-classic"]
+    if cache == "recommended":
+        return recommended(tree)
+    return shlex.split(cache)
 
 
-class Http:
-    def __init__(self, port):
-        self.base = f"http://127.0.0.1:{port}"
-
-    def get(self, path, raw=False, timeout=10):
-        with urllib.request.urlopen(self.base + path, timeout=timeout) as r:
-            body = r.read()
-            return body if raw else json.loads(body)
-
-    def post(self, path, obj, timeout=30):
-        req = urllib.request.Request(self.base + path, data=json.dumps(obj).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return json.loads(r.read())
+def parse_size(s):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    s = str(s).strip().upper().rstrip("IB")
+    if s and s[-1] in units:
+        return int(float(s[:-1]) * units[s[-1]])
+    return int(s)
 
 
-def rss(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+# ------------------------------------------------------------ recording
+
+class PageWatch:
+    """The page's entries whenever its generation or entry set changes
+    (read only), every 50 ms: [t_ns, generation, [[id, bytes, used_gen,
+    flags, label]]]."""
+
+    def __init__(self, pid):
+        from fakeagent import FakeAgent
+        self.snaps = []
+        self._stop = threading.Event()
+        self._pid = pid
+        self._cls = FakeAgent
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _reader(self):
+        fd_dir = f"/proc/{self._pid}/fd"
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(fd_dir):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"{fd_dir}/{fd}").startswith("/memfd:ramcache"):
+                        return self._cls(f"{fd_dir}/{fd}")
+        return None
+
+    def _run(self):
+        reader, last = None, None
+        while not self._stop.wait(0.05):
+            reader = reader or self._reader()
+            if reader is None:
+                continue
+            with contextlib.suppress(Exception):
+                gen, ents = reader.generation(), reader.entries()
+                rows = sorted([e["id"], e["bytes"], e["used_generation"], e["flags"],
+                               e.get("label")] for e in ents.values())
+                if (gen, rows) != last:
+                    self.snaps.append([time.monotonic_ns(), gen, rows])
+                    last = (gen, rows)
+        if reader:
+            reader.close()
+
+    def stop(self):
+        self._stop.set()
+        self._t.join(5)
+        return self.snaps
+
+
+def inactive_file(cg):
+    key = "inactive_file" if cg.version == 2 else "total_inactive_file"
+    with contextlib.suppress(OSError, ValueError):
+        for line in cg.read("memory.stat").splitlines():
+            k, v = line.split()
+            if k == key:
+                return int(v)
     return None
 
 
-def cg_usage(cg):
-    return int(cg.read("memory.current" if cg.version == 2 else "memory.usage_in_bytes"))
+class Trace(rc.Sampler):
+    """rc.Sampler with the cgroup's inactive file: [t_ns, usage, rss, inactive_file]."""
+
+    def _run(self):
+        while not self._stop.is_set():
+            with contextlib.suppress(OSError, ValueError):
+                self.samples.append([time.monotonic_ns(), rc.cg_usage(self.cg),
+                                     rc.rss(self.pid), inactive_file(self.cg)])
+            self._stop.wait(self.period)
 
 
-def image_prompt(i, side, batch):
-    """EmptyImage -> ImageInvert -> ImageScaleBy 1/8 -> status node (an
-    output node): two new side x side x batch float tensors cached per
-    prompt (colour i), and a small one the status node passes through."""
-    return {
-        "1": {"class_type": "EmptyImage",
-              "inputs": {"width": side, "height": side, "batch_size": batch, "color": i}},
-        "2": {"class_type": "ImageInvert", "inputs": {"image": ["1", 0]}},
-        "3": {"class_type": "ImageScaleBy",
-              "inputs": {"image": ["2", 0], "upscale_method": "nearest-exact", "scale_by": 0.125}},
-        "4": {"class_type": "RAMCacheBPFStatus", "inputs": {"value": ["3", 0]}},
-    }
+# ----------------------------------------------------------- the agent
+
+def agent_summary(events, pid, nodes):
+    """The agent's commands for @pid: counts by reason, by ack status,
+    bytes freed, and post -> ack latency (ms) of all and of those posted
+    while a core node ran (@nodes: [t_start_ns, t_end_ns, class])."""
+    evicts = [e for e in events if e.get("type") == "evict" and e.get("pid") == pid]
+    dones = [e for e in events if e.get("type") == "evict_done" and e.get("pid") == pid]
+    by_reason, statuses = {}, {}
+    for e in evicts:
+        k = f"{e.get('reason')}{' (active)' if e.get('active') else ''}"
+        by_reason[k] = by_reason.get(k, 0) + 1
+    for d in dones:
+        statuses[d.get("status")] = statuses.get(d.get("status"), 0) + 1
+    posted = {e.get("seq"): e.get("ts_ns") for e in evicts}
+    acks = [d["ack_latency_ns"] / 1e6 for d in dones if "ack_latency_ns" in d]
+    core = [d["ack_latency_ns"] / 1e6 for d in dones if "ack_latency_ns" in d
+            and in_core_node(posted.get(d.get("seq")), nodes)]
+    return {"commands": len(evicts), "by_reason": by_reason, "statuses": statuses,
+            "evicted": statuses.get("evicted", 0),
+            "bytes_freed": sum(d.get("bytes_freed", 0) for d in dones
+                               if d.get("status") == "evicted"),
+            "ack_ms": latency(acks), CORE + "_ack_ms": latency(core),
+            "first_evict_headroom": evicts[0].get("headroom") if evicts else None,
+            "evict_done": [{k: d.get(k) for k in (
+                "label", "status", "bytes", "bytes_freed", "recv_latency_ns",
+                "ack_latency_ns", "freed_latency_ns")} for d in dones]}
 
 
-def keys_prompt():
-    """The status node inline: EmptyImage -> status -> ImageInvert -> status."""
-    return {
-        "1": {"class_type": "EmptyImage",
-              "inputs": {"width": 64, "height": 64, "batch_size": 1, "color": 4242}},
-        "2": {"class_type": "RAMCacheBPFStatus", "inputs": {"value": ["1", 0]}},
-        "3": {"class_type": "ImageInvert", "inputs": {"image": ["2", 0]}},
-        "4": {"class_type": "ImageScaleBy",
-              "inputs": {"image": ["3", 0], "upscale_method": "nearest-exact", "scale_by": 0.5}},
-        "5": {"class_type": "RAMCacheBPFStatus", "inputs": {"value": ["4", 0]}},
-    }
+def latency(ms):
+    return {"n": len(ms), "p50": rc.pct(ms, 50), "p99": rc.pct(ms, 99),
+            "max": max(ms) if ms else None}
 
 
-def run_prompt(http, prompt, timeout=300):
-    pid = http.post("/prompt", {"prompt": prompt, "client_id": "ramcache-real"})["prompt_id"]
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        h = http.get(f"/history/{pid}")
-        if pid in h and h[pid].get("status", {}).get("completed") is not None:
-            st = h[pid]["status"]
-            if st.get("status_str") in ("success", "error"):
-                return h[pid]
-        time.sleep(0.1)
-    raise TimeoutError(f"prompt {pid} did not finish")
+def in_core_node(t, nodes):
+    return t is not None and any(a <= t < b and c not in TEST_NODE_CLASSES
+                                 for a, b, c in nodes)
 
 
-def cached_nodes(item):
-    for name, data in item["status"].get("messages", []):
-        if name == "execution_cached":
-            return sorted(data.get("nodes", []))
-    return []
+def node_spans(events_msgs, prompts):
+    """[t_start_ns, t_end_ns, class] of every node ComfyUI ran."""
+    classes = {}
+    for _, p in prompts:
+        for nid, n in p.items():
+            classes.setdefault(nid, set()).add(n["class_type"])
+    starts = []
+    for t, m in events_msgs:
+        d = m.get("data") or {}
+        if m.get("type") == "executing":
+            starts.append((t, d.get("node"), d.get("prompt_id")))
+        elif m.get("type") in rc.DONE:
+            starts.append((t, None, d.get("prompt_id")))
+    spans = []
+    for (t, n, pid), nxt in zip(starts, starts[1:] + [(None, None, None)]):
+        if n is not None and nxt[0] is not None:
+            spans.append([t, nxt[0], n, pid])
+    return spans
 
 
-class ComfyUI:
-    def __init__(self, comfy, boot, cg, port, args, log_path):
-        self.log = open(log_path, "w")
-        into_cg = cg.preexec() if cg else None
+# ------------------------------------------------------------- one run
 
-        def preexec():
-            # Ctrl-C must reach ComfyUI even when this runs in the background
-            # (a non-interactive shell starts background jobs ignoring SIGINT)
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            if into_cg:
-                into_cg()
-        self.proc = subprocess.Popen(
-            [PYTHON, boot, comfy, "--cpu", "--listen", "127.0.0.1", "--port", str(port),
-             "--disable-auto-launch", *args],
-            stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=preexec,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        self.pid = self.proc.pid
-        self.log_path = log_path
-
-    def text(self):
-        with open(self.log_path, errors="replace") as f:
-            return f.read()
-
-    def wait_up(self, http, timeout=180):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"ComfyUI exited with {self.proc.returncode}:\n"
-                                   + self.text()[-3000:])
-            try:
-                http.get("/system_stats", timeout=2)
-                return
-            except (urllib.error.URLError, OSError, ValueError):
-                time.sleep(0.5)
-        raise TimeoutError("ComfyUI did not start:\n" + self.text()[-3000:])
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        # a page file (--control file) outlives a ComfyUI that was killed
-        try:
-            os.unlink(f"/dev/shm/ramcache-{self.pid}")
-        except FileNotFoundError:
-            pass
-        return self.proc.returncode
+def run_case(tree, case, mode, cache, limit, agent_args=(), trace=False, log=print):
+    """One run of workload @case (real_workloads.WORKLOADS) in @tree; the
+    result as a dict (see the module's doc)."""
+    prompts = wl.WORKLOADS[case]()
+    args = comfy_args(tree, cache)
+    res = {"case": case, "version": rc.tree_version(tree), "tree": tree, "mode": mode,
+           "cache": cache, "args": args, "limit": limit, "agent_args": list(agent_args),
+           "nodes_total": sum(len(p) for _, p in prompts),
+           "perfect_cache_executions": wl.perfect_cache(prompts)[1]}
+    name = f"ramcache-real-{os.getpid()}-{time.monotonic_ns()}"
+    with rctest.Memcg(limit, swap_limit=0, name=name) as cg, \
+            rc.started(tree, args, cg, package=mode != "alone") as ui:
+        res["idle_bytes"] = rc.cg_usage(cg)
+        res["stubbed"] = ui.stubbed()
+        events = rc.Events(ui.port)
+        if mode == "agent":
+            ui.agent = rctest.Agent("--pid", ui.pid, *agent_args)
+            res["attached"] = rc.wait_attached(ui)
+        rec = record_start(cg, ui, mode, trace)
+        res["prompts"] = drive(ui, events, prompts, mode, log)
+        res.update(record_stop(rec, cg, ui, events, prompts, ui.agent, res))
+    return res
 
 
-def link_package(comfy):
-    """Links the package into the checkout; a link this run made is
-    removed at exit, so that another tree of this project can run next."""
-    dst = os.path.join(comfy, "custom_nodes", "ramcache_bpf")
-    if os.path.islink(dst) or os.path.exists(dst):
-        if os.path.realpath(dst) != os.path.realpath(PKG):
-            raise SystemExit(f"{dst} exists and is not this package "
-                             f"({PKG}): remove it")
-        return dst
-    os.symlink(PKG, dst)
-    atexit.register(unlink_package, dst)
-    return dst
+def record_start(cg, ui, mode, trace):
+    rec = {"sampler": Trace(cg, ui.pid, 0.02 if trace else 0.1), "trace": trace}
+    if trace and mode != "alone":
+        rec["pages"] = PageWatch(ui.pid)
+    return rec
 
 
-def unlink_package(dst):
-    if os.path.islink(dst) and os.path.realpath(dst) == os.path.realpath(PKG):
-        os.unlink(dst)
+def drive(ui, events, prompts, mode, log):
+    out = []
+    for name, p in prompts:
+        r = rc.run_prompt(ui, events, p)
+        r["name"] = name
+        if mode != "alone" and ui.alive():
+            st = rc.status(ui)
+            r["status"] = {k: st.get(k) for k in ("level", "settled", "evicted", "entries")}
+        out.append(r)
+        log(f"  {name}: {'ok' if r['ok'] else 'FAILED ' + str(r['error'])} "
+            f"{r['wall_s']:.2f}s executed {len(r['executed'])} cached {len(r['cached'])}")
+        if not ui.alive():
+            break
+    return out
 
 
-def check(results, name, ok, detail=None):
-    results.append({"check": name, "ok": bool(ok), "detail": detail})
-    print(f"{'ok  ' if ok else 'FAIL'} {name}" + (f": {detail}" if detail is not None else ""),
-          flush=True)
+def record_stop(rec, cg, ui, events, prompts, ag, res):
+    """Totals, OOM kills, the agent's summary and Ctrl-C, after the prompts."""
+    samples = rec["sampler"].stop()
+    pages = rec["pages"].stop() if "pages" in rec else None
+    ps = res["prompts"]
+    out = {"ok": sum(p["ok"] for p in ps), "count": len(prompts),
+           "wall_s": round(sum(p["wall_s"] for p in ps), 3),
+           "executed": sum(len(p["executed"]) for p in ps),
+           "cached": sum(len(p["cached"]) for p in ps),
+           "oom_kills": cg.oom_kills(), "peak_bytes": max((s[1] for s in samples), default=None),
+           "alive": ui.alive()}
+    spans = node_spans(events.msgs, prompts)
+    if ag is not None:
+        time.sleep(0.5)
+        ag.stop()
+        out["agent"] = agent_summary(ag.events, ui.pid, [s[:2] + [class_of(s, prompts)]
+                                                         for s in spans])
+    out["exit"] = ui.stop() if out["alive"] else ui.proc.returncode
+    out["log_tail"] = ui.text()[-1500:] if out["exit"] != 0 or out["ok"] < len(prompts) else None
+    if rec["trace"]:
+        out["trace"] = {"samples": samples, "pages": pages, "nodes": spans,
+                        "agent_events": ag.events if ag is not None else None,
+                        "agent_stderr": ag.stderr[-50:] if ag is not None else None}
+    return out
 
 
-def finish(results, summary, json_path):
-    """Count the checks into the summary, keep it (json_path), print the
-    last line and exit 0 only when every check passed."""
-    failed = [r for r in results if not r["ok"]]
-    summary["passed"] = len(results) - len(failed)
-    summary["failed"] = len(failed)
-    if json_path:
-        with open(json_path, "w") as f:
-            json.dump(summary, f, indent=1)
-    print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
-    sys.exit(1 if failed else 0)
+def class_of(span, prompts):
+    for _, p in prompts:
+        if span[2] in p:
+            return p[span[2]]["class_type"]
+    return None
 
 
-def quick_test(comfy, boot, port, tmp, control):
-    """--quick-test-for-ci: start, load the package, exit; must be clean."""
-    ui = ComfyUI(comfy, boot, None, port, ["--quick-test-for-ci"], os.path.join(tmp, "quick.log"))
+# ------------------------------------------------------------ the table
+
+# (mode, cache) pairs compared per version; classic only where it exists
+CONFIGS = [("alone", "default"), ("alone", "classic"),
+           ("agent", "recommended"), ("agent", "default")]
+LIMITS = {"session": ["6G", "2.5G", "1.5G"], "ten": ["1.5G"],
+          "long": ["1.5G"], "batch": ["1.5G"]}
+
+
+def configs_for(tree, only=None):
+    out = []
+    for mode, cache in CONFIGS:
+        if cache == "classic" and not rc.has_flag(tree, "--cache-classic"):
+            continue
+        if only and f"{mode}:{cache}" not in only:
+            continue
+        out.append((mode, cache))
+    return out
+
+
+def describe(mode, cache, args):
+    who = {"alone": "ComfyUI alone", "package": "package, no agent",
+           "agent": "package + agent"}[mode]
+    return f"{who}, {cache} ({' '.join(args) or 'no cache flag'})"
+
+
+def table_rows(results):
+    """Markdown rows of @results (run_case dicts), in their order."""
+    rows = ["| version | case | limit | configuration | prompts ok | wall s | executed / "
+            "cached | OOM kills | peak MiB | agent commands (by reason) | ack p50 / p99 ms "
+            "(core nodes) | exit |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        ag = r.get("agent") or {}
+        core = ag.get(CORE + "_ack_ms") or {}
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(ag.get("by_reason", {}).items()))
+        rows.append(
+            f"| {r['version']} | {r['case']} | {r['limit'] / rc.GiB:g} GiB | "
+            f"{describe(r['mode'], r['cache'], r['args'])} | {r.get('ok', 0)}/{r.get('count')} | "
+            f"{r.get('wall_s', 0):.1f} | {r.get('executed')} / {r.get('cached')} | "
+            f"{r.get('oom_kills')} | {(r.get('peak_bytes') or 0) / rc.MiB:.0f} | "
+            f"{ag.get('commands', '-') if ag else '-'}{' (' + reasons + ')' if reasons else ''} | "
+            f"{fmt(core.get('p50'))} / {fmt(core.get('p99'))} | {r.get('exit')} |")
+    return rows
+
+
+def fmt(v):
+    return "-" if v is None else f"{v:.0f}"
+
+
+def run_table(a):
+    """Every (version, case, limit) with each configuration in turn, --runs
+    times; results.json and table.md in --out (rewritten after each run)."""
+    os.makedirs(a.out, exist_ok=True)
+    results = []
+    for version in a.versions:
+        tree = rc.unpack(version)
+        for case in a.cases:
+            for limit in (a.limits or LIMITS[case]):
+                for turn in range(a.runs):
+                    for mode, cache in configs_for(tree, a.only):
+                        print(f"== {version} {case} {limit} {mode} {cache} (turn {turn + 1})",
+                              flush=True)
+                        r = safe_run(tree, case, mode, cache, parse_size(limit), a)
+                        r["turn"] = turn
+                        results.append(r)
+                        save(a.out, results)
+    return results
+
+
+def safe_run(tree, case, mode, cache, limit, a):
+    trace = os.path.join(a.out, "traces") if a.traces else None
     try:
-        rc = ui.proc.wait(180)
-    except subprocess.TimeoutExpired:
-        rc = "timeout"
-    ui.stop()
-    text = ui.text()
-    return rc, text
+        r = run_case(tree, case, mode, cache, limit, a.agent_arg, trace=bool(trace))
+    except Exception as e:  # one failed run must not lose the others
+        return {"case": case, "version": rc.tree_version(tree), "mode": mode, "cache": cache,
+                "args": comfy_args(tree, cache), "limit": limit, "error": repr(e)}
+    if trace and "trace" in r:
+        os.makedirs(trace, exist_ok=True)
+        name = f"{r['version']}-{case}-{limit >> 20}M-{mode}-{cache}-{time.time():.0f}.json"
+        with open(os.path.join(trace, name), "w") as f:
+            json.dump(r.pop("trace"), f)
+        r["trace_file"] = os.path.join(trace, name)
+    return r
 
 
-def main():
+def save(out, results):
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write("\n".join(table_rows([r for r in results if "error" not in r])) + "\n")
+        for r in results:
+            if "error" in r:
+                f.write(f"\n{r['version']} {r['case']} {r['mode']} {r['cache']}: {r['error']}\n")
+
+
+# ---------------------------------------------------------------- main
+
+def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--comfyui", required=True, help="a ComfyUI checkout")
-    ap.add_argument("--commit", default=None, help="its commit id, for the record")
-    ap.add_argument("--port", type=int, default=8190)
-    ap.add_argument("--prompts", type=int, default=10)
-    ap.add_argument("--side", type=int, default=1024, help="image side in pixels")
-    ap.add_argument("--batch", type=int, default=16, help="images per prompt")
-    ap.add_argument("--room-mib", type=int, default=768,
-                    help="cgroup limit above ComfyUI's idle usage")
-    ap.add_argument("--agent", default=rctest.AGENT)
-    ap.add_argument("--headroom", default="256M")
-    ap.add_argument("--inactive", default="512M")
-    ap.add_argument("--control", choices=("auto", "memfd", "file"), default="auto",
-                    help="memfd (found by the agent through /proc) or a file at "
-                         "/dev/shm/ramcache-<pid> (for agents before memfd discovery); "
-                         "auto: memfd when the agent's --help mentions it")
-    ap.add_argument("--no-agent", action="store_true", help="the control run")
-    ap.add_argument("--json", help="write the summary here")
-    ap.add_argument("--api-only", action="store_true",
-                    help="only compare the checkout's source with the stand-in (no root)")
-    a = ap.parse_args()
-    if a.api_only:
-        _, fam = cache_ram_family(os.path.abspath(a.comfyui))
-        problems = comfyui_api.compare(os.path.abspath(a.comfyui),
-                                       os.path.join(HERE, "standin"), fam)
-        for p in problems:
-            print(p)
-        print(f"{fam}: {len(comfyui_api.ITEMS) + 1} parts compared, {len(problems)} problems")
-        sys.exit(1 if problems else 0)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run", help="one run of a workload")
+    run.add_argument("case", choices=sorted(wl.WORKLOADS))
+    where = run.add_mutually_exclusive_group(required=True)
+    where.add_argument("--version", choices=rc.VERSIONS)
+    where.add_argument("--comfyui", help="a ComfyUI checkout")
+    run.add_argument("--mode", choices=("alone", "package", "agent"), default="agent")
+    run.add_argument("--cache", default="recommended")
+    run.add_argument("--limit", default="6G")
+    run.add_argument("--json", help="write the result here (default: stdout)")
+    run.add_argument("--trace", help="write the run's record here")
+    tab = sub.add_parser("table", help="the comparison table")
+    tab.add_argument("--versions", nargs="+", default=list(rc.VERSIONS))
+    tab.add_argument("--cases", nargs="+", default=["session", "ten"])
+    tab.add_argument("--limits", nargs="+", help="instead of each case's own")
+    tab.add_argument("--only", nargs="+", metavar="MODE:CACHE",
+                     help="only these configurations, e.g. alone:default agent:recommended")
+    tab.add_argument("--runs", type=int, default=1)
+    tab.add_argument("--traces", action="store_true", help="keep each run's record")
+    tab.add_argument("--out", required=True)
+    for p in (run, tab):
+        p.add_argument("--agent-arg", action="append", default=[],
+                       help="a flag for ramcache-bpf (repeatable)")
+    return ap.parse_args(argv)
+
+
+def main(argv=None):
+    a = parse(argv)
     if os.geteuid() != 0:
         raise SystemExit("real_comfyui.py: needs root (memory cgroup, agent)")
-    if a.control == "auto":
-        r = subprocess.run([a.agent, "--help"], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, timeout=10)
-        a.control = "memfd" if "memfd" in r.stdout else "file"
-    comfy = os.path.abspath(a.comfyui)
-    c, fam = cache_ram_family(comfy)
-    version = None
-    vfile = os.path.join(comfy, "comfyui_version.py")
-    if os.path.exists(vfile):
-        m = re.search(r'__version__\s*=\s*"([^"]+)"', open(vfile).read())
-        version = m.group(1) if m else None
-    cmdline = c.command_line(fam).split()[2:]
-    tmp = tempfile.mkdtemp(prefix="ramcache-real-")
-    boot = make_stubs(tmp, a.control)
-    link_package(comfy)
-    results = []
-    summary = {"comfyui": comfy, "version": version, "commit": a.commit,
-               "cache_ram": fam, "args": cmdline, "agent": not a.no_agent,
-               "control": a.control, "checks": results}
-    per_prompt_bytes = 2 * a.side * a.side * 3 * 4 * a.batch
-    print(f"ComfyUI {version} ({a.commit or 'commit not given'}), {fam}: "
-          f"main.py --cpu {' '.join(cmdline)}", flush=True)
-
-    problems = comfyui_api.compare(comfy, os.path.join(HERE, "standin"), fam)
-    check(results, "the stand-in has what this ComfyUI has of what the package uses",
-          not problems, problems)
-
-    rc, text = quick_test(comfy, boot, a.port, tmp, a.control)
-    loaded = re.search(r"seconds: .*custom_nodes/ramcache_bpf\n", text) and \
-        not re.search(r"(IMPORT FAILED|Cannot import).*custom_nodes/ramcache_bpf\b", text)
-    check(results, "--quick-test-for-ci exits 0 with the package loaded",
-          rc == 0 and loaded and "cannot join thread" not in text,
-          {"rc": rc, "tail": text[-600:] if rc != 0 or "Traceback" in text else None})
-
-    # ComfyUI's idle usage first, without a limit, to size the cgroup
-    with rctest.Memcg(64 << 30, name=f"ramcache-real-{os.getpid()}-probe") as probe:
-        http = Http(a.port)
-        ui = ComfyUI(comfy, boot, probe, a.port, cmdline, os.path.join(tmp, "probe.log"))
-        try:
-            ui.wait_up(http)
-            time.sleep(1)
-            idle = cg_usage(probe)
-        finally:
-            ui.stop()
-    limit = idle + a.room_mib * MiB
-    summary.update(idle_bytes=idle, limit_bytes=limit,
-                   cache_bytes=per_prompt_bytes * a.prompts)
-    print(f"idle {idle / MiB:.0f} MiB; cgroup limit {limit / MiB:.0f} MiB; the workflow "
-          f"caches {per_prompt_bytes * a.prompts / MiB:.0f} MiB "
-          f"({a.prompts} prompts x {per_prompt_bytes / MiB:.0f} MiB)", flush=True)
-
-    ag = None
-    with rctest.Memcg(limit, swap_limit=0, name=f"ramcache-real-{os.getpid()}") as cg:
-        http = Http(a.port)
-        ui = ComfyUI(comfy, boot, cg, a.port, cmdline, os.path.join(tmp, "comfyui.log"))
-        try:
-            ui.wait_up(http)
-            st = http.get("/ramcache/status")
-            check(results, "/ramcache/status answers before the agent", st.get("page") is True,
-                  {k: st.get(k) for k in ("page", "control", "attached", "comfyui", "hooks")})
-            exts = http.get("/extensions")
-            js = "/extensions/ramcache_bpf/ramcache.js"
-            body = http.get(js, raw=True).decode(errors="replace") if js in exts else ""
-            check(results, "ComfyUI serves the frontend extension",
-                  js in exts and "registerExtension" in body,
-                  [e for e in exts if "ramcache" in e])
-            if not a.no_agent:
-                argv = ["--pid", ui.pid, "--headroom", a.headroom, "--inactive", a.inactive]
-                if a.control == "file":
-                    argv += ["--control", f"/dev/shm/ramcache-{ui.pid}"]
-                rctest.AGENT = a.agent
-                ag = rctest.Agent(*argv)
-                end = time.monotonic() + 10
-                while time.monotonic() < end and not http.get("/ramcache/status")["attached"]:
-                    time.sleep(0.2)
-                st = http.get("/ramcache/status")
-                check(results, "the agent attaches", st["attached"],
-                      {k: st.get(k) for k in ("attached", "agent_pid", "level", "headroom")})
-
-            # the status node inline keeps downstream cache keys
-            first = run_prompt(http, keys_prompt())
-            second = run_prompt(http, keys_prompt())
-            check(results, "status node inline: the repeated prompt is all cached",
-                  first["status"]["status_str"] == "success"
-                  and cached_nodes(second) == ["1", "2", "3", "4", "5"],
-                  {"cached_second_run": cached_nodes(second)})
-
-            prompts = []
-            for i in range(a.prompts):
-                try:
-                    item = run_prompt(http, image_prompt(i + 1, a.side, a.batch))
-                    ok = item["status"]["status_str"] == "success"
-                except (urllib.error.URLError, OSError, TimeoutError, ValueError) as e:
-                    ok, item = False, {"error": str(e)}
-                now = {}
-                if ui.proc.poll() is None:
-                    try:
-                        now = http.get("/ramcache/status")
-                    except (urllib.error.URLError, OSError, ValueError):
-                        pass
-                prompts.append({"prompt": i, "ok": ok, "rss": rss(ui.pid),
-                                "cgroup": cg_usage(cg) if os.path.isdir(cg.path) else None,
-                                **{k: now.get(k) for k in ("level", "headroom", "target",
-                                                           "entries", "evicted", "settled")}})
-                print(f"  prompt {i}: {'ok' if ok else 'FAILED'}  rss "
-                      f"{(prompts[-1]['rss'] or 0) / MiB:.0f} MiB  cgroup "
-                      f"{(prompts[-1]['cgroup'] or 0) / MiB:.0f} MiB", flush=True)
-                if not ok or ui.proc.poll() is not None:
-                    break
-            summary["prompts"] = prompts
-            alive = ui.proc.poll() is None
-            st = http.get("/ramcache/status") if alive else {}
-            summary["status"] = st
-            ooms = cg.oom_kills()
-            summary["oom_kills"] = ooms
-            all_ok = len(prompts) == a.prompts and all(p["ok"] for p in prompts)
-            if a.no_agent:
-                check(results, "control run: without the agent the workflow does not fit",
-                      not all_ok or ooms > 0, {"prompts_ok": sum(p["ok"] for p in prompts),
-                                               "oom_kills": ooms})
-            else:
-                check(results, "every prompt ran", all_ok and alive,
-                      {"prompts_ok": sum(p["ok"] for p in prompts), "alive": alive})
-                check(results, "0 OOM kills", ooms == 0, ooms)
-                time.sleep(1)
-                evicts = [e for e in ag.of_type("evict") if e.get("pid") == ui.pid]
-                dones = [e for e in ag.of_type("evict_done") if e.get("pid") == ui.pid]
-                evicted = [d for d in dones if d.get("status") == "evicted"]
-                freed = sum(d.get("bytes_freed", 0) for d in evicted)
-                statuses = {}
-                for d in dones:
-                    statuses[d.get("status")] = statuses.get(d.get("status"), 0) + 1
-                summary["agent"] = {
-                    "commands": len(evicts), "acks": len(dones), "statuses": statuses,
-                    "settled": st.get("settled"),
-                    "evicted": len(evicted), "bytes_freed": freed,
-                    "labels": sorted({d.get("label") for d in evicted}),
-                    **{f"{k}_latency_ms": sorted(round(d[f"{k}_latency_ns"] / 1e6, 1)
-                                                 for d in evicted if f"{k}_latency_ns" in d)
-                       for k in ("recv", "ack", "freed")}}
-                # every command's outcome: post -> received / ack / RSS drop
-                summary["evict_done"] = [{k: d.get(k) for k in (
-                    "label", "status", "bytes_freed", "recv_latency_ns",
-                    "ack_latency_ns", "freed_latency_ns")} for d in dones]
-                check(results, "the agent's commands were acked 'evicted' with RSS freed",
-                      evicts and evicted and freed > 0, summary["agent"])
-                check(results, "labels name the node (never '?')",
-                      evicted and all(d.get("label") not in ("", "?") for d in evicted),
-                      summary["agent"]["labels"])
-                check(results, "/ramcache/status shows the evictions with latency",
-                      st.get("evicted", 0) >= 1 and st["last"]
-                      and all(e["latency_ms"] is not None for e in st["last"]),
-                      st.get("last", [])[-2:])
-        finally:
-            if ag is not None:
-                ag.stop()
-                summary["agent_events"] = [e for e in ag.events if e.get("type") in (
-                    "evict", "evict_done", "control", "error", "warning", "start")][:400]
-                summary["agent_stderr"] = ag.stderr[-50:]
-            rc = ui.stop()
-            text = ui.text()
-            summary["exit"] = rc
-            if not a.no_agent:
-                check(results, "Ctrl-C: ComfyUI stops cleanly, no traceback from the package",
-                      rc == 0 and "Stopped server" in text and "cannot join thread" not in text
-                      and not re.search(r'File "[^"]*(custom_nodes/ramcache_bpf|'
-                                        + re.escape(PKG) + r')/', text),
-                      {"rc": rc})
-            summary["log_tail"] = text[-1500:]
-    shutil.rmtree(tmp, ignore_errors=True)
-    finish(results, summary, a.json)
+    if a.cmd == "table":
+        results = run_table(a)
+        print("\n".join(table_rows([r for r in results if "error" not in r])))
+        return 0 if all("error" not in r for r in results) else 1
+    tree = os.path.abspath(a.comfyui) if a.comfyui else rc.unpack(a.version)
+    r = run_case(tree, a.case, a.mode, a.cache, parse_size(a.limit), a.agent_arg,
+                 trace=bool(a.trace), log=lambda s: print(s, file=sys.stderr, flush=True))
+    if a.trace:
+        with open(a.trace, "w") as f:
+            json.dump(r.pop("trace"), f)
+    text = json.dumps(r, indent=1)
+    if a.json:
+        with open(a.json, "w") as f:
+            f.write(text)
+    else:
+        print(text)
+    return 0 if r.get("ok") == r.get("count") else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

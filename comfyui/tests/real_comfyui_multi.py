@@ -23,22 +23,24 @@ the same tier (inactive, active). Prints a JSON summary (--json keeps it).
 """
 import argparse
 import contextlib
+import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 import threading
 import time
-import urllib.error
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import real_comfyui as R  # noqa: E402
+import real_workloads as wl  # noqa: E402
+import realcomfy as rc  # noqa: E402
 from fakeagent import FakeAgent  # noqa: E402
+from real_comfyui import recommended  # noqa: E402
 
-rctest = R.rctest
-MiB = R.MiB
+sys.path.insert(0, os.path.join(rc.ROOT, "tests", "integration"))
+import rctest  # noqa: E402
+
+MiB = rc.MiB
 F_ACTIVE, F_PINNED = 1, 2
 AGE_BASE = 1.3
 # instances run their prompts independently: one may be a prompt ahead
@@ -192,17 +194,42 @@ def ranking(evicts, pages, pids):
     return compared, worse
 
 
-def drive(i, ui, http, cg_usage, a, out):
+def check(results, name, ok, detail=None):
+    results.append({"check": name, "ok": bool(ok), "detail": detail})
+    print(f"{'ok  ' if ok else 'FAIL'} {name}" + (f": {detail}" if detail is not None else ""),
+          flush=True)
+
+
+def finish(results, summary, json_path):
+    """Count the checks into the summary, keep it (json_path), print the
+    last line and exit 0 only when every check passed."""
+    failed = [r for r in results if not r["ok"]]
+    summary["passed"] = len(results) - len(failed)
+    summary["failed"] = len(failed)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(summary, f, indent=1)
+    print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    sys.exit(1 if failed else 0)
+
+
+def image_prompt(colour, side, batch):
+    """EmptyImage -> ImageInvert -> preview: two side x side x batch images cached."""
+    g = wl.Graph()
+    img = g.add("EmptyImage", width=side, height=side, batch_size=batch, color=colour)
+    return g.preview(g.add("ImageInvert", image=img))
+
+
+def drive(i, ui, cg_usage, a, out):
     """Instance i's prompts, one after the other."""
+    events = rc.Events(ui.port)
     for k in range(a.prompts):
-        try:
-            item = R.run_prompt(http, R.image_prompt(1000 * (i + 1) + k, a.side, a.batch))
-            ok = item["status"]["status_str"] == "success"
-        except (urllib.error.URLError, OSError, TimeoutError, ValueError) as e:
-            ok = False
-            out.append({"prompt": k, "ok": False, "error": str(e)})
+        r = rc.run_prompt(ui, events, image_prompt(1000 * (i + 1) + k, a.side, a.batch))
+        ok = r["ok"]
+        if not ok:
+            out.append({"prompt": k, "ok": False, "error": r["error"]})
         else:
-            out.append({"prompt": k, "ok": ok, "rss": R.rss(ui.pid),
+            out.append({"prompt": k, "ok": ok, "rss": rc.rss(ui.pid),
                         "parent": cg_usage()})
         print(f"  gpu{i} prompt {k}: {'ok' if ok else 'FAILED'}  rss "
               f"{(out[-1].get('rss') or 0) / MiB:.0f} MiB  parent "
@@ -239,11 +266,9 @@ def main():
         raise SystemExit("real_comfyui_multi.py: needs root (memory cgroups, agent)")
     n = a.instances
     comfy = os.path.abspath(a.comfyui)
-    c, fam = R.cache_ram_family(comfy)
-    cmdline = c.command_line(fam).split()[2:]
-    tmp = tempfile.mkdtemp(prefix="ramcache-real-multi-")
-    boot = R.make_stubs(tmp, "memfd")
-    R.link_package(comfy)
+    fam = rc.cache_ram_form(comfy)
+    cmdline = recommended(comfy)
+    scratch = rc.Scratch(comfy, package=True, test_nodes=False)
     results = []
     summary = {"comfyui": comfy, "commit": a.commit, "cache_ram": fam,
                "args": cmdline, "instances": n, "agent": not a.no_agent,
@@ -254,11 +279,11 @@ def main():
           f"{' '.join(cmdline)}", flush=True)
 
     with rctest.Memcg(64 << 30, name=f"ramcache-real-multi-{os.getpid()}-probe") as probe:
-        ui = R.ComfyUI(comfy, boot, probe, a.port, cmdline, os.path.join(tmp, "probe.log"))
+        ui = rc.ComfyUI(comfy, scratch, cmdline, probe, a.port, "probe.log")
         try:
-            ui.wait_up(R.Http(a.port))
+            ui.wait_up()
             time.sleep(1)
-            idle = R.cg_usage(probe)
+            idle = rc.cg_usage(probe)
         finally:
             ui.stop()
     limit = n * (idle + a.room_mib * MiB)
@@ -273,11 +298,11 @@ def main():
     with Parent(limit, n) as parent:
         try:
             for i in range(n):
-                uis.append(R.ComfyUI(comfy, boot, child_cgroup(parent, i), a.port + i,
-                                     cmdline, os.path.join(tmp, f"gpu{i}.log")))
-            https = [R.Http(a.port + i) for i in range(n)]
-            for ui, http in zip(uis, https):
-                ui.wait_up(http)
+                uis.append(rc.ComfyUI(comfy, scratch, cmdline, child_cgroup(parent, i),
+                                      a.port + i, f"gpu{i}.log"))
+            https = [ui.http for ui in uis]
+            for ui in uis:
+                ui.wait_up()
             pids = [ui.pid for ui in uis]
             summary["pids"] = pids
             if not a.no_agent:
@@ -294,10 +319,10 @@ def main():
                     if all(att):
                         break
                     time.sleep(0.2)
-                R.check(results, "the agent attaches to every instance", all(att), att)
+                check(results, "the agent attaches to every instance", all(att), att)
                 pages = Pages(pids)
             runs = [[] for _ in range(n)]
-            threads = [threading.Thread(target=drive, args=(i, uis[i], https[i],
+            threads = [threading.Thread(target=drive, args=(i, uis[i],
                                                             parent.usage, a, runs[i]))
                        for i in range(n)]
             for t in threads:
@@ -311,13 +336,13 @@ def main():
             ok_counts = [sum(p["ok"] for p in r) for r in runs]
             all_ok = all(k == a.prompts for k in ok_counts) and all(alive)
             if a.no_agent:
-                R.check(results, "control run: without the agent the instances do not fit",
+                check(results, "control run: without the agent the instances do not fit",
                         not all_ok or ooms > 0,
                         {"prompts_ok": ok_counts, "alive": alive, "oom_kills": ooms})
             else:
-                R.check(results, "every prompt of every instance ran", all_ok,
+                check(results, "every prompt of every instance ran", all_ok,
                         {"prompts_ok": ok_counts, "alive": alive})
-                R.check(results, "0 OOM kills in the parent cgroup", ooms == 0, ooms)
+                check(results, "0 OOM kills in the parent cgroup", ooms == 0, ooms)
                 time.sleep(1)
                 pages.stop()
                 evicts = [e for e in ag.of_type("evict") if e.get("pid") in pids]
@@ -338,13 +363,13 @@ def main():
                                              if "ack_latency_ns" in d)[len(ev) // 2]
                         if ev else None}
                 summary["per_instance"] = per
-                R.check(results, "each instance's commands were acked evicted with RSS freed",
+                check(results, "each instance's commands were acked evicted with RSS freed",
                         all(v["evicted"] and v["bytes_freed"] > 0 for v in per.values()), per)
                 targets = [e for e in ag.of_type("target")
                            if e.get("state") == "attached" and e.get("pid") in pids]
                 doms = sorted({str(e.get("domain")) for e in targets})
                 summary["domains"] = doms
-                R.check(results, "one memory domain: the parent cgroup",
+                check(results, "one memory domain: the parent cgroup",
                         {e["pid"] for e in targets} == set(pids) and doms == [parent.rel],
                         {"attached": [e.get("pid") for e in targets], "domains": doms})
                 batches = {}
@@ -356,7 +381,7 @@ def main():
                                       "compared": compared, "worse": len(worse),
                                       "examples": worse[:5],
                                       "scores_reported": sum("score" in e for e in evicts)}
-                R.check(results, "the entries taken were the lowest-value ones across "
+                check(results, "the entries taken were the lowest-value ones across "
                         "the instances", compared >= len(evicts) // 2 and not worse,
                         summary["ranking"])
         finally:
@@ -371,13 +396,13 @@ def main():
             summary["exit"] = rcs
             texts = [ui.text() for ui in uis]
             if not a.no_agent and uis:
-                R.check(results, "Ctrl-C: every instance stops cleanly",
+                check(results, "Ctrl-C: every instance stops cleanly",
                         all(rc == 0 and "Stopped server" in t and not re.search(
-                            r'File "[^"]*(custom_nodes/ramcache_bpf|' + re.escape(R.PKG)
+                            r'File "[^"]*(custom_nodes/ramcache_bpf|' + re.escape(rc.PKG)
                             + r')/', t) for rc, t in zip(rcs, texts)), rcs)
             summary["log_tails"] = [t[-800:] for t in texts]
-    shutil.rmtree(tmp, ignore_errors=True)
-    R.finish(results, summary, a.json)
+    scratch.cleanup()
+    finish(results, summary, a.json)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,10 @@
 # kernel runs the BPF programs; /proc, /sys (with the cgroup mounts and the
 # BTF), /dev and resolv.conf are lent to the chroot.
 #
+# The real ComfyUI trees (../shared/comfyui), when this repository has
+# them, are lent read-only beside the clone, so that installing what real
+# ComfyUI needs is proven here too.
+#
 # Only the bare debootstrap result is cached ($RAMCACHE_CACHE, default
 # /var/cache/ramcache-bpf/bookworm-minbase): every package the Makefile needs
 # is installed by `make test` itself on each run. The VM suites do not run in
@@ -130,6 +134,23 @@ mount -t proc proc "$root/proc"
 mounted+=("$root/proc")
 bind /sys
 bind /dev
+# The real ComfyUI trees, lent read-only beside the clone as ../shared/comfyui
+# is beside this repository (or its main worktree, or its origin): `make
+# test` then installs what ComfyUI needs and runs the package in each.
+trees=${RAMCACHE_COMFYUI_TREES:-}
+if [ -z "$trees" ]; then
+	for r in "$src" "$(git -C "$src" rev-parse --path-format=absolute --git-common-dir)/.." \
+		"$(git -C "$src" remote get-url origin 2>/dev/null || true)"; do
+		if [ -d "$r/../shared/comfyui" ]; then trees=$r/../shared/comfyui; break; fi
+	done
+fi
+if [ -n "$trees" ]; then
+	say LEND "$trees -> /root/shared/comfyui (read-only)"
+	mkdir -p "$root/root/shared/comfyui"
+	mount --bind "$trees" "$root/root/shared/comfyui"
+	mounted+=("$root/root/shared/comfyui")
+	mount -o remount,bind,ro "$root/root/shared/comfyui"
+fi
 
 # A clean environment, less what points tools at the certificates and
 # proxies of this machine.
