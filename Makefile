@@ -91,7 +91,7 @@ BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))
 SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
 
-USER_SRCS := $(wildcard user/*.c)
+USER_SRCS := $(wildcard user/*.c user/*/*.c)
 USER_OBJS := $(patsubst user/%.c,$(OUTPUT)/obj/user/%.o,$(USER_SRCS))
 USER_LIB_OBJS := $(filter-out $(OUTPUT)/obj/user/main.o,$(USER_OBJS))
 
@@ -197,6 +197,7 @@ $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 # The skeletons are order-only: -MMD records which objects include them.
 $(OUTPUT)/obj/user/%.o: user/%.c | $(OUTPUT)/obj/user $(SKELS)
 	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(AGENT): $(USER_OBJS)
@@ -303,7 +304,7 @@ ASAN_UNIT_BINS := $(patsubst tests/unit/%.c,$(ASAN_DIR)/tests/%,$(UNIT_SRCS))
 FUZZ_DIR := $(OUTPUT)/fuzz
 FUZZ_BIN := $(FUZZ_DIR)/fuzz_control
 FUZZ_SEED := $(FUZZ_DIR)/fuzz_seed
-FUZZ_SRCS := tests/fuzz/fuzz_control.c user/control_parse.c user/policy.c
+FUZZ_SRCS := tests/fuzz/fuzz_control.c user/page/control_parse.c user/core/policy.c
 CPPCHECK_FLAGS := --quiet --error-exitcode=1 --enable=warning,portability \
 		  --std=c11 --inline-suppr --suppress=missingIncludeSystem \
 		  -D__x86_64__ -D_GNU_SOURCE -Iinclude -Iuser -Ibpf -Idemo -Ilib
@@ -317,6 +318,7 @@ $(ASAN_DIR)/obj/user $(ASAN_DIR)/obj/lib $(ASAN_DIR)/tests $(FUZZ_DIR):
 
 $(ASAN_DIR)/obj/user/%.o: user/%.c | $(ASAN_DIR)/obj/user $(SKELS)
 	$(call msg,CC-ASAN,$@)
+	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) -c $< -o $@
 
 $(ASAN_DIR)/obj/lib/%.o: lib/%.c | $(ASAN_DIR)/obj/lib
@@ -327,7 +329,8 @@ $(ASAN_DIR)/tests/test_%: tests/unit/test_%.c $(ASAN_USER_LIB_OBJS) $(ASAN_LIB_O
 	$(call msg,TEST-ASAN,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) -Itests/unit $< $(ASAN_USER_LIB_OBJS) $(ASAN_LIB_OBJS) $(AGENT_LIBS) -lpthread -o $@
 
-$(FUZZ_BIN): $(FUZZ_SRCS) user/control.h user/policy.h include/ramcache/*.h | $(FUZZ_DIR)
+$(FUZZ_BIN): $(FUZZ_SRCS) user/page/control.h user/core/policy.h \
+	    user/core/units.h include/ramcache/*.h | $(FUZZ_DIR)
 	$(call msg,FUZZ,$@)
 	$(Q)$(FUZZ_CC) -g -O1 $(WARN) -std=gnu11 -D_GNU_SOURCE -Iinclude -Iuser \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \

@@ -42,7 +42,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "bpfstate.h"
+#include "kernel/bpfstate.h"
 #include "pressure.skel.h"
 
 #define MAX_PROGS 64
@@ -243,7 +243,7 @@ int main(int argc, char **argv)
 	struct bpf_object *obj = NULL, *bobj = NULL;
 	struct bpf_program *prog;
 	struct bpfstate b = {};
-	struct opts o = {};
+	struct bpfstate_settings o = {};
 	double out[2] = { 0, 0 };
 
 	for (int i = 1; i < argc; i++) {
@@ -321,7 +321,7 @@ int main(int argc, char **argv)
 		if (!obj)
 			goto out;
 	} else {
-		o.pid = 1; /* any: filter by the tracked set */
+		o.filter = true; /* by the tracked set */
 		o.probe_mode = PROBE_AUTO;
 		o.burst_faults = 2048;
 		o.burst_window_ns = 100000000;

@@ -793,7 +793,7 @@ def idle_agent(cfg, executor):
         agent.stop()
         # what the kernel told the agent meanwhile: kswapd or reclaim
         # anywhere keeps it busy, reading every 250 ms, for 5 s
-        # (user/cadence.h)
+        # (user/core/cadence.h)
         told = {}
         for e in agent.events[n0:]:
             if e.get("type") in ("kswapd", "reclaim", "oom_kill",

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * ABI between bpf/discover.bpf.c and user/discover.c: how the kernel tells
+ * ABI between bpf/discover.bpf.c and user/kernel/discover.c: how the kernel tells
  * the agent that a process is creating a control page (a memfd named
  * "ramcache", seen by a uprobe at the entry of libc's memfd_create) or
  * that a followed executor ran execve.

@@ -25,25 +25,26 @@
 #include <bpf/libbpf.h>
 
 #include "agent.h"
-#include "bpfstate.h"
-#include "cadence.h"
-#include "clock.h"
-#include "discover.h"
-#include "domains.h"
-#include "evict.h"
-#include "hist.h"
-#include "level.h"
-#include "domlevel.h"
-#include "match.h"
-#include "metrics.h"
-#include "oomvictim.h"
-#include "metrics_http.h"
-#include "onlevel.h"
-#include "output.h"
-#include "outstream.h"
-#include "readfile.h"
-#include "sampler.h"
-#include "targets.h"
+#include "kernel/bpfstate.h"
+#include "core/cadence.h"
+#include "proc/clock.h"
+#include "kernel/discover.h"
+#include "executors/admission.h"
+#include "executors/domains.h"
+#include "executors/evictor.h"
+#include "core/hist.h"
+#include "executors/level.h"
+#include "executors/domlevel.h"
+#include "proc/match.h"
+#include "out/metrics.h"
+#include "proc/oomvictim.h"
+#include "out/metrics_http.h"
+#include "out/onlevel.h"
+#include "out/out.h"
+#include "out/outstream.h"
+#include "proc/readfile.h"
+#include "proc/sampler.h"
+#include "executors/targets.h"
 
 #define MATCH_PERIOD_NS	   NSEC_PER_SEC
 #define FORECAST_WINDOW_NS NSEC_PER_SEC
@@ -59,29 +60,6 @@
 #define EVAL_DUTY    4
 #define BTF_PATH     "/sys/kernel/btf/vmlinux"
 #define DROP_WARN_NS (10 * NSEC_PER_SEC)
-/*
- * --all: /proc is scanned once at start, then only this often, for the
- * executors the uprobe cannot see (another libc: a container's, a static
- * binary); every 2 s when the uprobe could not be attached at all.
- */
-#define RESCAN_NS	(30 * NSEC_PER_SEC)
-#define RESCAN_BLIND_NS (2 * NSEC_PER_SEC)
-/* a look through /proc takes at most a slice of the loop at a time */
-#define SCAN_SLICE_NS (20 * NSEC_PER_MSEC)
-#define SCAN_GAP_NS   (50 * NSEC_PER_MSEC)
-/* a look at once when the kernel's reports were lost, at most this often */
-#define RESCAN_LOST_NS (5 * NSEC_PER_SEC)
-/* A page reported by the uprobe is looked for this long (it is being made). */
-#define PEND_NS	      (2 * NSEC_PER_SEC)
-#define PEND_FIRST_NS (5 * 1000000ULL) /* the first look again */
-#define PEND_RETRY_NS (50 * 1000000ULL)
-/* --all: a target without a page this long is let go. */
-#define NO_PAGE_NS (5 * NSEC_PER_SEC)
-/* --all: adoptions one user may make, per second and at once. */
-#define PER_UID_RATE  10.0
-#define PER_UID_BURST 16.0
-/* --all: places one user's executors may take (root and --user: all). */
-#define PER_UID_MAX (RC_MAX_TARGETS / 4)
 
 struct agent {
 	const struct opts *o;
@@ -95,27 +73,8 @@ struct agent {
 	struct target_env env;
 	struct domain_env denv;
 	struct discover disc;
-	bool disc_on;	       /* the uprobe is attached */
-	uint64_t next_scan_ns; /* --all: the next look through /proc */
-	uint64_t last_scan_ns;
-	pid_t scan_from;       /* a look under way: the last pid looked at */
-	uint64_t scan_more_ns; /* when it goes on */
-	uint64_t disc_lost;    /* discovery reports lost, as last acted on */
-	bool scan_for_lost;    /* this scan makes up for lost reports */
-	bool refused;	       /* an executor was refused a place since */
-	struct {
-		pid_t pid;
-		uint64_t until_ns;
-	} pend[RC_MAX_TARGETS]; /* pages reported, not ready yet */
-	int npend;
-	uint64_t next_adopt_warn_ns;
-	/* adoptions per uid: a token bucket each (root and --user: none) */
-	struct {
-		uid_t uid;
-		double tokens;
-		uint64_t at_ns; /* last refill, 0: a free entry */
-	} budget[RC_MAX_TARGETS];
-	struct sampler sys; /* without a single target */
+	struct admission adm; /* --all: whom to adopt, when to look */
+	struct sampler sys;   /* without a single target */
 	struct track_totals sys_prev;
 	struct level_watch lw;
 	struct domain_levels dl; /* --all, several targets: each domain's */
@@ -371,9 +330,8 @@ static int handle_event(void *ctx, void *data, size_t len)
 			break;
 		level_kswapd(&a->lw, ((const struct rc_kswapd *)data)->nid,
 			     ((const struct rc_kswapd *)data)->awake);
-		domain_levels_kswapd(&a->dl,
-				     ((const struct rc_kswapd *)data)->nid,
-				     ((const struct rc_kswapd *)data)->awake);
+		domlevel_kswapd(&a->dl, ((const struct rc_kswapd *)data)->nid,
+				((const struct rc_kswapd *)data)->awake);
 		if (((const struct rc_kswapd *)data)->awake) {
 			evaluate(a, RAMCACHE_REASON_RECLAIM);
 			kernel_told(a, now);
@@ -383,10 +341,10 @@ static int handle_event(void *ctx, void *data, size_t len)
 		metrics_oom_kill(&a->m);
 		a->next_read_ns = 0; /* the cgroup's count, at the next tick */
 		kernel_told(a, now);
-		if (len >= sizeof(oom) && oom_victim_partial(data)) {
+		if (len >= sizeof(oom) && oomvictim_partial(data)) {
 			/* a pid-only kernel: /proc may still know the rest */
 			memcpy(&oom, data, sizeof(oom));
-			oom_victim_fill(RC_PROC_ROOT, &oom);
+			oomvictim_fill(RC_PROC_ROOT, &oom);
 			data = &oom;
 			len = sizeof(oom);
 		}
@@ -406,7 +364,7 @@ static int handle_event(void *ctx, void *data, size_t len)
 /* The level watch's view: counters, rates, PSI (of one target, or system). */
 static void fill_level(struct agent *a, struct summary *s)
 {
-	s->level = rc_level_name(a->lw.cur.level);
+	s->level = policy_level_name(a->lw.cur.level);
 	s->reasons = a->lw.cur.reasons;
 	s->has_eta = a->lw.in.has_eta;
 	s->eta_s = a->lw.in.eta_ns / 1e9;
@@ -554,7 +512,7 @@ static void publish_domains(struct agent *a, uint64_t sys_eta_ns)
 	}
 	for (int d = 0; d < RC_MAX_TARGETS; d++) {
 		if (!a->ts.dom_refs[d] ||
-		    domain_outlook(&a->ts, d, &a->denv, &o))
+		    domains_outlook(&a->ts, d, &a->denv, &o))
 			continue;
 		metrics_domain_set(&a->m, (unsigned int)d, o.name, o.limit,
 				   (int64_t)o.headroom,
@@ -590,16 +548,15 @@ static void update_domain_levels(struct agent *a, uint64_t now,
 		struct domain_outlook o;
 		int changed;
 
-		if (!a->ts.dom_refs[d] ||
-		    domain_level_ctx(&a->ts, d, &a->denv, &c))
+		if (!a->ts.dom_refs[d] || domlevel_ctx(&a->ts, d, &a->denv, &c))
 			continue;
-		changed = domain_level_update(&a->dl, &a->ts, d, now, &c);
+		changed = domlevel_update(&a->dl, &a->ts, d, now, &c);
 		/* the outlook (a forecast) again only for the name, and only
 		 * when there is news to tell */
 		if ((changed != LEVEL_CHANGED && changed != LEVEL_NEW_REASON) ||
-		    domain_outlook(&a->ts, d, &a->denv, &o))
+		    domains_outlook(&a->ts, d, &a->denv, &o))
 			continue;
-		pi.level = rc_level_name(a->dl.lw[d].cur.level);
+		pi.level = policy_level_name(a->dl.lw[d].cur.level);
 		pi.reasons = a->dl.lw[d].cur.reasons;
 		pi.has_eta = c.has_eta;
 		pi.eta_s = c.eta_ns / 1e9;
@@ -648,7 +605,7 @@ static void update_level(struct agent *a, uint64_t now)
 						    : a->lw.cur.level);
 	if (changed <= 0)
 		return;
-	pi.level = rc_level_name(a->lw.cur.level);
+	pi.level = policy_level_name(a->lw.cur.level);
 	pi.reasons = a->lw.cur.reasons;
 	pi.has_eta = c.has_eta;
 	pi.eta_s = c.eta_ns / 1e9;
@@ -716,26 +673,6 @@ static void find_match(struct agent *a, uint64_t now)
 	out_target_pick(&a->out, pid, t->comm, s.pattern, &r);
 }
 
-/*
- * --all: a place came free and an executor was refused one for lack of
- * it (or of its user's share): look through /proc for it soon (at most
- * every RESCAN_LOST_NS) rather than at the next slow scan.
- */
-static void place_freed(struct agent *a, uint64_t now)
-{
-	uint64_t at = a->last_scan_ns + RESCAN_LOST_NS;
-
-	if (!a->o->all || !a->refused)
-		return;
-	a->refused = false;
-	if (at < now)
-		at = now;
-	if (at < a->next_scan_ns) {
-		a->next_scan_ns = at;
-		a->scan_for_lost = true;
-	}
-}
-
 /* Stop following @t, telling why (@state: exited, exec). */
 static void drop_target(struct agent *a, struct target *t, const char *state)
 {
@@ -747,7 +684,8 @@ static void drop_target(struct agent *a, struct target *t, const char *state)
 	if (target_detach(&a->ts, &a->env, t, &a->ack_hist, &a->freed_hist))
 		a->had_evictor = true;
 	out_target(&a->out, state, pid, comm);
-	place_freed(a, now_ns());
+	if (a->o->follow == FOLLOW_ALL)
+		admission_place_freed(&a->adm, now_ns());
 	/* its domain's gauges went with it: the machine's stand in now */
 	if (!a->ts.n) {
 		report_err(a, &a->read_err, sampler_read(&a->sys, now_ns()),
@@ -765,7 +703,7 @@ static void target_exited(struct agent *a, struct target *t)
 		    now_ns()); /* its cgroup's OOM kills too */
 	summary_of(a, t, now_ns());
 	a->last_pid = pid;
-	if (!a->o->match && !a->o->all) {
+	if (a->o->follow == FOLLOW_PID) {
 		if (target_detach(&a->ts, &a->env, t, &a->ack_hist,
 				  &a->freed_hist))
 			a->had_evictor = true;
@@ -774,7 +712,7 @@ static void target_exited(struct agent *a, struct target *t)
 		return;
 	}
 	drop_target(a, t, "exited");
-	if (!a->o->all) {
+	if (a->o->follow != FOLLOW_ALL) {
 		a->next_match_ns = 0;
 		arm(a, now_ns()); /* look for the next one now */
 	}
@@ -791,74 +729,16 @@ static void reap_exited(struct agent *a)
 	struct target *t;
 
 	for_each_target(a, t, i)
-		if (pidfd_alive(t->pidfd))
+		if (match_pidfd_alive(t->pidfd))
 			target_exited(a, t);
 }
 
-/* At most this often a warning about executors not followed (--all). */
-static bool may_warn(struct agent *a, uint64_t now)
-{
-	if (now < a->next_adopt_warn_ns)
-		return false;
-	a->next_adopt_warn_ns = now + DROP_WARN_NS;
-	return true;
-}
-
-/* The bucket of @uid, refilled to @now; the stalest one is reused. */
-static double *tokens_of(struct agent *a, uid_t uid, uint64_t now)
-{
-	int k = 0;
-
-	for (int i = 0; i < RC_MAX_TARGETS; i++) {
-		if (a->budget[i].at_ns && a->budget[i].uid == uid) {
-			k = i;
-			goto refill;
-		}
-		if (a->budget[i].at_ns < a->budget[k].at_ns)
-			k = i;
-	}
-	a->budget[k].uid = uid;
-	a->budget[k].tokens = PER_UID_BURST;
-	a->budget[k].at_ns = now;
-refill:
-	a->budget[k].tokens += (now - a->budget[k].at_ns) / 1e9 * PER_UID_RATE;
-	if (a->budget[k].tokens > PER_UID_BURST)
-		a->budget[k].tokens = PER_UID_BURST;
-	a->budget[k].at_ns = now;
-	return &a->budget[k].tokens;
-}
-
 /*
- * A user's processes that come and go by the hundred (each with a page)
- * are adopted at most PER_UID_RATE a second: attaching, detaching and
- * their events cost the agent, and the agent is everybody's.
+ * One user's executors take a limited share of the places and are adopted
+ * at a limited rate unless the user is root or named by --user
+ * (admission_check()): true when @pid may not take a place now.
  */
-static bool uid_too_fast(struct agent *a, uid_t uid, pid_t pid, uint64_t now)
-{
-	double *t;
-
-	if (!uid || (a->o->has_user && a->o->user == uid))
-		return false;
-	t = tokens_of(a, uid, now);
-	if (*t >= 1) {
-		*t -= 1;
-		return false;
-	}
-	a->refused = true;
-	if (may_warn(a, now))
-		out_warn(
-			&a->out,
-			"not following pid %d: uid %u starts executors faster than %.0f a second (--user %u lifts it)",
-			pid, uid, PER_UID_RATE, uid);
-	return true;
-}
-
-/*
- * One user's executors take at most PER_UID_MAX places unless the user
- * is root or named by --user: any process can make a memfd named
- * "ramcache", and 64 of one user's must not keep out everybody else's.
- */
-static bool uid_full(struct agent *a, pid_t pid, uint64_t now)
+static bool uid_refused(struct agent *a, pid_t pid, uint64_t now)
 {
 	char path[64];
 	struct stat st;
@@ -868,43 +748,34 @@ static bool uid_full(struct agent *a, pid_t pid, uint64_t now)
 	snprintf(path, sizeof(path), "/proc/%d", pid);
 	if (stat(path, &st))
 		return true; /* gone */
-	if (!st.st_uid || (a->o->has_user && a->o->user == st.st_uid))
-		return false;
 	for_each_target(a, t, i)
 		n += t->uid == st.st_uid;
-	if (n < PER_UID_MAX)
-		return uid_too_fast(a, st.st_uid, pid, now);
-	a->refused = true;
-	if (may_warn(a, now))
-		out_warn(
-			&a->out,
-			"not following pid %d: uid %u already has %d executors followed, the most for one user (--user %u lifts it)",
-			pid, st.st_uid, n, st.st_uid);
+	switch (admission_check(&a->adm, st.st_uid, n, now)) {
+	case ADMISSION_OK:
+		return false;
+	case ADMISSION_TOO_FAST:
+		if (admission_may_warn(&a->adm, now))
+			out_warn(
+				&a->out,
+				"not following pid %d: uid %u starts executors faster than %.0f a second (--user %u lifts it)",
+				pid, st.st_uid, ADMISSION_UID_RATE, st.st_uid);
+		return true;
+	case ADMISSION_USER_FULL:
+		if (admission_may_warn(&a->adm, now))
+			out_warn(
+				&a->out,
+				"not following pid %d: uid %u already has %d executors followed, the most for one user (--user %u lifts it)",
+				pid, st.st_uid, n, st.st_uid);
+		return true;
+	}
 	return true;
-}
-
-/* Look again at @pid's page in a moment (it may still be being made). */
-static void pend(struct agent *a, pid_t pid, uint64_t now)
-{
-	for (int i = 0; i < a->npend; i++)
-		if (a->pend[i].pid == pid)
-			return;
-	if (a->npend == RC_MAX_TARGETS) /* full: the oldest goes */
-		memmove(a->pend, a->pend + 1,
-			(size_t)--a->npend * sizeof(a->pend[0]));
-	a->pend[a->npend].pid = pid;
-	a->pend[a->npend].until_ns = now + PEND_NS;
-	a->npend++;
-	/* a calm loop may not wake for seconds: look again soon */
-	if (now + PEND_FIRST_NS < a->armed_ns)
-		arm(a, now + PEND_FIRST_NS);
 }
 
 /*
  * --all: follow @pid if the rules accept it and it holds a page that
  * passes every check; @how it was found. Nothing is held for a process
  * whose page is not there (yet): the uprobe's are looked at again for
- * PEND_NS, a scan's at the next scan. True when it is followed or can
+ * ADMISSION_PEND_NS, a scan's at the next scan. True when it is followed or can
  * never be (stop looking).
  */
 static bool adopt(struct agent *a, pid_t pid, const char *how)
@@ -926,12 +797,13 @@ static bool adopt(struct agent *a, pid_t pid, const char *how)
 	if (err)
 		return err == -ESRCH;
 	reap_exited(a);
-	if (uid_full(a, pid, now))
+	if (uid_refused(a, pid, now))
 		return true;
 	err = target_attach(&a->ts, &a->env, pid, sp, &t);
 	if (err) {
-		a->refused |= err == -ENOSPC;
-		if (err != -EACCES && may_warn(a, now))
+		if (err == -ENOSPC)
+			admission_refused(&a->adm);
+		if (err != -EACCES && admission_may_warn(&a->adm, now))
 			attach_failed(a, pid, err);
 		return true;
 	}
@@ -944,36 +816,28 @@ static bool adopt(struct agent *a, pid_t pid, const char *how)
 /* The uprobe's reports whose page was not ready: once more each tick. */
 static void retry_pending(struct agent *a, uint64_t now)
 {
-	int k = 0;
+	pid_t pids[RC_MAX_TARGETS];
+	int n = admission_pending(&a->adm, now, pids);
 
-	for (int i = 0; i < a->npend; i++) {
-		if (now < a->pend[i].until_ns &&
-		    !adopt(a, a->pend[i].pid, "uprobe"))
-			a->pend[k++] = a->pend[i];
-	}
-	a->npend = k;
+	for (int i = 0; i < n; i++)
+		if (adopt(a, pids[i], "uprobe"))
+			admission_settled(&a->adm, pids[i]);
 }
 
 /*
- * --all: a target whose page has been gone (or refused) for NO_PAGE_NS
- * is no executor any more: let its place go.
+ * --all: a target whose page has been gone (or refused) for
+ * ADMISSION_NO_PAGE_NS is no executor any more: let its place go.
  */
 static void drop_pageless(struct agent *a, uint64_t now)
 {
 	struct target *t;
 
-	if (!a->o->all)
+	if (a->o->follow != FOLLOW_ALL)
 		return;
-	for_each_target(a, t, i) {
-		if (!t->evicting || t->ev.open) {
-			t->no_page_since = 0;
-			continue;
-		}
-		if (!t->no_page_since)
-			t->no_page_since = now;
-		else if (now - t->no_page_since >= NO_PAGE_NS)
+	for_each_target(a, t, i)
+		if (admission_pageless(&t->no_page_since,
+				       !t->evicting || t->ev.open, now))
 			drop_target(a, t, "no_page");
-	}
 }
 
 static void adopt_found(pid_t pid, void *ctx)
@@ -982,14 +846,23 @@ static void adopt_found(pid_t pid, void *ctx)
 	char why[512];
 
 	adopt(a, pid, "scan");
-	if (!a->disc_on || !targets_find(&a->ts, pid))
+	if (!a->adm.uprobe || !targets_find(&a->ts, pid))
 		return;
 	/* its libc too, so the next executors on it are reported at once */
 	discover_scan_found(&a->disc, RC_PROC_ROOT, pid,
-			    a->disc.scans > 0 && !a->scan_for_lost, why,
-			    sizeof(why));
+			    admission_missed(&a->adm), why, sizeof(why));
 	if (why[0])
 		out_warn(&a->out, "%s", why);
+}
+
+/* Look again at @pid's page in a moment (it may still be being made). */
+static void pend(struct agent *a, pid_t pid)
+{
+	uint64_t at = admission_pend(&a->adm, pid, now_ns());
+
+	/* a calm loop may not wake for seconds: look again soon */
+	if (at && at < a->armed_ns)
+		arm(a, at);
 }
 
 /* The kernel told: a page was created, or a followed executor exec'd. */
@@ -1006,7 +879,7 @@ static int handle_discover(void *ctx, void *data, size_t len)
 	t = targets_find(&a->ts, pid);
 	if (e->kind == RC_DISC_PAGE && !t) {
 		if (!adopt(a, pid, "uprobe"))
-			pend(a, pid, now_ns());
+			pend(a, pid);
 	} else if (e->kind == RC_DISC_EXEC && t) {
 		/* its page went with the old image, unless it was inherited */
 		drop_target(a, t, "exec");
@@ -1017,52 +890,30 @@ static int handle_discover(void *ctx, void *data, size_t len)
 }
 
 /*
- * The kernel's reports lost to a full ring (a burst of memfd_create or
- * execve while the loop was busy): look through /proc at once for the
- * executors they told of, no more often than RESCAN_LOST_NS.
- */
-static void lost_reports(struct agent *a, uint64_t now)
-{
-	uint64_t lost = a->disc_on ? discover_drops(&a->disc) : 0;
-
-	if (lost <= a->disc_lost || now < a->last_scan_ns + RESCAN_LOST_NS)
-		return;
-	out_warn(
-		&a->out,
-		"%" PRIu64
-		" discovery reports lost (ring full); looking through /proc now",
-		lost - a->disc_lost);
-	a->disc_lost = lost;
-	a->next_scan_ns = now;
-	a->scan_for_lost = true;
-}
-
-/*
- * --all: once at start, then slowly, for what the uprobe cannot see; a
- * look takes at most SCAN_SLICE_NS of the loop at a time (a machine of
- * many processes is looked through in slices, SCAN_GAP_NS apart).
+ * --all: once at start, then slowly, for what the uprobe cannot see, and
+ * at once when the kernel's reports were lost to a full ring (a burst of
+ * memfd_create or execve while the loop was busy); a look takes at most
+ * ADMISSION_SCAN_SLICE_NS of the loop at a time.
  */
 static void rescan(struct agent *a, uint64_t now)
 {
-	if (!a->o->all)
+	uint64_t lost, until;
+
+	if (a->o->follow != FOLLOW_ALL)
 		return;
-	lost_reports(a, now);
-	if (!a->scan_from) {
-		if (now < a->next_scan_ns)
-			return;
-		a->next_scan_ns =
-			now + (a->disc_on ? RESCAN_NS : RESCAN_BLIND_NS);
-		a->last_scan_ns = now;
-	} else if (now < a->scan_more_ns) {
+	lost = admission_lost(
+		&a->adm, a->adm.uprobe ? discover_drops(&a->disc) : 0, now);
+	if (lost)
+		out_warn(
+			&a->out,
+			"%" PRIu64
+			" discovery reports lost (ring full); looking through /proc now",
+			lost);
+	if (!admission_scan_due(&a->adm, now, &until))
 		return;
-	}
-	discover_scan(RC_PROC_ROOT, getpid(), &a->scan_from,
-		      now + SCAN_SLICE_NS, adopt_found, a);
-	a->scan_more_ns = now + SCAN_GAP_NS;
-	if (a->scan_from)
-		return;
-	a->disc.scans++;
-	a->scan_for_lost = false;
+	discover_scan(RC_PROC_ROOT, getpid(), &a->adm.scan_from, until,
+		      adopt_found, a);
+	admission_scanned(&a->adm, now);
 }
 
 static void setup_discover(struct agent *a)
@@ -1070,7 +921,7 @@ static void setup_discover(struct agent *a)
 	char why[512] = "";
 	int err;
 
-	if (!a->o->all)
+	if (a->o->follow != FOLLOW_ALL)
 		return;
 	err = discover_open(&a->disc, why, sizeof(why));
 	if (!err)
@@ -1081,11 +932,11 @@ static void setup_discover(struct agent *a)
 			&a->out,
 			"%s; new executors are found by looking through /proc every %d s instead",
 			why[0] ? why : "failed to watch memfd_create",
-			(int)(RESCAN_BLIND_NS / NSEC_PER_SEC));
+			(int)(ADMISSION_RESCAN_BLIND_NS / NSEC_PER_SEC));
 		discover_close(&a->disc);
 		return;
 	}
-	a->disc_on = true;
+	a->adm.uprobe = true;
 	if (why[0])
 		out_warn(&a->out, "%s", why);
 }
@@ -1098,7 +949,7 @@ static void check_drops(struct agent *a, uint64_t now)
 	uint64_t lines = outstream_dropped();
 
 	metrics_set_ringbuf_drops(
-		&a->m, drops + (a->disc_on ? discover_drops(&a->disc) : 0));
+		&a->m, drops + (a->adm.uprobe ? discover_drops(&a->disc) : 0));
 	if (now < a->next_drop_warn_ns ||
 	    (drops <= a->drops_told && lines <= a->out_told))
 		return;
@@ -1196,16 +1047,11 @@ static uint64_t next_tick(struct agent *a, uint64_t now)
 				evictor_next_ns(&t->ev),
 				t->ev.open ? 0 : CADENCE_SLACK_NS
 			};
-	if (a->o->match && !a->o->all && !a->ts.n)
+	if (a->o->follow == FOLLOW_MATCH && !a->ts.n)
 		d[n++] = (struct cadence_due){ a->next_match_ns,
 					       CADENCE_SLACK_NS };
-	if (a->o->all)
-		d[n++] = (struct cadence_due){
-			a->scan_from ? a->scan_more_ns : a->next_scan_ns,
-			a->scan_from ? 0 : CADENCE_SLACK_NS
-		};
-	if (a->npend)
-		d[n++] = (struct cadence_due){ now + PEND_RETRY_NS, 0 };
+	if (a->o->follow == FOLLOW_ALL)
+		n += admission_wakes(&a->adm, now, d + n);
 	if (a->end_ns)
 		d[n++] = (struct cadence_due){ a->end_ns, 0 };
 	if (a->ts.n)
@@ -1259,7 +1105,7 @@ static void on_tick(struct agent *a)
 	/* RSS events that did not wake the loop */
 	ring_buffer__consume(a->rb);
 
-	if (a->o->match && !a->o->all && !a->ts.n && now >= a->next_match_ns)
+	if (a->o->follow == FOLLOW_MATCH && !a->ts.n && now >= a->next_match_ns)
 		find_match(a, now);
 	rescan(a, now);
 	retry_pending(a, now);
@@ -1303,7 +1149,7 @@ static void on_target_exit(struct agent *a, int slot)
 	 * event (its owner dropped, a new executor adopted in the same
 	 * batch): only the slot's own pidfd, readable, means it exited.
 	 */
-	if (!t || pidfd_alive(t->pidfd) == 0)
+	if (!t || match_pidfd_alive(t->pidfd) == 0)
 		return;
 	pid = t->pid;
 	/* drain what the target left behind first */
@@ -1345,6 +1191,13 @@ static void print_hists(struct agent *a, const struct hist *ack,
 
 static int setup_bpf(struct agent *a)
 {
+	struct bpfstate_settings bs = {
+		.filter = a->o->follow != FOLLOW_SYSTEM,
+		.probe_mode = a->o->probe_mode,
+		.burst_faults = a->o->burst_faults,
+		.burst_window_ns = a->o->burst_window_ns,
+		.rss_step = a->o->rss_step,
+	};
 	int err;
 
 	if (access(BTF_PATH, R_OK))
@@ -1352,7 +1205,7 @@ static int setup_bpf(struct agent *a)
 			&a->out, EXIT_UNSUPPORTED,
 			"kernel BTF not found at %s: this kernel needs CONFIG_DEBUG_INFO_BTF=y",
 			BTF_PATH);
-	err = bpfstate_load(&a->bpf, a->o);
+	err = bpfstate_load(&a->bpf, &bs);
 	if (err == -EPERM || err == -EACCES)
 		return out_fail(
 			&a->out, EXIT_PRIVILEGE,
@@ -1565,7 +1418,7 @@ static int setup(struct agent *a)
 	const struct opts *o = a->o;
 	int code, err;
 
-	if (o->pid && kill(o->pid, 0) && errno == ESRCH)
+	if (o->follow == FOLLOW_PID && kill(o->pid, 0) && errno == ESRCH)
 		return out_fail(&a->out, EXIT_NO_PROCESS, "no such process: %d",
 				o->pid);
 	code = setup_bpf(a);
@@ -1664,8 +1517,7 @@ static void init_env(struct agent *a)
 	a->env.tag_base = TAG_PID;
 	a->env.mem_total = a->mem_total;
 	a->env.read_err = &a->read_err;
-	a->denv.policy = a->o->policy == SCORE_COST ? RC_POLICY_COST
-						    : RC_POLICY_RAM;
+	a->denv.policy = a->o->policy;
 	a->denv.window_ns = FORECAST_WINDOW_NS;
 	a->denv.horizon_ns = a->o->horizon_ns;
 }
@@ -1713,8 +1565,9 @@ int agent_run(const struct opts *o)
 	libbpf_set_print(libbpf_print);
 	metrics_init(&a.m);
 	level_init(&a.lw, NULL);
-	domain_levels_init(&a.dl, NULL);
+	domlevel_init(&a.dl, NULL);
 	sampler_init(&a.sys, 0, NULL, NULL);
+	admission_init(&a.adm, o->has_user, o->user);
 	a.mem_total = (uint64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
 	init_env(&a);
 	target_thresholds(&a.env, RC_UNLIMITED, &a.sys_thr);

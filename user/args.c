@@ -11,8 +11,9 @@
 #include <stddef.h>
 
 #include "args.h"
-#include "clock.h"
-#include "policy.h"
+#include "proc/clock.h"
+#include "core/policy.h"
+#include "core/units.h"
 #include "ramcache/control.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -188,7 +189,7 @@ static const char usage_tail[] =
 
 #define HELP_COL 25
 
-void print_usage(FILE *f)
+void args_usage(FILE *f)
 {
 	fputs(usage_head, f);
 	for (size_t i = 0; i < NR_OPTS; i++) {
@@ -222,7 +223,7 @@ void print_usage(FILE *f)
 static int parse_level_name(const char *s, size_t len)
 {
 	for (int i = RAMCACHE_LEVEL_OK; i <= RAMCACHE_LEVEL_CRITICAL; i++) {
-		const char *name = rc_level_name(i);
+		const char *name = policy_level_name(i);
 
 		if (strlen(name) == len && !strncmp(s, name, len))
 			return i;
@@ -264,7 +265,6 @@ static const struct switch_flag switch_flags[] = {
 	{ OPT_NO_EVICT, offsetof(struct opts, evict), false },
 	{ OPT_NO_MLOCK, offsetof(struct opts, mlock), false },
 	{ OPT_QUIET, offsetof(struct opts, quiet), true },
-	{ OPT_ALL, offsetof(struct opts, all), true },
 };
 
 /* False if @c is not a flag without an argument. */
@@ -308,7 +308,7 @@ static int parse_duration_flag(int c, const char *arg, struct opts *o)
 
 		if (d->key != c)
 			continue;
-		if (rc_parse_duration(arg, v) || *v < d->min_ns)
+		if (units_parse_duration(arg, v) || *v < d->min_ns)
 			return -1;
 		return 1;
 	}
@@ -365,17 +365,18 @@ static enum args_result parse_size_flag(int c, const char *arg,
 {
 	switch (c) {
 	case OPT_HEADROOM:
-		if (rc_parse_size(arg, mem_total, &o->headroom))
+		if (units_parse_size(arg, mem_total, &o->headroom))
 			BAD("invalid --headroom '%s' (e.g. 2G, 512M)", arg);
 		o->headroom_set = true;
 		break;
 	case OPT_INACTIVE:
-		if (rc_parse_size(arg, mem_total, &o->inactive))
+		if (units_parse_size(arg, mem_total, &o->inactive))
 			BAD("invalid --inactive '%s' (e.g. 4G, 0)", arg);
 		o->inactive_set = true;
 		break;
 	case OPT_RSS_STEP:
-		if (rc_parse_size(arg, mem_total, &o->rss_step) || !o->rss_step)
+		if (units_parse_size(arg, mem_total, &o->rss_step) ||
+		    !o->rss_step)
 			BAD("invalid --rss-step '%s'", arg);
 		break;
 	}
@@ -387,9 +388,9 @@ static enum args_result parse_choice(int c, const char *arg, struct opts *o,
 {
 	if (c == OPT_POLICY) {
 		if (!strcmp(arg, "ram"))
-			o->policy = SCORE_RAM;
+			o->policy = RC_POLICY_RAM;
 		else if (!strcmp(arg, "cost"))
-			o->policy = SCORE_COST;
+			o->policy = RC_POLICY_COST;
 		else
 			BAD("invalid --policy '%s' (ram or cost)", arg);
 	} else {
@@ -406,7 +407,7 @@ static enum args_result parse_choice(int c, const char *arg, struct opts *o,
 	return ARGS_RUN;
 }
 
-int parse_weight(const char *arg, struct weight_rule *r)
+int args_parse_weight(const char *arg, struct weight_rule *r)
 {
 	const char *eq = strrchr(arg, '=');
 	size_t len = eq ? (size_t)(eq - arg) : 0;
@@ -500,7 +501,7 @@ static enum args_result parse_value(int c, const char *arg, uint64_t mem_total,
 	case OPT_WEIGHT:
 		if (o->nr_weights >= MAX_WEIGHTS)
 			BAD("too many --weight (at most %d)", MAX_WEIGHTS);
-		if (parse_weight(arg, &o->weights[o->nr_weights]))
+		if (args_parse_weight(arg, &o->weights[o->nr_weights]))
 			BAD("invalid --weight '%s' (PID=W or PATTERN=W, W from 0.001 to 1000)",
 			    arg);
 		o->nr_weights++;
@@ -511,7 +512,7 @@ static enum args_result parse_value(int c, const char *arg, uint64_t mem_total,
 	return parse_size_flag(c, arg, mem_total, o, err, errlen);
 }
 
-enum args_result parse_args(int argc, char **argv, uint64_t mem_total,
+enum args_result args_parse(int argc, char **argv, uint64_t mem_total,
 			    struct opts *o, char *err, size_t errlen)
 {
 	struct option lo[NR_OPTS + 1];
@@ -532,7 +533,9 @@ enum args_result parse_args(int argc, char **argv, uint64_t mem_total,
 			BAD("option '%s' needs an argument", argv[optind - 1]);
 		if (c == '?')
 			BAD("unknown option '%s'", argv[optind - 1]);
-		if (parse_switch(c, o))
+		if (c == OPT_ALL)
+			o->follow = FOLLOW_ALL;
+		if (c == OPT_ALL || parse_switch(c, o))
 			continue;
 		r = parse_value(c, optarg, mem_total, o, err, errlen);
 		if (r != ARGS_RUN)
@@ -542,18 +545,22 @@ enum args_result parse_args(int argc, char **argv, uint64_t mem_total,
 		BAD("unexpected argument '%s'", argv[optind]);
 	if (o->pid && o->match)
 		BAD("--pid and --match exclude each other");
-	if (o->all && o->pid)
+	if (o->follow == FOLLOW_ALL && o->pid)
 		BAD("--all and --pid exclude each other");
-	if (o->all && o->control)
+	if (o->follow == FOLLOW_ALL && o->control)
 		BAD("--all and --control exclude each other (a page file is one executor's)");
-	if ((o->has_user || o->cgroup) && !o->match && !o->all)
+	if ((o->has_user || o->cgroup) && !o->match && o->follow != FOLLOW_ALL)
 		BAD("--user and --cgroup go with --match or --all");
-	if (o->nr_weights && !o->all)
+	if (o->nr_weights && o->follow != FOLLOW_ALL)
 		BAD("--weight goes with --all (it ranks executors against each other)");
 	if (o->quiet && o->json)
 		BAD("--quiet and --json exclude each other");
 	if (o->headroom_set && o->inactive_set && o->inactive &&
 	    o->inactive < o->headroom)
 		BAD("--inactive must be 0 or at least --headroom");
+	if (o->follow != FOLLOW_ALL)
+		o->follow = o->pid     ? FOLLOW_PID
+			    : o->match ? FOLLOW_MATCH
+				       : FOLLOW_SYSTEM;
 	return ARGS_RUN;
 }

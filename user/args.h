@@ -8,23 +8,19 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "core/policy.h"
+#include "kernel/probes.h"
+#include "out/onlevel.h"
+
 #define MAX_ON_LEVEL 8
 #define MAX_WEIGHTS  16
 
-enum probe_mode {
-	PROBE_AUTO = 0, /* tp_btf where the kernel has it, else raw_tp */
-	PROBE_TP_BTF,
-	PROBE_RAW_TP,
-};
-
-enum score_policy {
-	SCORE_RAM = 0, /* ComfyUI's RAM-pressure score */
-	SCORE_COST,    /* bytes per second of recompute time */
-};
-
-struct on_level {
-	int level; /* enum ramcache_level */
-	const char *cmd;
+/* Whom the agent follows: one of these, never a mix. */
+enum follow_mode {
+	FOLLOW_SYSTEM = 0, /* nobody: the whole machine is watched */
+	FOLLOW_PID,	   /* --pid: that process; its exit ends the run */
+	FOLLOW_MATCH,	   /* --match: the oldest match, then the next */
+	FOLLOW_ALL,	   /* --all: every executor that makes a page */
 };
 
 /* --weight PID=W or PATTERN=W: favour an executor in its domain. */
@@ -35,9 +31,9 @@ struct weight_rule {
 };
 
 struct opts {
-	pid_t pid;	   /* 0: whole system */
-	bool all;	   /* --all: every executor on the machine */
-	const char *match; /* follow the process whose cmdline matches */
+	enum follow_mode follow;
+	pid_t pid;	   /* FOLLOW_PID: the process */
+	const char *match; /* FOLLOW_MATCH, or a filter of FOLLOW_ALL */
 	bool has_user;	   /* --user: only processes of this uid */
 	uid_t user;
 	const char *cgroup;  /* --cgroup: only processes in or below it */
@@ -60,7 +56,7 @@ struct opts {
 	uint64_t burst_window_ns;
 	uint64_t rss_step;
 	enum probe_mode probe_mode;
-	enum score_policy policy;
+	enum rc_score_policy policy;
 	const char *metrics; /* ADDR:PORT or NULL */
 	struct on_level on_level[MAX_ON_LEVEL];
 	int nr_on_level;
@@ -68,7 +64,7 @@ struct opts {
 	int nr_weights;
 };
 
-/* What parse_args wants main to do. */
+/* What args_parse wants main to do. */
 enum args_result {
 	ARGS_RUN = 0,
 	ARGS_HELP,    /* --help: print usage, exit 0 */
@@ -80,7 +76,7 @@ enum args_result {
  * Fill @o from argv; @mem_total (bytes of RAM) is what "10%" sizes are of.
  * On ARGS_ERROR a one-line reason is in @err (without the program prefix).
  */
-enum args_result parse_args(int argc, char **argv, uint64_t mem_total,
+enum args_result args_parse(int argc, char **argv, uint64_t mem_total,
 			    struct opts *o, char *err, size_t errlen);
 
 /* One flag: long name, short letter (or a value >= 256), argument name. */
@@ -96,12 +92,12 @@ struct arg_opt {
  * Parse "PID=W" or "PATTERN=W" (W a number in [0.001, 1000]; a PATTERN
  * that is all digits is a pid) into @r. 0 or -EINVAL.
  */
-int parse_weight(const char *arg, struct weight_rule *r);
+int args_parse_weight(const char *arg, struct weight_rule *r);
 
 /* The table every flag is described in (for --help and its tests). */
 const struct arg_opt *args_table(size_t *n);
 
 /* --help, generated from the table. */
-void print_usage(FILE *f);
+void args_usage(FILE *f);
 
 #endif /* RAMCACHE_ARGS_H */

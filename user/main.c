@@ -5,7 +5,7 @@
 
 #include "agent.h"
 #include "args.h"
-#include "output.h"
+#include "out/out.h"
 
 int main(int argc, char **argv)
 {
@@ -14,9 +14,9 @@ int main(int argc, char **argv)
 	char err[256];
 	struct opts o;
 
-	switch (parse_args(argc, argv, mem_total, &o, err, sizeof(err))) {
+	switch (args_parse(argc, argv, mem_total, &o, err, sizeof(err))) {
 	case ARGS_HELP:
-		print_usage(stdout);
+		args_usage(stdout);
 		return EXIT_OK;
 	case ARGS_VERSION:
 		printf("ramcache-bpf %s\n", RAMCACHE_VERSION);

@@ -17,7 +17,7 @@ freed, the agent saw one memory domain, and the entries it took were the
 lowest-value ones across the instances: the pages of all instances are
 read (never written) every 20 ms, and at each command the evicted entry's
 score (1.3^generation age x bytes, the package's README and
-user/policy.c) is compared with the entries the other instances kept in
+user/core/policy.c) is compared with the entries the other instances kept in
 the same tier (inactive, active). Prints a JSON summary (--json keeps it).
 --no-agent is the control run. Exit status 0 when every check passed.
 """

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "control.h"
-#include "policy.h"
+#include "page/control.h"
+#include "core/policy.h"
 
 #define EXEC_OFF offsetof(struct ramcache_ctl, exec_heartbeat_ns)
 #define EXEC_LEN (offsetof(struct ramcache_ctl, agent_heartbeat_ns) - EXEC_OFF)
@@ -65,7 +65,7 @@ static void run_policy(const struct ctl_entry *e, uint32_t n,
 	req.policy = (knobs & 2) ? RC_POLICY_COST : RC_POLICY_RAM;
 	req.in_flight = (knobs & 4) ? odd_inflight : NULL;
 	req.ctx = (void *)(uintptr_t)(knobs >> 8);
-	got = rc_select(&req, picks, n, &covered);
+	got = policy_select(&req, picks, n, &covered);
 	if (got < 0)
 		goto out;
 	if ((uint32_t)got > n)
@@ -77,7 +77,7 @@ static void run_policy(const struct ctl_entry *e, uint32_t n,
 			abort();
 		p = &rce[picks[k]];
 		/* The policy must never pick what may not go. */
-		if (!rc_entry_eligible(p, req.phase))
+		if (!policy_entry_eligible(p, req.phase))
 			abort();
 		sum = sum + p->bytes < sum ? UINT64_MAX : sum + p->bytes;
 	}
@@ -88,7 +88,7 @@ static void run_policy(const struct ctl_entry *e, uint32_t n,
 			if (rce[picks[k]].id == rce[picks[j]].id)
 				abort();
 	for (uint32_t i = 0; i < n; i++)
-		(void)rc_score(&rce[i], ex->generation, req.policy);
+		(void)policy_score(&rce[i], ex->generation, req.policy);
 out:
 	free(rce);
 	free(picks);
@@ -106,7 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ctl_ack ack;
 	uint32_t n, cap;
 
-	if (!ctl_parse_header(data, size, &lay, &why)) {
+	if (!control_parse_header(data, size, &lay, &why)) {
 		if (why != CTL_OK || !lay.max_entries || !lay.ring_size ||
 		    (lay.ring_size & (lay.ring_size - 1)) ||
 		    lay.total_size !=
@@ -121,13 +121,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else if (why == CTL_OK || why >= CTL_ERR_MAX) {
 		abort(); /* a refusal must say why */
 	}
-	(void)ctl_why_str(why);
+	(void)control_why_str(why);
 
 	if (size >= EXEC_OFF)
-		ctl_parse_exec(data + EXEC_OFF, size - EXEC_OFF, &ex);
+		control_parse_exec(data + EXEC_OFF, size - EXEC_OFF, &ex);
 	else
-		ctl_parse_exec(data, size, &ex);
-	(void)ctl_exec_alive(&ex, tail_u64(data, size, 16));
+		control_parse_exec(data, size, &ex);
+	(void)control_exec_alive(&ex, tail_u64(data, size, 16));
 
 	if (size > entries_off)
 		tlen = size - entries_off;
@@ -141,8 +141,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ents = calloc(cap ? cap : 1, sizeof(*ents));
 	if (!ents)
 		return 0;
-	n = ctl_parse_entries(tlen ? data + entries_off : data, tlen, ents,
-			      cap);
+	n = control_parse_entries(tlen ? data + entries_off : data, tlen, ents,
+				  cap);
 	if (n > cap)
 		abort();
 	for (uint32_t i = 0; i < n; i++) {
@@ -162,7 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		if (off >= size)
 			break;
-		if (!ctl_parse_ack(data + off, size - off, max_seq, &ack) &&
+		if (!control_parse_ack(data + off, size - off, max_seq, &ack) &&
 		    (!ack.cmd_seq || ack.cmd_seq > max_seq ||
 		     ack.status < RAMCACHE_ACK_EVICTED ||
 		     ack.status > RAMCACHE_ACK_PINNED))

@@ -4,8 +4,8 @@
 Parses the document's struct tables (offset, size, type, field), its value
 table, the JSON spellings, the size formula and the refusal messages; then
 compiles a small C program against include/ramcache/control.h and
-user/control_parse.c that prints offsetof/sizeof, every value, every
-ctl_why_str() and ramcache_ctl_size(), and compares. Names in the header
+user/page/control_parse.c that prints offsetof/sizeof, every value, every
+control_why_str() and ramcache_ctl_size(), and compares. Names in the header
 that the document leaves out are mismatches too. Two cases change an
 offset, one in a copy of the document and one in a copy of the header, and
 show the comparison catches each.
@@ -96,7 +96,7 @@ def header_names(include):
     names |= set(re.findall(r"^\s*(RAMCACHE_\w+)\s*=", text, re.M))
     names.discard("RAMCACHE_CONTROL_H")
     whys = re.findall(r"^\s*(CTL_ERR_\w+),",
-                      read(os.path.join(ROOT, "user", "control.h")), re.M)
+                      read(os.path.join(ROOT, "user", "page", "control.h")), re.M)
     whys = [w for w in whys if w not in ("CTL_ERR_SYS", "CTL_ERR_MAX")]
     return structs, names, whys
 
@@ -107,7 +107,7 @@ SAMPLES = [(1, 1), (4096, 64), (65536, 4096), (7, 8)]
 def c_probe(doc, include):
     """What the compiler says about every name the document uses."""
     lines = ['#include <stddef.h>', '#include <stdio.h>',
-             '#include "ramcache/control.h"', '#include "control.h"',
+             '#include "ramcache/control.h"', '#include "page/control.h"',
              'int main(void) {']
     for s, st in doc["structs"].items():
         lines.append(f'printf("S {s} %zu\\n", sizeof(struct {s}));')
@@ -125,7 +125,7 @@ def c_probe(doc, include):
         fn = "ramcache_status_name" if "_ACK_" in n else "ramcache_reason_name"
         lines.append(f'printf("J {n} %s\\n", {fn}({n}));')
     for n in doc["why"]:
-        lines.append(f'printf("W {n} %s\\n", ctl_why_str({n}));')
+        lines.append(f'printf("W {n} %s\\n", control_why_str({n}));')
     for e, r in SAMPLES:
         lines.append(f'printf("Z {e} {r} %llu\\n", (unsigned long long)'
                      f'ramcache_ctl_size({e}, {r}));')
@@ -139,7 +139,7 @@ def c_probe(doc, include):
         p = subprocess.run(
             [CC, "-std=gnu11", "-D_GNU_SOURCE", f"-I{include}",
              f"-I{os.path.join(ROOT, 'user')}", src,
-             os.path.join(ROOT, "user", "control_parse.c"), "-o", exe],
+             os.path.join(ROOT, "user", "page", "control_parse.c"), "-o", exe],
             capture_output=True, text=True)
         assert p.returncode == 0, f"probe does not compile:\n{p.stderr}"
         out = subprocess.run([exe], capture_output=True, text=True,

@@ -25,7 +25,7 @@ SWAP_REASONS = {"swap_in", "swap_out", "refault_anon", "refault_file"}
 # what the child's storm can fire; system PSI and kswapd may be anyone's
 STORM_REASONS = SWAP_REASONS | {"headroom", "eta", "memcg_reclaim",
                                 "major_faults"}
-SWAP_WARN = 256  # pages/s, RC_SWAP_WARN in user/policy.h
+SWAP_WARN = 256  # pages/s, RC_SWAP_WARN in user/core/policy.h
 
 
 def at_least(level, least="warn"):

@@ -8,7 +8,7 @@
 	((int)(sizeof((char *[]){ "x", __VA_ARGS__ }) / sizeof(char *)))
 #define MEM (16ULL << 30)
 #define PARSE(o, err, ...)                                            \
-	parse_args(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), MEM, o, err, \
+	args_parse(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), MEM, o, err, \
 		   sizeof(err))
 
 TEST(defaults)
@@ -17,9 +17,10 @@ TEST(defaults)
 	char err[128];
 	struct opts o;
 
-	ASSERT_EQ(parse_args(1, argv, MEM, &o, err, sizeof(err)), ARGS_RUN,
+	ASSERT_EQ(args_parse(1, argv, MEM, &o, err, sizeof(err)), ARGS_RUN,
 		  "run");
-	ASSERT_EQ(o.pid, 0, "whole system");
+	ASSERT_EQ(o.pid, 0, "no pid");
+	ASSERT_EQ(o.follow, FOLLOW_SYSTEM, "whole system");
 	ASSERT_EQ(o.interval_ns, 2000000000ULL, "interval 2s");
 	ASSERT_EQ(o.ack_timeout_ns, 5000000000ULL, "ack timeout");
 	ASSERT_TRUE(o.evict && o.mlock, "evict and mlock on");
@@ -37,11 +38,12 @@ TEST(full_command_line)
 			"raw_tp", "--duration", "1m"),
 		  ARGS_RUN, err);
 	ASSERT_EQ(o.pid, 42, "pid");
+	ASSERT_EQ(o.follow, FOLLOW_PID, "follows the pid");
 	ASSERT_TRUE(o.json, "json");
 	ASSERT_EQ(o.interval_ns, 500000000ULL, "interval");
 	ASSERT_EQ(o.headroom, 3ULL << 29, "1.5G");
 	ASSERT_EQ(o.inactive, 3ULL << 30, "3G");
-	ASSERT_EQ(o.policy, SCORE_COST, "policy");
+	ASSERT_EQ(o.policy, RC_POLICY_COST, "policy");
 	ASSERT_EQ(o.nr_on_level, 1, "on-level");
 	ASSERT_EQ(o.on_level[0].level, 1, "warn");
 	ASSERT_STREQ(o.on_level[0].cmd, "echo hi", "cmd");
@@ -71,6 +73,22 @@ TEST(errors_name_the_flag)
 	ASSERT_EQ(PARSE(&o, err, "--version"), ARGS_VERSION, "version");
 }
 
+TEST(one_follow_mode_from_the_flags)
+{
+	char err[128];
+	struct opts o;
+
+	ASSERT_EQ(PARSE(&o, err, "--match", "main.py"), ARGS_RUN, err);
+	ASSERT_EQ(o.follow, FOLLOW_MATCH, "--match");
+	ASSERT_EQ(PARSE(&o, err, "--all"), ARGS_RUN, err);
+	ASSERT_EQ(o.follow, FOLLOW_ALL, "--all");
+	ASSERT_EQ(PARSE(&o, err, "--match", "main.py", "--all"), ARGS_RUN, err);
+	ASSERT_EQ(o.follow, FOLLOW_ALL, "--all with --match as a filter");
+	ASSERT_STREQ(o.match, "main.py", "the filter");
+	ASSERT_EQ(PARSE(&o, err, "--all", "--pid", "3"), ARGS_ERROR,
+		  "--all and --pid");
+}
+
 /* review R7: what --help says goes with --all, and --weight alone */
 TEST(all_scoping_in_help_and_weight_needs_all)
 {
@@ -81,7 +99,7 @@ TEST(all_scoping_in_help_and_weight_needs_all)
 
 	if (!ASSERT_OK_PTR(f, "memstream"))
 		return;
-	print_usage(f);
+	args_usage(f);
 	fclose(f);
 	ASSERT_TRUE(strstr(text, "NAME|UID    with --match or --all"),
 		    "--user");
@@ -198,7 +216,7 @@ TEST(help_is_generated_from_the_table)
 
 	if (!ASSERT_OK_PTR(f, "memstream"))
 		return;
-	print_usage(f);
+	args_usage(f);
 	fclose(f);
 	t = args_table(&n);
 	for (size_t i = 0; i < n; i++) {
@@ -233,7 +251,7 @@ TEST(percent_sizes_use_the_ram_passed_in)
 
 	ASSERT_EQ(PARSE(&o, err, "--headroom", "10%"), ARGS_RUN, err);
 	ASSERT_EQ(o.headroom, MEM / 10, "10% of MEM");
-	ASSERT_EQ(parse_args(ARGC("--headroom", "10%"),
+	ASSERT_EQ(args_parse(ARGC("--headroom", "10%"),
 			     ARGV("--headroom", "10%"), 0, &o, err,
 			     sizeof(err)),
 		  ARGS_ERROR, "no RAM size: percent refused");

@@ -11,7 +11,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "bpfstate.h"
+#include "kernel/bpfstate.h"
 #include "pressure.skel.h"
 #include "test.h"
 
@@ -41,14 +41,14 @@ struct fixture {
 /* Load every raw_tp program following @pid (0: the whole system). */
 static bool setup_for(struct fixture *f, uint64_t burst, pid_t pid)
 {
-	struct opts o = { 0 };
+	struct bpfstate_settings o = { 0 };
 
 	memset(f, 0, sizeof(*f));
 	if (geteuid() != 0) {
 		TEST_SKIP("needs root");
 		return false;
 	}
-	o.pid = pid;
+	o.filter = pid != 0;
 	o.probe_mode = PROBE_RAW_TP;
 	o.burst_faults = burst;
 	o.burst_window_ns = 60ULL * 1000000000ULL;

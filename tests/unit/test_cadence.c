@@ -5,7 +5,7 @@
  * could be taken while calm, within their bounds. cadence_wake(): periodic
  * chores join a wake-up due anyway, within their slack.
  */
-#include "cadence.h"
+#include "core/cadence.h"
 #include "test.h"
 
 #define MS  1000000ULL

@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include "test.h"
-#include "cgroup.h"
+#include "proc/cgroup.h"
 
 static uint64_t ino_of(const char *path)
 {
@@ -18,8 +18,8 @@ TEST(v1_find_and_read)
 	struct rc_cgroup cg;
 	struct rc_cgroup_state st;
 
-	if (!ASSERT_OK(rc_cgroup_find(fixture("proc"), fixture("cgroup-v1"),
-				      1234, &cg),
+	if (!ASSERT_OK(cgroup_find(fixture("proc"), fixture("cgroup-v1"), 1234,
+				   &cg),
 		       "find"))
 		return;
 	ASSERT_EQ(cg.version, 1, "memory controller on v1 wins");
@@ -27,7 +27,7 @@ TEST(v1_find_and_read)
 	ASSERT_STREQ(cg.path, fixture("cgroup-v1/memory/app/worker"), "path");
 	ASSERT_EQ(cg.ino, ino_of(cg.path), "inode");
 	ASSERT_NEQ(cg.ino, 0, "inode set");
-	if (!ASSERT_OK(rc_cgroup_read(&cg, &st), "read"))
+	if (!ASSERT_OK(cgroup_read(&cg, &st), "read"))
 		return;
 	/* v1 "unlimited" is 0x7ffffffffffff000. */
 	ASSERT_TRUE(st.self.limit == RC_UNLIMITED, "own limit unlimited");
@@ -56,7 +56,8 @@ TEST(v1_find_and_read)
 	ASSERT_EQ(st.limit_ino, ino_of(fixture("cgroup-v1/memory/app")), "ino");
 	ASSERT_EQ(st.nearest_depth, 1, "nearest limited: the parent");
 	ASSERT_EQ(st.nearest_ino, st.limit_ino, "nearest ino");
-	ASSERT_EQ(rc_headroom(UINT64_MAX, st.limit, st.usage, st.inactive_file),
+	ASSERT_EQ(policy_headroom(UINT64_MAX, st.limit, st.usage,
+				  st.inactive_file),
 		  224 * RC_MIB, "headroom");
 }
 
@@ -64,8 +65,7 @@ TEST(v1_dir_memsw)
 {
 	struct rc_cgroup_mem m;
 
-	if (!ASSERT_OK(rc_cgroup_read_dir(1, fixture("cgroup-v1/memory/app"),
-					  &m),
+	if (!ASSERT_OK(cgroup_read_dir(1, fixture("cgroup-v1/memory/app"), &m),
 		       "read"))
 		return;
 	ASSERT_EQ(m.limit, RC_GIB, "limit");
@@ -80,20 +80,21 @@ TEST(v1_root_cgroup)
 	struct rc_cgroup cg;
 	struct rc_cgroup_state st;
 
-	if (!ASSERT_OK(rc_cgroup_find(fixture("proc"), fixture("cgroup-v1"),
-				      2002, &cg),
+	if (!ASSERT_OK(cgroup_find(fixture("proc"), fixture("cgroup-v1"), 2002,
+				   &cg),
 		       "find"))
 		return;
 	ASSERT_EQ(cg.version, 1, "v1");
 	ASSERT_STREQ(cg.path, fixture("cgroup-v1/memory"), "root path");
-	if (!ASSERT_OK(rc_cgroup_read(&cg, &st), "read"))
+	if (!ASSERT_OK(cgroup_read(&cg, &st), "read"))
 		return;
 	ASSERT_TRUE(st.limit == RC_UNLIMITED, "root unlimited");
 	ASSERT_EQ(st.limit_ino, 0, "no limiting cgroup");
 	ASSERT_TRUE(st.nearest_depth == -1 && !st.nearest_ino,
 		    "no nearest limited cgroup: the machine");
 	ASSERT_EQ(st.usage, 8000000000ULL, "own usage");
-	ASSERT_EQ(rc_headroom(5 * RC_GIB, st.limit, st.usage, st.inactive_file),
+	ASSERT_EQ(policy_headroom(5 * RC_GIB, st.limit, st.usage,
+				  st.inactive_file),
 		  5 * RC_GIB, "system only");
 }
 
@@ -102,8 +103,8 @@ TEST(v2_parent_limit_binds)
 	struct rc_cgroup cg;
 	struct rc_cgroup_state st;
 
-	if (!ASSERT_OK(rc_cgroup_find(fixture("proc"), fixture("cgroup-v2"),
-				      2001, &cg),
+	if (!ASSERT_OK(cgroup_find(fixture("proc"), fixture("cgroup-v2"), 2001,
+				   &cg),
 		       "find"))
 		return;
 	ASSERT_EQ(cg.version, 2, "v2");
@@ -111,7 +112,7 @@ TEST(v2_parent_limit_binds)
 	ASSERT_STREQ(cg.path, fixture("cgroup-v2/parent.slice/job.scope"),
 		     "path");
 	ASSERT_EQ(cg.ino, ino_of(cg.path), "inode");
-	if (!ASSERT_OK(rc_cgroup_read(&cg, &st), "read"))
+	if (!ASSERT_OK(cgroup_read(&cg, &st), "read"))
 		return;
 	ASSERT_EQ(st.self.limit, RC_GIB, "own memory.max");
 	ASSERT_EQ(st.self.usage, 350 * RC_MIB, "memory.current");
@@ -142,11 +143,12 @@ TEST(v2_parent_limit_binds)
 	/* the domain is the nearest limit, not the tightest one */
 	ASSERT_EQ(st.nearest_depth, 0, "own 1 GiB limit is the nearest");
 	ASSERT_EQ(st.nearest_ino, ino_of(cg.path), "nearest ino");
-	ASSERT_EQ(rc_headroom(UINT64_MAX, st.limit, st.usage, st.inactive_file),
+	ASSERT_EQ(policy_headroom(UINT64_MAX, st.limit, st.usage,
+				  st.inactive_file),
 		  132 * RC_MIB, "headroom");
 	/* The system is the tighter one here. */
-	ASSERT_EQ(rc_headroom(100 * RC_MIB, st.limit, st.usage,
-			      st.inactive_file),
+	ASSERT_EQ(policy_headroom(100 * RC_MIB, st.limit, st.usage,
+				  st.inactive_file),
 		  100 * RC_MIB, "system tighter");
 }
 
@@ -155,11 +157,11 @@ TEST(v2_own_limit_binds)
 	struct rc_cgroup cg;
 	struct rc_cgroup_state st;
 
-	if (!ASSERT_OK(rc_cgroup_find(fixture("proc"), fixture("cgroup-v2"),
-				      2006, &cg),
+	if (!ASSERT_OK(cgroup_find(fixture("proc"), fixture("cgroup-v2"), 2006,
+				   &cg),
 		       "find"))
 		return;
-	if (!ASSERT_OK(rc_cgroup_read(&cg, &st), "read"))
+	if (!ASSERT_OK(cgroup_read(&cg, &st), "read"))
 		return;
 	ASSERT_EQ(st.limit, 100 * RC_MIB, "own limit");
 	ASSERT_EQ(st.limit_depth, 0, "depth 0");
@@ -178,8 +180,8 @@ TEST(v2_hybrid_unified)
 	struct rc_cgroup cg;
 	struct rc_cgroup_state st;
 
-	if (!ASSERT_OK(rc_cgroup_find(fixture("proc"), fixture("cgroup-hybrid"),
-				      2004, &cg),
+	if (!ASSERT_OK(cgroup_find(fixture("proc"), fixture("cgroup-hybrid"),
+				   2004, &cg),
 		       "find"))
 		return;
 	ASSERT_EQ(cg.version, 2, "v2");
@@ -187,7 +189,7 @@ TEST(v2_hybrid_unified)
 		     "unified mount");
 	ASSERT_STREQ(cg.path, fixture("cgroup-hybrid/unified/hybrid/svc"),
 		     "path");
-	if (!ASSERT_OK(rc_cgroup_read(&cg, &st), "read"))
+	if (!ASSERT_OK(cgroup_read(&cg, &st), "read"))
 		return;
 	ASSERT_EQ(st.limit, 256 * RC_MIB, "limit");
 	ASSERT_EQ(st.usage, 1000, "usage");
@@ -198,23 +200,19 @@ TEST(find_errors)
 	struct rc_cgroup cg;
 
 	/* v2 line but no hierarchy with the memory controller. */
-	ASSERT_EQ(rc_cgroup_find(fixture("proc"), fixture("cgroup-v1"), 2004,
-				 &cg),
+	ASSERT_EQ(cgroup_find(fixture("proc"), fixture("cgroup-v1"), 2004, &cg),
 		  -ENOENT, "no memory in cgroup.controllers");
-	ASSERT_EQ(rc_cgroup_find(fixture("proc"), fixture("cgroup-v2"), 2005,
-				 &cg),
+	ASSERT_EQ(cgroup_find(fixture("proc"), fixture("cgroup-v2"), 2005, &cg),
 		  -ENOENT, "no memory line, no v2 line");
-	ASSERT_EQ(rc_cgroup_find(fixture("proc"), fixture("cgroup-v2"), 2003,
-				 &cg),
+	ASSERT_EQ(cgroup_find(fixture("proc"), fixture("cgroup-v2"), 2003, &cg),
 		  -EINVAL, "'..' refused");
-	ASSERT_EQ(rc_cgroup_find(fixture("proc"), fixture("cgroup-v2"), 99999,
-				 &cg),
+	ASSERT_EQ(cgroup_find(fixture("proc"), fixture("cgroup-v2"), 99999,
+			      &cg),
 		  -ENOENT, "no such pid");
-	ASSERT_EQ(rc_cgroup_find(fixture("proc"), fixture("cgroup-v2"), 0, &cg),
+	ASSERT_EQ(cgroup_find(fixture("proc"), fixture("cgroup-v2"), 0, &cg),
 		  -EINVAL, "pid 0");
 	/* v1 memory line, but this tree has no memory/ mount. */
-	ASSERT_EQ(rc_cgroup_find(fixture("proc"), fixture("cgroup-v2"), 1234,
-				 &cg),
+	ASSERT_EQ(cgroup_find(fixture("proc"), fixture("cgroup-v2"), 1234, &cg),
 		  -ENOENT, "v1 dir missing");
 }
 
@@ -224,16 +222,16 @@ TEST(garbled_limit_is_error)
 	struct rc_cgroup_state st;
 	struct rc_cgroup_mem m;
 
-	ASSERT_EQ(rc_cgroup_read_dir(2, fixture("cgroup-v2/bad.scope"), &m),
+	ASSERT_EQ(cgroup_read_dir(2, fixture("cgroup-v2/bad.scope"), &m),
 		  -EINVAL, "12abc");
-	if (!ASSERT_OK(rc_cgroup_find(fixture("proc"), fixture("cgroup-v2"),
-				      2007, &cg),
+	if (!ASSERT_OK(cgroup_find(fixture("proc"), fixture("cgroup-v2"), 2007,
+				   &cg),
 		       "find"))
 		return;
-	ASSERT_EQ(rc_cgroup_read(&cg, &st), -EINVAL, "read");
-	ASSERT_EQ(rc_cgroup_read_dir(2, fixture("cgroup-v2/nope"), &m), -ENOENT,
+	ASSERT_EQ(cgroup_read(&cg, &st), -EINVAL, "read");
+	ASSERT_EQ(cgroup_read_dir(2, fixture("cgroup-v2/nope"), &m), -ENOENT,
 		  "missing dir");
-	ASSERT_EQ(rc_cgroup_read_dir(3, fixture("cgroup-v2"), &m), -EINVAL,
+	ASSERT_EQ(cgroup_read_dir(3, fixture("cgroup-v2"), &m), -EINVAL,
 		  "version 3");
 }
 
@@ -241,7 +239,7 @@ TEST(live_self)
 {
 	struct rc_cgroup cg;
 	struct rc_cgroup_state st;
-	int err = rc_cgroup_find(NULL, NULL, getpid(), &cg);
+	int err = cgroup_find(NULL, NULL, getpid(), &cg);
 
 	if (err == -ENOENT) {
 		TEST_SKIP("no memory cgroup controller here");
@@ -250,7 +248,7 @@ TEST(live_self)
 	if (!ASSERT_OK(err, "find"))
 		return;
 	ASSERT_NEQ(cg.ino, 0, "inode");
-	ASSERT_OK(rc_cgroup_read(&cg, &st), "read");
+	ASSERT_OK(cgroup_read(&cg, &st), "read");
 }
 
 TEST_MAIN()

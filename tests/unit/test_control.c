@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * The control page protocol end to end: the executor library (libramcache)
- * on one side, the agent's reader (user/control.c) on the other, in two
+ * on one side, the agent's reader (user/page/control.c) on the other, in two
  * processes where it matters. Pages live in /dev/shm/ramcache-test-*.
  */
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "ramcache/ramcache.h"
-#include "control.h"
+#include "page/control.h"
 #include "test.h"
 
 #define OFF(field) offsetof(struct ramcache_ctl, field)
@@ -120,7 +120,7 @@ static int collect_acks(struct ctl *c, struct ctl_ack *out, int want, int ms)
 	int n = 0, r;
 
 	while (n < want && now_ms() <= end) {
-		r = ctl_read_acks(c, out + n, (uint32_t)(want - n));
+		r = control_read_acks(c, out + n, (uint32_t)(want - n));
 		if (r < 0)
 			return r;
 		n += r;
@@ -340,13 +340,14 @@ TEST(post_and_ack)
 		goto out;
 	if (!ASSERT_OK(wait_byte(ch.ready, 5000), "executor ready"))
 		goto out;
-	if (!ASSERT_OK(ctl_open(&c, path, geteuid(), ch.pid), "ctl_open"))
+	if (!ASSERT_OK(control_open(&c, path, geteuid(), ch.pid),
+		       "control_open"))
 		goto out;
 	ASSERT_EQ(c.lay.max_entries, 16, "max_entries");
 	ASSERT_EQ(c.lay.ring_size, 8, "ring_size");
 	ASSERT_EQ(c.cmd_head, 0, "fresh page cmd_head");
 
-	n = ctl_read_entries(&c, ents, 16);
+	n = control_read_entries(&c, ents, 16);
 	if (!ASSERT_EQ(n, 3, "entries published"))
 		goto out;
 	for (int i = 0; i < 3; i++) {
@@ -354,15 +355,16 @@ TEST(post_and_ack)
 		ASSERT_EQ(ents[i].bytes, demo_entries[i].bytes, "entry bytes");
 		ASSERT_STREQ(ents[i].label, demo_entries[i].label, "label");
 	}
-	ASSERT_OK(ctl_read_exec(&c, &ex), "read exec");
-	ASSERT_TRUE(ctl_exec_alive(&ex, ramcache_now_ns()), "executor alive");
-	ASSERT_OK(ctl_write_agent(&c, &a), "write agent");
+	ASSERT_OK(control_read_exec(&c, &ex), "read exec");
+	ASSERT_TRUE(control_exec_alive(&ex, ramcache_now_ns()),
+		    "executor alive");
+	ASSERT_OK(control_write_agent(&c, &a), "write agent");
 
 	for (int i = 0; i < 3; i++) {
 		uint64_t seq = 0;
 
-		ASSERT_OK(ctl_post(&c, order[i], RAMCACHE_REASON_HEADROOM,
-				   ramcache_now_ns(), &seq),
+		ASSERT_OK(control_post(&c, order[i], RAMCACHE_REASON_HEADROOM,
+				       ramcache_now_ns(), &seq),
 			  "post");
 		ASSERT_EQ(seq, i + 1, "seq");
 	}
@@ -376,8 +378,8 @@ TEST(post_and_ack)
 		ASSERT_EQ(acks[i].bytes_freed, demo_bytes(order[i]), "freed");
 		ASSERT_LE(acks[i].recv_ns, acks[i].ack_ns, "recv <= ack");
 	}
-	ASSERT_EQ(ctl_read_entries(&c, ents, 16), 0, "table empty");
-	ASSERT_OK(ctl_read_exec(&c, &ex), "read exec");
+	ASSERT_EQ(control_read_entries(&c, ents, 16), 0, "table empty");
+	ASSERT_OK(control_read_exec(&c, &ex), "read exec");
 	ASSERT_EQ(ex.cmd_done, 3, "cmd_done");
 	ASSERT_EQ(ex.ack_head, 3, "ack_head");
 	ASSERT_EQ(c.acks_lost + c.acks_bad, 0, "no lost or torn acks");
@@ -386,7 +388,7 @@ TEST(post_and_ack)
 out:
 	if (ch.pid)
 		reap(&ch, 0);
-	ctl_close(&c);
+	control_close(&c);
 	unlink(path);
 }
 
@@ -404,12 +406,14 @@ TEST(ring_wrap)
 		goto out;
 	if (!ASSERT_OK(wait_byte(ch.ready, 5000), "executor ready"))
 		goto out;
-	if (!ASSERT_OK(ctl_open(&c, path, geteuid(), ch.pid), "ctl_open"))
+	if (!ASSERT_OK(control_open(&c, path, geteuid(), ch.pid),
+		       "control_open"))
 		goto out;
 	for (; posted < WRAP_RING; posted++)
-		ASSERT_OK(ctl_post(&c, 1000 + posted + 1, 1, 0, NULL), "post");
+		ASSERT_OK(control_post(&c, 1000 + posted + 1, 1, 0, NULL),
+			  "post");
 	/* The executor has taken nothing yet: the ring is full. */
-	ASSERT_EQ(ctl_post(&c, 9999, 1, 0, NULL), -EBUSY, "full ring");
+	ASSERT_EQ(control_post(&c, 9999, 1, 0, NULL), -EBUSY, "full ring");
 	ASSERT_EQ(c.cmd_head, WRAP_RING, "cmd_head after EBUSY");
 	send_byte(ch.go);
 
@@ -419,13 +423,13 @@ TEST(ring_wrap)
 
 		/* At most ring_size un-acked: no ack can be overwritten. */
 		if (posted < WRAP_TOTAL && posted - acked < WRAP_RING) {
-			r = ctl_post(&c, 1000 + posted + 1, 1, 0, NULL);
+			r = control_post(&c, 1000 + posted + 1, 1, 0, NULL);
 			if (r == 0)
 				posted++;
 			else if (!ASSERT_EQ(r, -EBUSY, "post"))
 				break;
 		}
-		n = ctl_read_acks(&c, acks, WRAP_RING);
+		n = control_read_acks(&c, acks, WRAP_RING);
 		if (!ASSERT_GE(n, 0, "read acks"))
 			break;
 		for (int i = 0; i < n; i++) {
@@ -453,7 +457,7 @@ TEST(ring_wrap)
 out:
 	if (ch.pid)
 		reap(&ch, 0);
-	ctl_close(&c);
+	control_close(&c);
 	unlink(path);
 }
 
@@ -469,10 +473,13 @@ TEST(ack_matching)
 	page_path(path, sizeof(path), "acks");
 	if (!ASSERT_OK(ramcache_create(&rc, path, 8, 4), "create"))
 		goto out;
-	if (!ASSERT_OK(ctl_open(&c, path, geteuid(), getpid()), "ctl_open"))
+	if (!ASSERT_OK(control_open(&c, path, geteuid(), getpid()),
+		       "control_open"))
 		goto out;
-	ASSERT_OK(ctl_post(&c, 501, RAMCACHE_REASON_RECLAIM, 42, NULL), "p1");
-	ASSERT_OK(ctl_post(&c, 502, RAMCACHE_REASON_FORECAST, 43, NULL), "p2");
+	ASSERT_OK(control_post(&c, 501, RAMCACHE_REASON_RECLAIM, 42, NULL),
+		  "p1");
+	ASSERT_OK(control_post(&c, 502, RAMCACHE_REASON_FORECAST, 43, NULL),
+		  "p2");
 	ASSERT_EQ(ramcache_poll(rc, &cmd[0]), 1, "poll 1");
 	ASSERT_EQ(ramcache_poll(rc, &cmd[1]), 1, "poll 2");
 	ASSERT_EQ(ramcache_poll(rc, &cmd[1]), 0, "poll empty");
@@ -486,41 +493,41 @@ TEST(ack_matching)
 	/* Out of order: the agent matches by cmd_seq, not by position. */
 	ASSERT_OK(ramcache_ack(rc, &cmd[1], RAMCACHE_ACK_BUSY, 0), "ack 2");
 	ASSERT_OK(ramcache_ack(rc, &cmd[0], RAMCACHE_ACK_PINNED, 0), "ack 1");
-	if (!ASSERT_EQ(ctl_read_acks(&c, acks, 4), 2, "two acks"))
+	if (!ASSERT_EQ(control_read_acks(&c, acks, 4), 2, "two acks"))
 		goto out;
 	ASSERT_EQ(acks[0].cmd_seq, 2, "first ack is for seq 2");
 	ASSERT_EQ(acks[0].entry_id, 502, "entry 502");
 	ASSERT_EQ(acks[0].status, RAMCACHE_ACK_BUSY, "busy");
 	ASSERT_EQ(acks[1].cmd_seq, 1, "then seq 1");
 	ASSERT_EQ(acks[1].status, RAMCACHE_ACK_PINNED, "pinned");
-	ASSERT_EQ(ctl_read_acks(&c, acks, 4), 0, "nothing twice");
+	ASSERT_EQ(control_read_acks(&c, acks, 4), 0, "nothing twice");
 
 	/* Forged ack for a command never posted (seq 9 > cmd_head 2). */
 	off = c.lay.acks_off + 2 * sizeof(struct ramcache_ctl_ack);
 	ASSERT_OK(poke64(path, off + 40, RAMCACHE_ACK_EVICTED), "status");
 	ASSERT_OK(poke64(path, off, 9), "forge seq");
 	ASSERT_OK(poke64(path, OFF(ack_head), 3), "forge head");
-	ASSERT_EQ(ctl_read_acks(&c, acks, 4), 0, "forged ack dropped");
+	ASSERT_EQ(control_read_acks(&c, acks, 4), 0, "forged ack dropped");
 	ASSERT_EQ(c.acks_bad, 1, "counted as bad");
 
 	/* A slot caught mid-rewrite (seq zeroed first) is torn, skipped. */
 	off = c.lay.acks_off + 3 * sizeof(struct ramcache_ctl_ack);
 	ASSERT_OK(poke64(path, off, 0), "zero seq");
 	ASSERT_OK(poke64(path, OFF(ack_head), 4), "head 4");
-	ASSERT_EQ(ctl_read_acks(&c, acks, 4), 0, "torn ack dropped");
+	ASSERT_EQ(control_read_acks(&c, acks, 4), 0, "torn ack dropped");
 	ASSERT_EQ(c.acks_bad, 2, "counted as bad");
 
 	/* ack_head far ahead: at most ring_size slots read, rest lost. */
 	ASSERT_OK(poke64(path, OFF(ack_head), 1000), "head 1000");
 	/* Slots 1-2 still hold acks for seqs 2 and 1: stale repeats. */
-	if (ASSERT_EQ(ctl_read_acks(&c, acks, 4), 2, "stale repeats")) {
+	if (ASSERT_EQ(control_read_acks(&c, acks, 4), 2, "stale repeats")) {
 		ASSERT_EQ(acks[0].cmd_seq, 2, "repeat of seq 2");
 		ASSERT_EQ(acks[1].cmd_seq, 1, "repeat of seq 1");
 	}
 	ASSERT_EQ(c.acks_lost, 1000 - 4 - 4, "lost counted");
 	ASSERT_EQ(c.ack_seen, 1000, "caught up");
 out:
-	ctl_close(&c);
+	control_close(&c);
 	ramcache_destroy(rc, true);
 	unlink(path);
 }
@@ -566,11 +573,12 @@ TEST(torn_acks)
 	page_path(path, sizeof(path), "stormy");
 	if (!ASSERT_OK(ramcache_create(&rc, path, 8, 1), "create"))
 		goto out;
-	if (!ASSERT_OK(ctl_open(&c, path, geteuid(), getpid()), "ctl_open"))
+	if (!ASSERT_OK(control_open(&c, path, geteuid(), getpid()),
+		       "control_open"))
 		goto out;
-	ASSERT_OK(ctl_post(&c, 501, 1, 0, NULL), "post 1");
+	ASSERT_OK(control_post(&c, 501, 1, 0, NULL), "post 1");
 	ASSERT_EQ(ramcache_poll(rc, &st.cmd[0]), 1, "take 1");
-	ASSERT_OK(ctl_post(&c, 502, 1, 0, NULL), "post 2");
+	ASSERT_OK(control_post(&c, 502, 1, 0, NULL), "post 2");
 	ASSERT_EQ(ramcache_poll(rc, &st.cmd[1]), 1, "take 2");
 	st.rc = rc;
 	if (!ASSERT_OK(pthread_create(&th, NULL, ack_storm, &st), "thread"))
@@ -578,7 +586,7 @@ TEST(torn_acks)
 	/* Enough races to matter, bounded in time on a slow machine. */
 	end = now_ms() + 3000;
 	while (now_ms() < end && (good < 200 || calls < 20000)) {
-		int n = ctl_read_acks(&c, acks, 1);
+		int n = control_read_acks(&c, acks, 1);
 
 		calls++;
 		if (n != 1) {
@@ -600,7 +608,7 @@ TEST(torn_acks)
 	ASSERT_EQ(mixed, 0, "no mixed acks");
 	ASSERT_GE(good, 1, "some acks read");
 out:
-	ctl_close(&c);
+	control_close(&c);
 	ramcache_destroy(rc, true);
 	unlink(path);
 }
@@ -625,17 +633,18 @@ TEST(executor_skips_bad_slots)
 	for (i = 0; i < 10 && ramcache_poll(rc, &cmd) == 0; i++)
 		;
 	ASSERT_EQ(i, 10, "nothing taken from garbage");
-	if (!ASSERT_OK(ctl_open(&c, path, geteuid(), getpid()), "ctl_open"))
+	if (!ASSERT_OK(control_open(&c, path, geteuid(), getpid()),
+		       "control_open"))
 		goto out;
-	ASSERT_OK(ctl_read_exec(&c, &ex), "exec");
+	ASSERT_OK(control_read_exec(&c, &ex), "exec");
 	ASSERT_EQ(ex.cmd_done, 1000000, "skipped up to the head, bounded");
-	ASSERT_OK(ctl_post(&c, 9, 1, 0, &seq), "post");
+	ASSERT_OK(control_post(&c, 9, 1, 0, &seq), "post");
 	ASSERT_EQ(seq, 1000001, "continues after the head");
 	ASSERT_EQ(ramcache_poll(rc, &cmd), 1, "real command taken");
 	ASSERT_EQ(cmd.entry_id, 9, "entry");
 	ASSERT_EQ(ramcache_poll(rc, &cmd), 0, "once");
 out:
-	ctl_close(&c);
+	control_close(&c);
 	ramcache_destroy(rc, true);
 	unlink(path);
 }
@@ -688,14 +697,15 @@ TEST(entries_under_writer)
 	page_path(path, sizeof(path), "pubstorm");
 	if (!ASSERT_OK(ramcache_create(&rc, path, 8, 4), "create"))
 		goto out;
-	if (!ASSERT_OK(ctl_open(&c, path, geteuid(), getpid()), "ctl_open"))
+	if (!ASSERT_OK(control_open(&c, path, geteuid(), getpid()),
+		       "control_open"))
 		goto out;
 	st.rc = rc;
 	if (!ASSERT_OK(pthread_create(&th, NULL, pub_storm, &st), "thread"))
 		goto out;
 	end = now_ms() + 3000;
 	while (now_ms() < end && snaps < 20000) {
-		int n = ctl_read_entries(&c, ents, 8);
+		int n = control_read_entries(&c, ents, 8);
 
 		if (n == -EAGAIN) {
 			busy++;
@@ -723,7 +733,7 @@ TEST(entries_under_writer)
 	ASSERT_EQ(mixed, 0, "no entry mixes two writes");
 	ASSERT_GE(snaps, 100, "snapshots taken");
 out:
-	ctl_close(&c);
+	control_close(&c);
 	ramcache_destroy(rc, true);
 	unlink(path);
 }
@@ -746,7 +756,8 @@ TEST(torn_entries)
 	ASSERT_OK(publish(rc, 1, 10, "one"), "publish 1");
 	ASSERT_OK(publish(rc, 2, 20, "two"), "publish 2");
 	ASSERT_OK(publish(rc, 1, 15, "one'"), "update 1");
-	if (!ASSERT_OK(ctl_open(&c, path, geteuid(), getpid()), "ctl_open"))
+	if (!ASSERT_OK(control_open(&c, path, geteuid(), getpid()),
+		       "control_open"))
 		goto out;
 	raw = map_raw(path, &len);
 	if (!ASSERT_OK_PTR(raw, "map"))
@@ -758,10 +769,10 @@ TEST(torn_entries)
 	/* A writer stuck mid-update: the agent gives up, it does not hang. */
 	raw->entries_seq = seq + 1;
 	t0 = now_ms();
-	ASSERT_EQ(ctl_read_entries(&c, ents, 8), -EAGAIN, "odd seq");
+	ASSERT_EQ(control_read_entries(&c, ents, 8), -EAGAIN, "odd seq");
 	ASSERT_LE(now_ms() - t0, 1000, "bounded retries");
 	raw->entries_seq = seq;
-	if (!ASSERT_EQ(ctl_read_entries(&c, ents, 8), 2, "after writer"))
+	if (!ASSERT_EQ(control_read_entries(&c, ents, 8), 2, "after writer"))
 		goto out;
 	ASSERT_EQ(ents[0].bytes, 15, "update in place");
 	ASSERT_STREQ(ents[0].label, "one'", "updated label");
@@ -773,7 +784,8 @@ TEST(torn_entries)
 	e[1].label[3] = '\033';
 	e[2].id = 0;
 	e[3].id = 7;
-	if (!ASSERT_EQ(ctl_read_entries(&c, ents, 8), 3, "clamped, id 0 out"))
+	if (!ASSERT_EQ(control_read_entries(&c, ents, 8), 3,
+		       "clamped, id 0 out"))
 		goto out;
 	ASSERT_EQ(strlen(ents[1].label), RAMCACHE_LABEL_LEN, "terminated");
 	ASSERT_EQ(ents[1].label[3], '?', "control byte replaced");
@@ -783,19 +795,19 @@ TEST(torn_entries)
 
 	ASSERT_EQ(ramcache_remove(rc, 1), 0, "remove");
 	ASSERT_EQ(ramcache_remove(rc, 1), -ENOENT, "remove twice");
-	if (ASSERT_EQ(ctl_read_entries(&c, ents, 8), 1, "one left"))
+	if (ASSERT_EQ(control_read_entries(&c, ents, 8), 1, "one left"))
 		ASSERT_EQ(ents[0].id, 2, "last moved into the hole");
 	for (uint64_t id = 100; id < 107; id++)
 		ASSERT_OK(publish(rc, id, id, NULL), "fill");
 	ASSERT_EQ(publish(rc, 200, 1, NULL), -ENOSPC, "table full");
 	ASSERT_EQ(publish(rc, 0, 1, NULL), -EINVAL, "id 0");
 	ASSERT_OK(ramcache_clear(rc), "clear");
-	ASSERT_EQ(ctl_read_entries(&c, ents, 8), 0, "cleared");
+	ASSERT_EQ(control_read_entries(&c, ents, 8), 0, "cleared");
 	ASSERT_EQ(raw->entries_seq % 2, 0, "seq even after clear");
 out:
 	if (raw)
 		munmap(raw, len);
-	ctl_close(&c);
+	control_close(&c);
 	ramcache_destroy(rc, true);
 	unlink(path);
 }
@@ -814,30 +826,30 @@ TEST(executor_restart)
 	if (!ASSERT_OK(spawn(&a, exec_one_then_crash, path), "spawn a") ||
 	    !ASSERT_OK(wait_byte(a.ready, 5000), "a ready"))
 		goto out;
-	if (!ASSERT_OK(ctl_open(&c, path, geteuid(), a.pid), "open a"))
+	if (!ASSERT_OK(control_open(&c, path, geteuid(), a.pid), "open a"))
 		goto out;
-	ASSERT_OK(ctl_post(&c, 5, 1, 0, NULL), "post to a");
+	ASSERT_OK(control_post(&c, 5, 1, 0, NULL), "post to a");
 	if (ASSERT_EQ(collect_acks(&c, &ack, 1, 5000), 1, "ack from a"))
 		ASSERT_EQ(ack.bytes_freed, 77, "a's ack");
 	old_pid = a.pid;
 	send_byte(a.go);
 	ASSERT_EQ(reap(&a, 5000), 0, "a exits");
-	ASSERT_OK(ctl_check(&c), "crashed executor's page still valid");
+	ASSERT_OK(control_check(&c), "crashed executor's page still valid");
 
 	/* The new executor replaces the page: the agent must notice. */
 	if (!ASSERT_OK(spawn(&b, exec_one_then_crash, path), "spawn b") ||
 	    !ASSERT_OK(wait_byte(b.ready, 5000), "b ready"))
 		goto out;
-	ASSERT_EQ(ctl_check(&c), -ESTALE, "old page stale");
+	ASSERT_EQ(control_check(&c), -ESTALE, "old page stale");
 	ASSERT_EQ(c.why, CTL_ERR_REPLACED, "replaced");
-	ctl_close(&c);
-	err = ctl_open(&c, path, geteuid(), old_pid);
+	control_close(&c);
+	err = control_open(&c, path, geteuid(), old_pid);
 	ASSERT_EQ(err, -ESRCH, "new page, old pid");
 	ASSERT_EQ(c.why, CTL_ERR_PID, "pid refused");
-	if (!ASSERT_OK(ctl_open(&c, path, geteuid(), b.pid), "open b"))
+	if (!ASSERT_OK(control_open(&c, path, geteuid(), b.pid), "open b"))
 		goto out;
 	ASSERT_EQ(c.cmd_head, 0, "new page starts over");
-	ASSERT_OK(ctl_post(&c, 6, 1, 0, &seq), "post to b");
+	ASSERT_OK(control_post(&c, 6, 1, 0, &seq), "post to b");
 	ASSERT_EQ(seq, 1, "seq 1 on the new page");
 	if (ASSERT_EQ(collect_acks(&c, &ack, 1, 5000), 1, "ack from b"))
 		ASSERT_EQ(ack.entry_id, 6, "b's ack");
@@ -848,7 +860,7 @@ out:
 		reap(&a, 0);
 	if (b.pid)
 		reap(&b, 0);
-	ctl_close(&c);
+	control_close(&c);
 	unlink(path);
 }
 
@@ -868,14 +880,14 @@ TEST(agent_restart)
 		goto out;
 
 	/* Agent 1: three commands answered, two more left in the ring. */
-	if (!ASSERT_OK(ctl_open(&c, path, geteuid(), ch.pid), "open 1"))
+	if (!ASSERT_OK(control_open(&c, path, geteuid(), ch.pid), "open 1"))
 		goto out;
 	for (uint64_t i = 1; i <= 3; i++)
-		ASSERT_OK(ctl_post(&c, 100 + i, 1, 0, NULL), "post");
+		ASSERT_OK(control_post(&c, 100 + i, 1, 0, NULL), "post");
 	ASSERT_EQ(collect_acks(&c, acks, 3, 5000), 3, "acks 1-3");
 	for (uint64_t i = 4; i <= 5; i++)
-		ASSERT_OK(ctl_post(&c, 100 + i, 1, 0, NULL), "post");
-	ctl_close(&c);
+		ASSERT_OK(control_post(&c, 100 + i, 1, 0, NULL), "post");
+	control_close(&c);
 
 	/* It died half-way through posting seq 6: slot written, no head. */
 	off = c.lay.cmds_off + 5 * sizeof(half);
@@ -883,10 +895,10 @@ TEST(agent_restart)
 	ASSERT_OK(poke(path, off, &half, sizeof(half)), "half post");
 
 	/* Agent 2 continues the sequence; the half post is overwritten. */
-	if (!ASSERT_OK(ctl_open(&c, path, geteuid(), ch.pid), "open 2"))
+	if (!ASSERT_OK(control_open(&c, path, geteuid(), ch.pid), "open 2"))
 		goto out;
 	ASSERT_EQ(c.cmd_head, 5, "continues from the page");
-	ASSERT_OK(ctl_post(&c, 106, 1, 0, &seq), "post 6");
+	ASSERT_OK(control_post(&c, 106, 1, 0, &seq), "post 6");
 	ASSERT_EQ(seq, 6, "seq 6");
 	send_byte(ch.go);
 	n = collect_acks(&c, acks, 3, 5000);
@@ -902,7 +914,7 @@ TEST(agent_restart)
 out:
 	if (ch.pid)
 		reap(&ch, 0);
-	ctl_close(&c);
+	control_close(&c);
 	unlink(path);
 }
 
@@ -1074,17 +1086,18 @@ TEST(refusals)
 		if (!ASSERT_OK(r->spoil(path, rc), r->name))
 			goto next;
 		t0 = now_ms();
-		err = ctl_open(&c, path, geteuid(), getpid());
+		err = control_open(&c, path, geteuid(), getpid());
 		ASSERT_LE(now_ms() - t0, 1000, "open never hangs");
 		if (!ASSERT_EQ(err, r->err, r->name) ||
 		    !ASSERT_EQ(c.why, r->why, r->name))
-			printf("# %s: %s\n", r->name, ctl_strerror(&c, err));
+			printf("# %s: %s\n", r->name,
+			       control_strerror(&c, err));
 		if (!err) {
-			ASSERT_OK(ctl_check(&c), "valid page checks");
-			ctl_close(&c);
+			ASSERT_OK(control_check(&c), "valid page checks");
+			control_close(&c);
 		}
 		ASSERT_EQ(c.fd, -1, "closed after refusal");
-		seen[r->why] = ctl_strerror(&c, err);
+		seen[r->why] = control_strerror(&c, err);
 next:
 		ramcache_destroy(rc, false);
 		unlink_all(path);
@@ -1097,8 +1110,8 @@ next:
 					     "distinct reasons");
 	for (int i = 0; i < CTL_ERR_MAX; i++)
 		for (int j = i + 1; j < CTL_ERR_MAX; j++)
-			ASSERT_FALSE(strcmp(ctl_why_str(i), ctl_why_str(j)) ==
-					     0,
+			ASSERT_FALSE(strcmp(control_why_str(i),
+					    control_why_str(j)) == 0,
 				     "distinct strings");
 }
 
@@ -1116,25 +1129,26 @@ TEST(truncated_after_open)
 	if (!ASSERT_OK(ramcache_create(&rc, path, 8, 4), "create"))
 		goto out;
 	ASSERT_OK(publish(rc, 1, 10, "one"), "publish");
-	if (!ASSERT_OK(ctl_open(&c, path, geteuid(), getpid()), "ctl_open"))
+	if (!ASSERT_OK(control_open(&c, path, geteuid(), getpid()),
+		       "control_open"))
 		goto out;
 	if (!ASSERT_OK(truncate(path, 0), "truncate"))
 		goto out;
 	/* Nothing below may SIGBUS; each reports the truncation. */
-	ASSERT_EQ(ctl_check(&c), -ESTALE, "check");
+	ASSERT_EQ(control_check(&c), -ESTALE, "check");
 	ASSERT_EQ(c.why, CTL_ERR_CHANGED, "changed size");
-	ASSERT_EQ(ctl_read_entries(&c, ents, 8), -EIO, "entries");
+	ASSERT_EQ(control_read_entries(&c, ents, 8), -EIO, "entries");
 	ASSERT_EQ(c.why, CTL_ERR_TRUNCATED, "truncated");
-	ASSERT_EQ(ctl_read_exec(&c, &ex), -EIO, "exec side");
-	ASSERT_EQ(ctl_read_acks(&c, acks, 4), -EIO, "acks");
-	ASSERT_EQ(ctl_post(&c, 1, 1, 0, NULL), -EIO, "post");
-	ASSERT_EQ(ctl_wake(&c), -EFAULT, "wake faults, no SIGBUS");
+	ASSERT_EQ(control_read_exec(&c, &ex), -EIO, "exec side");
+	ASSERT_EQ(control_read_acks(&c, acks, 4), -EIO, "acks");
+	ASSERT_EQ(control_post(&c, 1, 1, 0, NULL), -EIO, "post");
+	ASSERT_EQ(control_wake(&c), -EFAULT, "wake faults, no SIGBUS");
 	/* A refused post must not have grown the file back. */
 	ASSERT_OK(stat(path, &st), "stat");
 	ASSERT_EQ(st.st_size, 0, "file untouched");
 	ASSERT_EQ(c.cmd_head, 0, "nothing posted");
 out:
-	ctl_close(&c);
+	control_close(&c);
 	/* The library's own mapping is past EOF now: destroy only unmaps. */
 	ramcache_destroy(rc, true);
 	unlink(path);
@@ -1150,23 +1164,24 @@ TEST(path_swapped)
 	snprintf(real, sizeof(real), "%s.real", path);
 	if (!ASSERT_OK(ramcache_create(&rc, path, 8, 4), "create"))
 		goto out;
-	if (!ASSERT_OK(ctl_open(&c, path, geteuid(), getpid()), "ctl_open"))
+	if (!ASSERT_OK(control_open(&c, path, geteuid(), getpid()),
+		       "control_open"))
 		goto out;
 	/* Same inode behind a symlink is still a swap. */
 	ASSERT_OK(rename(path, real), "rename");
 	ASSERT_OK(symlink(real, path), "symlink");
-	ASSERT_EQ(ctl_check(&c), -ESTALE, "symlink swapped in");
+	ASSERT_EQ(control_check(&c), -ESTALE, "symlink swapped in");
 	ASSERT_EQ(c.why, CTL_ERR_REPLACED, "replaced");
 	unlink(path);
 	ASSERT_OK(mkfifo(path, 0600), "mkfifo");
 	c.why = CTL_OK;
-	ASSERT_EQ(ctl_check(&c), -ESTALE, "fifo swapped in");
+	ASSERT_EQ(control_check(&c), -ESTALE, "fifo swapped in");
 	unlink(path);
 	c.why = CTL_OK;
-	ASSERT_EQ(ctl_check(&c), -ESTALE, "removed");
+	ASSERT_EQ(control_check(&c), -ESTALE, "removed");
 	ASSERT_EQ(c.why, CTL_ERR_REPLACED, "removed");
 out:
-	ctl_close(&c);
+	control_close(&c);
 	ramcache_destroy(rc, false);
 	unlink(real);
 	unlink(path);
@@ -1182,7 +1197,8 @@ static void *post_later(void *arg)
 	struct late_post *lp = arg;
 
 	usleep((useconds_t)lp->delay_ms * 1000);
-	ctl_post(lp->c, 77, RAMCACHE_REASON_HEADROOM, ramcache_now_ns(), NULL);
+	control_post(lp->c, 77, RAMCACHE_REASON_HEADROOM, ramcache_now_ns(),
+		     NULL);
 	return NULL;
 }
 
@@ -1199,7 +1215,8 @@ TEST(wait_wakes_and_times_out)
 	page_path(path, sizeof(path), "wait");
 	if (!ASSERT_OK(ramcache_create(&rc, path, 8, 4), "create"))
 		goto out;
-	if (!ASSERT_OK(ctl_open(&c, path, geteuid(), getpid()), "ctl_open"))
+	if (!ASSERT_OK(control_open(&c, path, geteuid(), getpid()),
+		       "control_open"))
 		goto out;
 	t0 = now_ms();
 	ASSERT_EQ(ramcache_wait(rc, &cmd, 150), 0, "timeout");
@@ -1218,7 +1235,7 @@ TEST(wait_wakes_and_times_out)
 	ASSERT_EQ(cmd.entry_id, 77, "the posted command");
 	ASSERT_GE(cmd.recv_ns, cmd.issue_ns, "recv after issue");
 out:
-	ctl_close(&c);
+	control_close(&c);
 	ramcache_destroy(rc, true);
 	unlink(path);
 }
@@ -1247,16 +1264,17 @@ TEST(parse_garbage)
 	    !ASSERT_EQ(pread(fd, good, sizeof(good), 0), sizeof(good), "rd"))
 		goto out;
 	close(fd);
-	ASSERT_OK(ctl_parse_header(good, sizeof(good), &lay, &why), "good");
-	ASSERT_EQ(ctl_parse_header(good, sizeof(good) - 1, &lay, &why), -EINVAL,
-		  "short");
+	ASSERT_OK(control_parse_header(good, sizeof(good), &lay, &why), "good");
+	ASSERT_EQ(control_parse_header(good, sizeof(good) - 1, &lay, &why),
+		  -EINVAL, "short");
 	ASSERT_EQ(why, CTL_ERR_SIZE, "short why");
 
 	for (size_t i = 0; i < sizeof(good); i++) {
 		for (size_t v = 0; v < sizeof(vals); v++) {
 			memcpy(buf, good, sizeof(buf));
 			buf[i] = vals[v];
-			if (ctl_parse_header(buf, sizeof(buf), &lay, &why)) {
+			if (control_parse_header(buf, sizeof(buf), &lay,
+						 &why)) {
 				ASSERT_NEQ(why, CTL_OK, "refusal has a why");
 				continue;
 			}
@@ -1274,15 +1292,16 @@ TEST(parse_garbage)
 			buf[j] = (unsigned char)rand_r(&seed);
 		if (i & 1) /* keep the magic so deeper checks run */
 			memcpy(buf, good, 16);
-		if (!ctl_parse_header(buf, sizeof(buf), &lay, &why))
+		if (!control_parse_header(buf, sizeof(buf), &lay, &why))
 			ASSERT_LE(lay.total_size, cap, "random accepted");
-		if (ctl_parse_entries(buf, sizeof(buf), ents, 4) > 0)
+		if (control_parse_entries(buf, sizeof(buf), ents, 4) > 0)
 			ASSERT_LE(strlen(ents[0].label), RAMCACHE_LABEL_LEN,
 				  "label bounded");
-		if (!ctl_parse_ack(buf, 48, 1ULL << 40, &ack))
+		if (!control_parse_ack(buf, 48, 1ULL << 40, &ack))
 			ASSERT_LE(ack.status, RAMCACHE_ACK_PINNED, "status");
 	}
-	ASSERT_EQ(ctl_parse_ack(buf, 47, ~0ULL, &ack), -EINVAL, "short ack");
+	ASSERT_EQ(control_parse_ack(buf, 47, ~0ULL, &ack), -EINVAL,
+		  "short ack");
 out:
 	ramcache_destroy(rc, true);
 	unlink(path);

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "ramcache/ramcache.h"
-#include "control.h"
+#include "page/control.h"
 #include "test.h"
 
 #define NOBODY 65534
@@ -147,21 +147,21 @@ TEST(parses_nspid_uid_map_and_link_names)
 	pid_t p = 0;
 	uint32_t u = 0;
 
-	ASSERT_OK(ctl_parse_nspid(st, &p), "nspid");
+	ASSERT_OK(control_parse_nspid(st, &p), "nspid");
 	ASSERT_EQ(p, 1, "innermost pid");
-	ASSERT_OK(ctl_parse_nspid("NSpid:\t99\n", &p), "one level");
+	ASSERT_OK(control_parse_nspid("NSpid:\t99\n", &p), "one level");
 	ASSERT_EQ(p, 99, "no namespace");
-	ASSERT_EQ(ctl_parse_nspid("Pid:\t3\n", &p), -ENOENT, "no NSpid");
-	ASSERT_EQ(ctl_parse_nspid("NSpid:\tx\n", &p), -EINVAL, "garbage");
-	ASSERT_OK(ctl_parse_uid_map(map, 100123, &u), "mapped");
+	ASSERT_EQ(control_parse_nspid("Pid:\t3\n", &p), -ENOENT, "no NSpid");
+	ASSERT_EQ(control_parse_nspid("NSpid:\tx\n", &p), -EINVAL, "garbage");
+	ASSERT_OK(control_parse_uid_map(map, 100123, &u), "mapped");
 	ASSERT_EQ(u, 123, "inner uid");
-	ASSERT_OK(ctl_parse_uid_map(map, 0, &u), "second line");
+	ASSERT_OK(control_parse_uid_map(map, 0, &u), "second line");
 	ASSERT_EQ(u, 65536, "inner uid of host root");
-	ASSERT_EQ(ctl_parse_uid_map(map, 200000, &u), -ENOENT, "unmapped");
-	ASSERT_EQ(ctl_parse_uid_map("", 0, &u), -ENOENT, "empty map");
-	ASSERT_TRUE(ctl_memfd_link("/memfd:ramcache (deleted)"), "memfd");
-	ASSERT_FALSE(ctl_memfd_link("/dev/shm/memfd:ramcache"), "a file");
-	ASSERT_FALSE(ctl_memfd_link("/memfd:other (deleted)"), "other");
+	ASSERT_EQ(control_parse_uid_map(map, 200000, &u), -ENOENT, "unmapped");
+	ASSERT_EQ(control_parse_uid_map("", 0, &u), -ENOENT, "empty map");
+	ASSERT_TRUE(control_memfd_link("/memfd:ramcache (deleted)"), "memfd");
+	ASSERT_FALSE(control_memfd_link("/dev/shm/memfd:ramcache"), "a file");
+	ASSERT_FALSE(control_memfd_link("/memfd:other (deleted)"), "other");
 }
 
 TEST(finds_the_memfd_of_another_process_and_sees_it_go)
@@ -176,28 +176,30 @@ TEST(finds_the_memfd_of_another_process_and_sees_it_go)
 	if (!ASSERT_OK(start(&ch), "start executor"))
 		goto out;
 	ASSERT_EQ(count_shm(), shm, "nothing in /dev/shm");
-	if (!ASSERT_OK(ctl_target_read("/proc", ch.pid, geteuid(), &t), "tgt"))
+	if (!ASSERT_OK(control_target_read("/proc", ch.pid, geteuid(), &t),
+		       "tgt"))
 		goto out;
 	ASSERT_EQ(t.ns_pid, ch.pid, "same namespace");
-	if (!ASSERT_OK(ctl_find(&c, "/proc", &t), "find"))
+	if (!ASSERT_OK(control_find(&c, "/proc", &t), "find"))
 		goto out;
 	ASSERT_TRUE(c.memfd, "found as a memfd");
 	snprintf(want, sizeof(want), "/proc/%d/fd/", (int)ch.pid);
 	ASSERT_TRUE(!strncmp(c.path, want, strlen(want)), c.path);
 	ASSERT_EQ(c.lay.executor_pid, ch.pid, "header pid");
-	ASSERT_EQ(ctl_read_entries(&c, e, 4), 1, "one entry");
+	ASSERT_EQ(control_read_entries(&c, e, 4), 1, "one entry");
 	ASSERT_EQ(e[0].id, 7, "entry id");
-	ASSERT_OK(ctl_post(&c, 7, RAMCACHE_REASON_HEADROOM, 1, NULL), "post");
-	ASSERT_OK(ctl_check(&c), "still there");
+	ASSERT_OK(control_post(&c, 7, RAMCACHE_REASON_HEADROOM, 1, NULL),
+		  "post");
+	ASSERT_OK(control_check(&c), "still there");
 	/* the executor closes its page: dropped, and nothing to find */
 	send_byte(ch.down);
 	if (!ASSERT_OK(wait_byte(ch.up, 10000), "destroyed"))
 		goto close;
-	ASSERT_EQ(ctl_check(&c), -ESTALE, "closed page noticed");
+	ASSERT_EQ(control_check(&c), -ESTALE, "closed page noticed");
 	ASSERT_EQ(c.why, CTL_ERR_REPLACED, "why");
 close:
-	ctl_close(&c);
-	ASSERT_EQ(ctl_find(&c, "/proc", &t), -ENOENT, "no page left");
+	control_close(&c);
+	ASSERT_EQ(control_find(&c, "/proc", &t), -ENOENT, "no page left");
 	ASSERT_EQ(c.why, CTL_OK, "not a refusal");
 out:
 	stop(&ch);
@@ -219,13 +221,13 @@ TEST(refuses_what_is_not_a_sealed_read_write_memfd)
 	unlink(shm);
 	if (ASSERT_GE(fd, 0, "tmpfs file") &&
 	    ASSERT_OK(ftruncate(fd, 8192), "size")) {
-		ASSERT_EQ(ctl_open_memfd(&c, fd, "x", &t), -EPERM, "tmpfs");
+		ASSERT_EQ(control_open_memfd(&c, fd, "x", &t), -EPERM, "tmpfs");
 		ASSERT_EQ(c.why, CTL_ERR_SEALS, "tmpfs why");
 	}
 	/* a file on another file system */
 	fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
 	if (ASSERT_GE(fd, 0, "exe")) {
-		ASSERT_EQ(ctl_open_memfd(&c, fd, "x", &t), -EINVAL,
+		ASSERT_EQ(control_open_memfd(&c, fd, "x", &t), -EINVAL,
 			  "not tmpfs");
 		ASSERT_EQ(c.why, CTL_ERR_NOT_MEMFD, "exe why");
 	}
@@ -233,7 +235,8 @@ TEST(refuses_what_is_not_a_sealed_read_write_memfd)
 	fd = memfd_create("ramcache", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (ASSERT_GE(fd, 0, "memfd") && ASSERT_OK(ftruncate(fd, 8192), "siz"
 									"e")) {
-		ASSERT_EQ(ctl_open_memfd(&c, fd, "x", &t), -EPERM, "unsealed");
+		ASSERT_EQ(control_open_memfd(&c, fd, "x", &t), -EPERM,
+			  "unsealed");
 		ASSERT_EQ(c.why, CTL_ERR_SEALS, "unsealed why");
 	}
 	/* sealed, but the descriptor only reads */
@@ -247,14 +250,14 @@ TEST(refuses_what_is_not_a_sealed_read_write_memfd)
 		int ro = open(rdonly, O_RDONLY | O_CLOEXEC);
 
 		if (ASSERT_GE(ro, 0, "reopen")) {
-			ASSERT_EQ(ctl_open_memfd(&c, ro, "x", &t), -EACCES,
+			ASSERT_EQ(control_open_memfd(&c, ro, "x", &t), -EACCES,
 				  "ro");
 			ASSERT_EQ(c.why, CTL_ERR_ACCESS, "ro why");
 		}
 	}
 	/* sealed and read-write, but another user's */
 	t.uid = geteuid() + 1;
-	ASSERT_EQ(ctl_open_memfd(&c, fd, "x", &t), -EPERM, "owner");
+	ASSERT_EQ(control_open_memfd(&c, fd, "x", &t), -EPERM, "owner");
 	ASSERT_EQ(c.why, CTL_ERR_OWNER, "owner why");
 }
 
@@ -271,14 +274,15 @@ TEST(serves_an_executor_of_another_uid)
 	}
 	if (!ASSERT_OK(start(&ch), "start executor"))
 		goto out;
-	if (!ASSERT_OK(ctl_target_read("/proc", ch.pid, NOBODY, &t), "tgt"))
+	if (!ASSERT_OK(control_target_read("/proc", ch.pid, NOBODY, &t), "tgt"))
 		goto out;
-	if (ASSERT_OK(ctl_find(&c, "/proc", &t), "find nobody's page")) {
+	if (ASSERT_OK(control_find(&c, "/proc", &t), "find nobody's page")) {
 		ASSERT_EQ(c.lay.executor_uid, NOBODY, "header uid");
-		ctl_close(&c);
+		control_close(&c);
 	}
 	t.uid = t.ns_uid = 0;
-	ASSERT_EQ(ctl_find(&c, "/proc", &t), -EPERM, "root's page expected");
+	ASSERT_EQ(control_find(&c, "/proc", &t), -EPERM,
+		  "root's page expected");
 	ASSERT_EQ(c.why, CTL_ERR_OWNER, "why");
 out:
 	stop(&ch);
@@ -300,17 +304,17 @@ TEST(translates_the_pid_of_an_executor_in_a_pid_namespace)
 	}
 	if (!ASSERT_OK(start(&ch), "start executor"))
 		goto out;
-	if (!ASSERT_OK(ctl_target_read("/proc", ch.pid, 0, &t), "tgt"))
+	if (!ASSERT_OK(control_target_read("/proc", ch.pid, 0, &t), "tgt"))
 		goto out;
 	ASSERT_NEQ(ch.pid, 1, "host pid");
 	ASSERT_EQ(t.ns_pid, 1, "pid in its namespace");
-	if (ASSERT_OK(ctl_find(&c, "/proc", &t), "find")) {
+	if (ASSERT_OK(control_find(&c, "/proc", &t), "find")) {
 		ASSERT_EQ(c.lay.executor_pid, 1, "header says 1");
-		ctl_close(&c);
+		control_close(&c);
 	}
 	/* without the translation, the page names another process */
 	t.ns_pid = t.pid;
-	ASSERT_EQ(ctl_find(&c, "/proc", &t), -ESRCH, "host pid in header");
+	ASSERT_EQ(control_find(&c, "/proc", &t), -ESRCH, "host pid in header");
 	ASSERT_EQ(c.why, CTL_ERR_PID, "why");
 out:
 	stop(&ch);
@@ -326,13 +330,14 @@ TEST(sigkill_leaves_nothing)
 
 	if (!ASSERT_OK(start(&ch), "start executor"))
 		goto out;
-	if (!ASSERT_OK(ctl_target_read("/proc", ch.pid, geteuid(), &t), "tg"
-									"t") ||
-	    !ASSERT_OK(ctl_find(&c, "/proc", &t), "find"))
+	if (!ASSERT_OK(control_target_read("/proc", ch.pid, geteuid(), &t),
+		       "tg"
+		       "t") ||
+	    !ASSERT_OK(control_find(&c, "/proc", &t), "find"))
 		goto out;
 	stop(&ch);
-	ASSERT_EQ(ctl_check(&c), -ESTALE, "dead executor's page dropped");
-	ctl_close(&c);
+	ASSERT_EQ(control_check(&c), -ESTALE, "dead executor's page dropped");
+	control_close(&c);
 	ASSERT_EQ(count_shm(), shm, "nothing in /dev/shm");
 out:
 	stop(&ch);

@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "discover.h"
+#include "kernel/discover.h"
 #include "test.h"
 
 #define KIDS 5

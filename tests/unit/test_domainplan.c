@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * The memory-domain planner: one ranking over the entries of every
- * executor that shares a limit (rc_select_domain), and the domain's
- * forecast from the sum of their growth (rc_domain_forecast).
+ * executor that shares a limit (policy_select_domain), and the domain's
+ * forecast from the sum of their growth (policy_domain_forecast).
  */
 #include <math.h>
 
 #include "test.h"
-#include "policy.h"
+#include "core/policy.h"
 
 #define MiB RC_MIB
 #define SEC 1000000000ULL
@@ -53,8 +53,8 @@ TEST(domain_ranks_across_executors)
 	uint64_t covered;
 	int n;
 
-	n = rc_select_domain(m, 3, 48 * MiB, RC_PHASE_INACTIVE, RC_POLICY_RAM,
-			     p, 9, &covered);
+	n = policy_select_domain(m, 3, 48 * MiB, RC_PHASE_INACTIVE,
+				 RC_POLICY_RAM, p, 9, &covered);
 	ASSERT_EQ(n, 3, "three entries cover 48 MiB");
 	ASSERT_EQ(covered, 48 * MiB, "covered");
 	/* ages 8, 7, 6: one of each executor, in score order */
@@ -64,8 +64,8 @@ TEST(domain_ranks_across_executors)
 	ASSERT_TRUE(p[0].score > p[1].score && p[1].score > p[2].score,
 		    "scores fall");
 	/* more: the age-1 entries of b and c before any age-0 one */
-	n = rc_select_domain(m, 3, 80 * MiB, RC_PHASE_INACTIVE, RC_POLICY_RAM,
-			     p, 9, &covered);
+	n = policy_select_domain(m, 3, 80 * MiB, RC_PHASE_INACTIVE,
+				 RC_POLICY_RAM, p, 9, &covered);
 	ASSERT_EQ(n, 5, "five entries");
 	ASSERT_TRUE(picked(p, n, 1, 2) && picked(p, n, 2, 1),
 		    "age-1 entries of b and c next");
@@ -86,8 +86,8 @@ TEST(domain_generations_are_per_page)
 
 	m[0].generation = 6;   /* age 1 */
 	m[1].generation = 100; /* age 10 */
-	ASSERT_EQ(rc_select_domain(m, 2, 1, RC_PHASE_INACTIVE, RC_POLICY_RAM, p,
-				   2, &covered),
+	ASSERT_EQ(policy_select_domain(m, 2, 1, RC_PHASE_INACTIVE,
+				       RC_POLICY_RAM, p, 2, &covered),
 		  1, "one pick");
 	ASSERT_EQ(p[0].member, 1, "b's entry is older on its own page");
 }
@@ -102,31 +102,31 @@ TEST(domain_weight_favours_one)
 	uint64_t covered;
 	int n;
 
-	n = rc_select_domain(m, 2, 16 * MiB, RC_PHASE_INACTIVE, RC_POLICY_RAM,
-			     p, 4, &covered);
+	n = policy_select_domain(m, 2, 16 * MiB, RC_PHASE_INACTIVE,
+				 RC_POLICY_RAM, p, 4, &covered);
 	ASSERT_TRUE(n == 1 && p[0].member == 1, "unweighted: b's older entry");
 	m[1].weight = 10; /* 1.3^6 / 10 < 1.3^3 */
-	n = rc_select_domain(m, 2, 16 * MiB, RC_PHASE_INACTIVE, RC_POLICY_RAM,
-			     p, 4, &covered);
+	n = policy_select_domain(m, 2, 16 * MiB, RC_PHASE_INACTIVE,
+				 RC_POLICY_RAM, p, 4, &covered);
 	ASSERT_TRUE(n == 1 && p[0].member == 0, "weighted: a's entry first");
 	/* 1.3^6/10 = 0.48 < 1.3^0 = 1: b's old entry after a's young one */
-	n = rc_select_domain(m, 2, 48 * MiB, RC_PHASE_INACTIVE, RC_POLICY_RAM,
-			     p, 4, &covered);
+	n = policy_select_domain(m, 2, 48 * MiB, RC_PHASE_INACTIVE,
+				 RC_POLICY_RAM, p, 4, &covered);
 	ASSERT_EQ(n, 3, "three picks");
 	ASSERT_TRUE(p[1].member == 0 && p[2].member == 1,
 		    "b's entries only after a's");
 	/* bad weights are neutral or clamped, never NaN */
 	m[1].weight = NAN;
-	n = rc_select_domain(m, 2, 16 * MiB, RC_PHASE_INACTIVE, RC_POLICY_RAM,
-			     p, 4, &covered);
+	n = policy_select_domain(m, 2, 16 * MiB, RC_PHASE_INACTIVE,
+				 RC_POLICY_RAM, p, 4, &covered);
 	ASSERT_TRUE(n == 1 && p[0].member == 1, "NaN weight counts as 1");
 	m[1].weight = -3;
-	n = rc_select_domain(m, 2, 16 * MiB, RC_PHASE_INACTIVE, RC_POLICY_RAM,
-			     p, 4, &covered);
+	n = policy_select_domain(m, 2, 16 * MiB, RC_PHASE_INACTIVE,
+				 RC_POLICY_RAM, p, 4, &covered);
 	ASSERT_TRUE(n == 1 && p[0].member == 1, "negative weight counts as 1");
 	m[1].weight = 1e-9; /* clamped to RC_WEIGHT_MIN */
-	n = rc_select_domain(m, 2, 16 * MiB, RC_PHASE_INACTIVE, RC_POLICY_RAM,
-			     p, 4, &covered);
+	n = policy_select_domain(m, 2, 16 * MiB, RC_PHASE_INACTIVE,
+				 RC_POLICY_RAM, p, 4, &covered);
 	ASSERT_TRUE(n == 1 && isfinite(p[0].score), "tiny weight: finite");
 }
 
@@ -142,12 +142,12 @@ TEST(domain_classes_before_weight)
 
 	a[0].flags = RAMCACHE_F_ACTIVE;
 	m[1].weight = RC_WEIGHT_MAX;
-	n = rc_select_domain(m, 2, 16 * MiB, RC_PHASE_HEADROOM, RC_POLICY_RAM,
-			     p, 2, &covered);
+	n = policy_select_domain(m, 2, 16 * MiB, RC_PHASE_HEADROOM,
+				 RC_POLICY_RAM, p, 2, &covered);
 	ASSERT_TRUE(n == 1 && p[0].member == 1,
 		    "inactive of a favoured executor before an active one");
-	n = rc_select_domain(m, 2, 64 * MiB, RC_PHASE_INACTIVE, RC_POLICY_RAM,
-			     p, 2, &covered);
+	n = policy_select_domain(m, 2, 64 * MiB, RC_PHASE_INACTIVE,
+				 RC_POLICY_RAM, p, 2, &covered);
 	ASSERT_TRUE(n == 1 && p[0].member == 1, "inactive phase: no active");
 }
 
@@ -168,14 +168,14 @@ TEST(domain_inflight_and_duplicates)
 	int n;
 
 	m[0].in_flight = busy_id2;
-	n = rc_select_domain(m, 2, 1000 * MiB, RC_PHASE_INACTIVE, RC_POLICY_RAM,
-			     p, 5, &covered);
+	n = policy_select_domain(m, 2, 1000 * MiB, RC_PHASE_INACTIVE,
+				 RC_POLICY_RAM, p, 5, &covered);
 	ASSERT_EQ(n, 3, "a's id 5 once, b's 2 and 5");
 	ASSERT_FALSE(picked(p, n, 0, 0), "a's id 2 is in flight");
 	ASSERT_TRUE(picked(p, n, 1, 0), "b's id 2 is another entry");
 	ASSERT_EQ(covered, 48 * MiB, "covered");
-	n = rc_select_domain(m, 2, 1000 * MiB, RC_PHASE_INACTIVE, RC_POLICY_RAM,
-			     p, 2, &covered);
+	n = policy_select_domain(m, 2, 1000 * MiB, RC_PHASE_INACTIVE,
+				 RC_POLICY_RAM, p, 2, &covered);
 	ASSERT_EQ(n, 2, "out_max bounds the picks");
 }
 
@@ -190,21 +190,21 @@ TEST(domain_cap_bounds_what_a_member_covers)
 	uint64_t covered;
 	int n;
 
-	n = rc_select_domain(m, 2, 40 * MiB, RC_PHASE_INACTIVE, RC_POLICY_RAM,
-			     p, 6, &covered);
+	n = policy_select_domain(m, 2, 40 * MiB, RC_PHASE_INACTIVE,
+				 RC_POLICY_RAM, p, 6, &covered);
 	ASSERT_TRUE(n == 1 && p[0].member == 0,
 		    "uncapped: one 1 TiB claim covers everything");
 	m[0].capped = true;
 	m[0].cap = 10 * MiB; /* its RSS */
-	n = rc_select_domain(m, 2, 40 * MiB, RC_PHASE_INACTIVE, RC_POLICY_RAM,
-			     p, 6, &covered);
+	n = policy_select_domain(m, 2, 40 * MiB, RC_PHASE_INACTIVE,
+				 RC_POLICY_RAM, p, 6, &covered);
 	ASSERT_EQ(n, 3, "the liar's first entry (10 MiB), then two of b's");
 	ASSERT_TRUE(p[0].member == 0 && p[1].member == 1 && p[2].member == 1,
 		    "b is evicted");
 	ASSERT_EQ(covered, 42 * MiB, "10 + 16 + 16 MiB");
 	m[0].cap = 0; /* all it holds is out already */
-	n = rc_select_domain(m, 2, 40 * MiB, RC_PHASE_INACTIVE, RC_POLICY_RAM,
-			     p, 6, &covered);
+	n = policy_select_domain(m, 2, 40 * MiB, RC_PHASE_INACTIVE,
+				 RC_POLICY_RAM, p, 6, &covered);
 	ASSERT_TRUE(n == 3 && p[0].member == 1, "only b's entries");
 }
 
@@ -214,22 +214,22 @@ TEST(domain_bad_input)
 	uint64_t covered = 1;
 	struct rc_domain_member m = { .entries = NULL, .nr_entries = 3 };
 
-	ASSERT_EQ(rc_select_domain(NULL, 2, MiB, RC_PHASE_INACTIVE,
-				   RC_POLICY_RAM, p, 1, &covered),
+	ASSERT_EQ(policy_select_domain(NULL, 2, MiB, RC_PHASE_INACTIVE,
+				       RC_POLICY_RAM, p, 1, &covered),
 		  -EINVAL, "NULL members");
 	ASSERT_EQ(covered, 0, "covered reset");
-	ASSERT_EQ(rc_select_domain(&m, 1, MiB, RC_PHASE_INACTIVE, RC_POLICY_RAM,
-				   p, 1, &covered),
+	ASSERT_EQ(policy_select_domain(&m, 1, MiB, RC_PHASE_INACTIVE,
+				       RC_POLICY_RAM, p, 1, &covered),
 		  -EINVAL, "NULL table with entries");
-	ASSERT_EQ(rc_select_domain(&m, 1, 0, RC_PHASE_INACTIVE, RC_POLICY_RAM,
-				   p, 1, &covered),
+	ASSERT_EQ(policy_select_domain(&m, 1, 0, RC_PHASE_INACTIVE,
+				       RC_POLICY_RAM, p, 1, &covered),
 		  0, "no deficit: nothing");
-	ASSERT_EQ(rc_select_domain(NULL, 0, MiB, RC_PHASE_INACTIVE,
-				   RC_POLICY_RAM, p, 1, &covered),
+	ASSERT_EQ(policy_select_domain(NULL, 0, MiB, RC_PHASE_INACTIVE,
+				       RC_POLICY_RAM, p, 1, &covered),
 		  0, "no members: nothing");
 }
 
-/* One member of weight 1 is rc_select(): the single-executor path. */
+/* One member of weight 1 is policy_select(): the single-executor path. */
 TEST(domain_of_one_is_rc_select)
 {
 	struct rc_entry a[] = { old(1, 16, 2), old(2, 64, 0), old(3, 8, 5),
@@ -245,9 +245,9 @@ TEST(domain_of_one_is_rc_select)
 	uint64_t c1, c2;
 	int n1, n2;
 
-	n1 = rc_select(&req, idx, 4, &c1);
-	n2 = rc_select_domain(&m, 1, 70 * MiB, RC_PHASE_INACTIVE, RC_POLICY_RAM,
-			      p, 4, &c2);
+	n1 = policy_select(&req, idx, 4, &c1);
+	n2 = policy_select_domain(&m, 1, 70 * MiB, RC_PHASE_INACTIVE,
+				  RC_POLICY_RAM, p, 4, &c2);
 	ASSERT_TRUE(n1 == n2 && n1 > 0 && c1 == c2, "same count and bytes");
 	for (int i = 0; i < n1 && i < n2; i++)
 		ASSERT_EQ(idx[i], p[i].idx, "same order");
@@ -260,28 +260,29 @@ TEST(domain_forecast_sums_growth)
 				 { -5.0 * MiB, 8 } };
 	struct rc_forecast f;
 
-	ASSERT_EQ(rc_domain_forecast(100 * MiB, g, 3, SEC, &f), 0, "ok");
+	ASSERT_EQ(policy_domain_forecast(100 * MiB, g, 3, SEC, &f), 0, "ok");
 	ASSERT_EQ(f.at_horizon, 75 * MiB, "100 MiB - 25 MiB/s x 1 s");
 	ASSERT_TRUE(f.has_eta && f.eta_ns == 4 * SEC, "gone in 4 s");
 	ASSERT_EQ(f.nr_used, 8, "the most samples of any member");
 	g[1].rate = NAN;
-	ASSERT_EQ(rc_domain_forecast(100 * MiB, g, 3, SEC, &f), 0, "NaN");
+	ASSERT_EQ(policy_domain_forecast(100 * MiB, g, 3, SEC, &f), 0, "NaN");
 	ASSERT_EQ(f.at_horizon, 95 * MiB, "a NaN rate counts as 0");
 	g[0].rate = -30.0 * MiB;
-	ASSERT_EQ(rc_domain_forecast(100 * MiB, g, 3, 2 * SEC, &f), 0, "down");
+	ASSERT_EQ(policy_domain_forecast(100 * MiB, g, 3, 2 * SEC, &f), 0,
+		  "down");
 	ASSERT_TRUE(!f.has_eta && f.at_horizon == 170 * MiB,
 		    "shrinking members: headroom grows, no ETA");
 	g[0].rate = INFINITY;
-	ASSERT_EQ(rc_domain_forecast(100 * MiB, g, 1, SEC, &f), 0, "inf");
+	ASSERT_EQ(policy_domain_forecast(100 * MiB, g, 1, SEC, &f), 0, "inf");
 	ASSERT_EQ(f.at_horizon, 100 * MiB, "an inf rate counts as 0");
 	g[0].rate = 1e308;
 	g[1].rate = 1e308;
-	ASSERT_EQ(rc_domain_forecast(100 * MiB, g, 2, SEC, &f), 0, "huge");
+	ASSERT_EQ(policy_domain_forecast(100 * MiB, g, 2, SEC, &f), 0, "huge");
 	ASSERT_EQ(f.at_horizon, 0, "overflowing sum: headroom gone");
-	ASSERT_EQ(rc_domain_forecast(1, g, 0, SEC, &f), -EINVAL, "n == 0");
+	ASSERT_EQ(policy_domain_forecast(1, g, 0, SEC, &f), -EINVAL, "n == 0");
 }
 
-/* The domain's plan is rc_plan_eviction() on its headroom and forecast. */
+/* The domain's plan is policy_plan_eviction() on its headroom and forecast. */
 TEST(domain_plan_from_growth)
 {
 	struct rc_thresholds t = { .headroom_min = 32 * MiB,
@@ -291,17 +292,17 @@ TEST(domain_plan_from_growth)
 	struct rc_plan p;
 
 	/* 80 MiB now; one executor at 20 MiB/s leaves 60 MiB in 1 s */
-	rc_domain_forecast(80 * MiB, g, 1, SEC, &f);
-	rc_plan_eviction(80 * MiB, &f, &t, false, &p);
+	policy_domain_forecast(80 * MiB, g, 1, SEC, &f);
+	policy_plan_eviction(80 * MiB, &f, &t, false, &p);
 	ASSERT_TRUE(p.evict && p.phase == RC_PHASE_INACTIVE, "one: inactive");
 	ASSERT_EQ(p.deficit, 4 * MiB, "one: 64 - 60 MiB");
 	/* both: 40 MiB; three: 20 MiB, below the headroom threshold */
-	rc_domain_forecast(80 * MiB, g, 2, SEC, &f);
-	rc_plan_eviction(80 * MiB, &f, &t, false, &p);
+	policy_domain_forecast(80 * MiB, g, 2, SEC, &f);
+	policy_plan_eviction(80 * MiB, &f, &t, false, &p);
 	ASSERT_EQ(p.deficit, 24 * MiB, "two: 64 - 40 MiB");
 	ASSERT_EQ(p.reason, RAMCACHE_REASON_FORECAST, "only the forecast");
-	rc_domain_forecast(80 * MiB, g, 2, 3 * SEC / 2, &f);
-	rc_plan_eviction(80 * MiB, &f, &t, false, &p);
+	policy_domain_forecast(80 * MiB, g, 2, 3 * SEC / 2, &f);
+	policy_plan_eviction(80 * MiB, &f, &t, false, &p);
 	ASSERT_TRUE(p.evict && p.phase == RC_PHASE_HEADROOM,
 		    "two over 1.5 s: 20 MiB, headroom phase");
 	ASSERT_EQ(p.deficit, 12 * MiB, "32 - 20 MiB");

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Each memory domain's level inputs (domain_level_ctx). */
+/* Each memory domain's level inputs (domlevel_ctx). */
 #include <errno.h>
 #include <stdlib.h>
 
-#include "domlevel.h"
+#include "executors/domlevel.h"
 #include "test.h"
 
 #define MiB RC_MIB
@@ -50,7 +50,7 @@ TEST(domain_level_inputs_are_the_domains)
 	b->sm.cs.nearest_depth = 0; /* b sits in the limiting cgroup itself */
 	x->thr.headroom_min = 32 * MiB;
 
-	if (domain_level_ctx(&ts, 0, &env, &c) || c.headroom != 30 * MiB ||
+	if (domlevel_ctx(&ts, 0, &env, &c) || c.headroom != 30 * MiB ||
 	    c.cg != &b->sm.cs.self || c.cg_ino != b->sm.cg.ino || c.pid != 0 ||
 	    c.thr.headroom_min != 64 * MiB) {
 		fprintf(stderr, "domain 0: headroom %llu pid %d cg_ino %llu\n",
@@ -58,14 +58,14 @@ TEST(domain_level_inputs_are_the_domains)
 			(unsigned long long)c.cg_ino);
 		ok = false;
 	}
-	if (ok && (domain_level_ctx(&ts, 1, &env, &c) ||
-		   c.headroom != 250 * MiB || c.cg || c.cg_ino ||
-		   c.pid != 103 || c.thr.headroom_min != 32 * MiB)) {
+	if (ok && (domlevel_ctx(&ts, 1, &env, &c) || c.headroom != 250 * MiB ||
+		   c.cg || c.cg_ino || c.pid != 103 ||
+		   c.thr.headroom_min != 32 * MiB)) {
 		fprintf(stderr, "domain 1: headroom %llu pid %d\n",
 			(unsigned long long)c.headroom, (int)c.pid);
 		ok = false;
 	}
-	if (ok && domain_level_ctx(&ts, 2, &env, &c) != -ENOENT)
+	if (ok && domlevel_ctx(&ts, 2, &env, &c) != -ENOENT)
 		ok = false;
 	(void)a;
 	release(&ts);
@@ -90,11 +90,11 @@ TEST(domain_levels_are_apart)
 		ts.t[i]->sm.cs.nearest_depth = 0;
 		ts.t[i]->sm.cs.self.psi.available = true;
 	}
-	domain_levels_init(dl, fixture("proc"));
-	domain_level_ctx(&ts, 0, &env, &c);
-	domain_level_update(dl, &ts, 0, 1000000000ULL, &c);
-	domain_level_ctx(&ts, 1, &env, &c);
-	domain_level_update(dl, &ts, 1, 1000000000ULL, &c);
+	domlevel_init(dl, fixture("proc"));
+	domlevel_ctx(&ts, 0, &env, &c);
+	domlevel_update(dl, &ts, 0, 1000000000ULL, &c);
+	domlevel_ctx(&ts, 1, &env, &c);
+	domlevel_update(dl, &ts, 1, 1000000000ULL, &c);
 	full = dl->lw[0].cur.level;
 	idle = dl->lw[1].cur.level;
 	free(dl);

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * The evictor on a real control page (made by libramcache): what it posts
- * is what the planner, rc_plan_eviction(), decides for the same inputs.
+ * is what the planner, policy_plan_eviction(), decides for the same inputs.
  */
 #include <unistd.h>
 
 #include <ramcache/ramcache.h>
 
-#include "evict.h"
+#include "executors/evictor.h"
 #include "test.h"
 
 #define MiB (1ULL << 20)
@@ -80,7 +80,7 @@ static void same_as_planner(struct rig *r, uint64_t headroom,
 	struct rc_plan plan;
 	int posted;
 
-	rc_plan_eviction(headroom, f, &r->thr, why != 0, &plan);
+	policy_plan_eviction(headroom, f, &r->thr, why != 0, &plan);
 	evictor_evaluate(&r->ev, ramcache_now_ns(), headroom, f, why);
 	ASSERT_EQ(r->ev.target, plan.evict ? plan.deficit : 0, what);
 	posted = ramcache_poll(r->rc, &cmd);

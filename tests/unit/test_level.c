@@ -5,7 +5,7 @@
  * when a pressure event is due. The cgroup's PSI (calm) stands in for the
  * fixture's system PSI, which is high.
  */
-#include "level.h"
+#include "executors/level.h"
 #include "test.h"
 
 #define SEC 1000000000ULL

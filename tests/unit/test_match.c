@@ -6,7 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "match.h"
+#include "proc/match.h"
 #include "test.h"
 
 static char root[64];
@@ -140,27 +140,28 @@ TEST(cgroup_paths_of_v1_and_hybrid_hierarchies)
 			 "1:name=systemd:/system.slice/comfyui.service\n";
 	const char *hyb = "1:name=systemd:/x\n0::/system.slice/a.service\n";
 
-	ASSERT_TRUE(cgroup_file_within(v1, "/comfy"), "v1 any line");
-	ASSERT_TRUE(cgroup_file_within(v1, "/sys/fs/cgroup/memory/comfy"), "v1 "
-									   "mem"
-									   "ory"
-									   " mo"
-									   "un"
-									   "t");
-	ASSERT_FALSE(cgroup_file_within(v1, "/sys/fs/cgroup/memory/other"),
+	ASSERT_TRUE(match_cgroup_within(v1, "/comfy"), "v1 any line");
+	ASSERT_TRUE(match_cgroup_within(v1, "/sys/fs/cgroup/memory/comfy"),
+		    "v1 "
+		    "mem"
+		    "ory"
+		    " mo"
+		    "un"
+		    "t");
+	ASSERT_FALSE(match_cgroup_within(v1, "/sys/fs/cgroup/memory/other"),
 		     "v1 other controller's path");
-	ASSERT_TRUE(cgroup_file_within(v1, "/sys/fs/cgroup/cpu/other"),
+	ASSERT_TRUE(match_cgroup_within(v1, "/sys/fs/cgroup/cpu/other"),
 		    "v1 co-mounted controllers");
-	ASSERT_TRUE(cgroup_file_within(v1, "/sys/fs/cgroup/systemd/"
-					   "system.slice"),
-		    "v1 name=systemd");
-	ASSERT_TRUE(cgroup_file_within(hyb, "/sys/fs/cgroup/unified/"
+	ASSERT_TRUE(match_cgroup_within(v1, "/sys/fs/cgroup/systemd/"
 					    "system.slice"),
+		    "v1 name=systemd");
+	ASSERT_TRUE(match_cgroup_within(hyb, "/sys/fs/cgroup/unified/"
+					     "system.slice"),
 		    "hybrid unified");
-	ASSERT_TRUE(cgroup_file_within(hyb, "/"), "root holds all");
-	ASSERT_FALSE(cgroup_file_within(hyb, "system.slice"), "relative");
-	ASSERT_FALSE(cgroup_file_within("garbage", "/"), "no colon");
-	ASSERT_FALSE(cgroup_file_within("", "/"), "empty");
+	ASSERT_TRUE(match_cgroup_within(hyb, "/"), "root holds all");
+	ASSERT_FALSE(match_cgroup_within(hyb, "system.slice"), "relative");
+	ASSERT_FALSE(match_cgroup_within("garbage", "/"), "no colon");
+	ASSERT_FALSE(match_cgroup_within("", "/"), "empty");
 }
 
 TEST(pick_names_the_memory_cgroup_on_v1)
@@ -221,10 +222,10 @@ TEST(pidfd_of_an_exited_process_fails_verification)
 	pidfd = syscall(SYS_pidfd_open, child, 0);
 	if (!ASSERT_GE(pidfd, 0, "pidfd_open"))
 		return;
-	ASSERT_OK(pidfd_alive(pidfd), "alive");
+	ASSERT_OK(match_pidfd_alive(pidfd), "alive");
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
-	ASSERT_EQ(pidfd_alive(pidfd), -ESRCH, "exited and reaped");
+	ASSERT_EQ(match_pidfd_alive(pidfd), -ESRCH, "exited and reaped");
 	/* whatever /proc says now belongs to someone else */
 	ASSERT_EQ(match_verify("/proc", &s, getpid(), pidfd), -ESRCH,
 		  "reads not trusted");

@@ -4,13 +4,13 @@
 #include <unistd.h>
 
 #include "test.h"
-#include "meminfo.h"
+#include "proc/meminfo.h"
 
 TEST(meminfo_fields)
 {
 	struct rc_meminfo mi;
 
-	if (!ASSERT_OK(rc_meminfo_read(fixture("proc"), &mi), "read"))
+	if (!ASSERT_OK(meminfo_read(fixture("proc"), &mi), "read"))
 		return;
 	ASSERT_EQ(mi.mem_total, 16318412ULL * 1024, "MemTotal");
 	ASSERT_EQ(mi.mem_free, 812344ULL * 1024, "MemFree");
@@ -30,7 +30,7 @@ TEST(meminfo_old_kernel)
 {
 	struct rc_meminfo mi;
 
-	if (!ASSERT_OK(rc_meminfo_read(fixture("proc-old"), &mi), "read"))
+	if (!ASSERT_OK(meminfo_read(fixture("proc-old"), &mi), "read"))
 		return;
 	ASSERT_EQ(mi.mem_total, 2048000ULL * 1024, "MemTotal");
 	ASSERT_FALSE(mi.has_mem_available, "no MemAvailable");
@@ -43,18 +43,16 @@ TEST(meminfo_missing)
 	struct rc_meminfo mi;
 	struct rc_vmstat vs;
 
-	ASSERT_EQ(rc_meminfo_read(fixture("nonexistent"), &mi), -ENOENT,
-		  "enoent");
-	ASSERT_EQ(rc_meminfo_read(fixture("proc/1234"), &mi), -ENOENT,
-		  "no file");
+	ASSERT_EQ(meminfo_read(fixture("nonexistent"), &mi), -ENOENT, "enoent");
+	ASSERT_EQ(meminfo_read(fixture("proc/1234"), &mi), -ENOENT, "no file");
 	/* A file without MemTotal is not a meminfo. */
-	ASSERT_EQ(rc_meminfo_read(fixture("proc/pressure"), &mi), -ENOENT,
+	ASSERT_EQ(meminfo_read(fixture("proc/pressure"), &mi), -ENOENT,
 		  "no meminfo in dir");
-	ASSERT_EQ(rc_vmstat_read(fixture("proc-old/.."), &vs), -ENOENT,
+	ASSERT_EQ(meminfo_vmstat_read(fixture("proc-old/.."), &vs), -ENOENT,
 		  "no vmstat");
-	ASSERT_EQ(rc_meminfo_read(fixture("bad-proc"), &mi), -ENODATA,
+	ASSERT_EQ(meminfo_read(fixture("bad-proc"), &mi), -ENODATA,
 		  "no MemTotal");
-	ASSERT_EQ(rc_vmstat_read(fixture("bad-proc"), &vs), -ENODATA,
+	ASSERT_EQ(meminfo_vmstat_read(fixture("bad-proc"), &vs), -ENODATA,
 		  "no known counter");
 }
 
@@ -62,7 +60,7 @@ TEST(vmstat_modern)
 {
 	struct rc_vmstat vs;
 
-	if (!ASSERT_OK(rc_vmstat_read(fixture("proc"), &vs), "read"))
+	if (!ASSERT_OK(meminfo_vmstat_read(fixture("proc"), &vs), "read"))
 		return;
 	ASSERT_EQ(vs.workingset_refault_anon, 1500, "refault anon");
 	ASSERT_EQ(vs.workingset_refault_file, 132930, "refault file");
@@ -82,7 +80,7 @@ TEST(vmstat_old_kernel)
 {
 	struct rc_vmstat vs;
 
-	if (!ASSERT_OK(rc_vmstat_read(fixture("proc-old"), &vs), "read"))
+	if (!ASSERT_OK(meminfo_vmstat_read(fixture("proc-old"), &vs), "read"))
 		return;
 	ASSERT_EQ(vs.workingset_refault_file, 555, "workingset_refault");
 	ASSERT_EQ(vs.workingset_refault_anon, 0, "no anon split");
@@ -97,7 +95,7 @@ TEST(psi_system)
 {
 	struct rc_psi psi;
 
-	if (!ASSERT_OK(rc_psi_read(fixture("proc"), &psi), "read"))
+	if (!ASSERT_OK(meminfo_psi_read(fixture("proc"), &psi), "read"))
 		return;
 	ASSERT_TRUE(psi.available, "available");
 	ASSERT_TRUE(psi.has_full, "full line");
@@ -113,7 +111,7 @@ TEST(psi_absent_is_not_error)
 	struct rc_psi psi;
 
 	psi.available = true;
-	ASSERT_OK(rc_psi_read(fixture("proc-old"), &psi), "absent file");
+	ASSERT_OK(meminfo_psi_read(fixture("proc-old"), &psi), "absent file");
 	ASSERT_FALSE(psi.available, "not available");
 }
 
@@ -127,12 +125,12 @@ TEST(psi_garbage)
 		return;
 	dprintf(fd, "some avg10=nan avg60=0.00 avg300=0.00 total=0\n");
 	close(fd);
-	ASSERT_EQ(rc_psi_read_file(path, &psi), -EINVAL, "nan rejected");
+	ASSERT_EQ(meminfo_psi_read_file(path, &psi), -EINVAL, "nan rejected");
 	ASSERT_FALSE(psi.available, "not available");
 	fd = open(path, O_WRONLY | O_TRUNC);
 	dprintf(fd, "hello\n");
 	close(fd);
-	ASSERT_EQ(rc_psi_read_file(path, &psi), -EINVAL, "no some line");
+	ASSERT_EQ(meminfo_psi_read_file(path, &psi), -EINVAL, "no some line");
 	unlink(path);
 }
 
@@ -141,16 +139,17 @@ TEST(pidstat_fixture)
 	struct rc_pidstat ps;
 	long page = sysconf(_SC_PAGESIZE);
 
-	if (!ASSERT_OK(rc_pidstat_read(fixture("proc"), 1234, &ps), "read"))
+	if (!ASSERT_OK(meminfo_pidstat_read(fixture("proc"), 1234, &ps),
+		       "read"))
 		return;
 	ASSERT_EQ(ps.state, 'S', "state after a comm with ')'");
 	ASSERT_EQ(ps.minflt, 5000, "minflt");
 	ASSERT_EQ(ps.majflt, 42, "majflt");
 	ASSERT_EQ(ps.rss_pages, 25600, "rss pages");
 	ASSERT_EQ(ps.rss_bytes, 25600ULL * page, "rss bytes");
-	ASSERT_EQ(rc_pidstat_read(fixture("proc"), 99999, &ps), -ENOENT,
+	ASSERT_EQ(meminfo_pidstat_read(fixture("proc"), 99999, &ps), -ENOENT,
 		  "gone");
-	ASSERT_EQ(rc_pidstat_read(fixture("proc"), -1, &ps), -EINVAL,
+	ASSERT_EQ(meminfo_pidstat_read(fixture("proc"), -1, &ps), -EINVAL,
 		  "bad pid");
 }
 
@@ -158,19 +157,19 @@ TEST(pidstat_parse_hostile)
 {
 	struct rc_pidstat ps;
 
-	ASSERT_EQ(rc_pidstat_parse("1 (x) R 1 2", 4096, &ps), -EINVAL,
+	ASSERT_EQ(meminfo_pidstat_parse("1 (x) R 1 2", 4096, &ps), -EINVAL,
 		  "truncated");
-	ASSERT_EQ(rc_pidstat_parse("no paren at all", 4096, &ps), -EINVAL,
+	ASSERT_EQ(meminfo_pidstat_parse("no paren at all", 4096, &ps), -EINVAL,
 		  "no comm");
 	ASSERT_OK(
-		rc_pidstat_parse(
+		meminfo_pidstat_parse(
 			"7 (a b) R 1 1 1 0 -1 0 1 0 2 0 0 0 0 0 20 0 1 0 5 100 -3",
 			4096, &ps),
 		"negative rss");
 	ASSERT_EQ(ps.rss_pages, 0, "negative rss reads 0");
 	ASSERT_EQ(ps.majflt, 2, "majflt");
 	ASSERT_OK(
-		rc_pidstat_parse(
+		meminfo_pidstat_parse(
 			"7 (a) R 1 1 1 0 -1 0 1 0 2 0 0 0 0 0 20 0 1 0 5 100 9223372036854775807",
 			4096, &ps),
 		"huge rss");
@@ -181,7 +180,7 @@ TEST(pidstat_self)
 {
 	struct rc_pidstat ps;
 
-	if (!ASSERT_OK(rc_pidstat_read(NULL, getpid(), &ps), "read /proc"))
+	if (!ASSERT_OK(meminfo_pidstat_read(NULL, getpid(), &ps), "read /proc"))
 		return;
 	ASSERT_GE(ps.rss_pages, 1, "some rss");
 	ASSERT_GE(ps.minflt, 1, "some faults");

@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "test.h"
-#include "metrics.h"
-#include "metrics_http.h"
+#include "out/metrics.h"
+#include "out/metrics_http.h"
 
 #include "ramcache/control.h"
 
@@ -765,13 +765,13 @@ TEST(parse_addr)
 	struct sockaddr_storage ss;
 	socklen_t len;
 
-	ASSERT_EQ(metrics_parse_addr(NULL, &ss, &len), -EINVAL, "NULL");
+	ASSERT_EQ(metrics_http_parse_addr(NULL, &ss, &len), -EINVAL, "NULL");
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char host[INET6_ADDRSTRLEN] = "";
 		unsigned int port;
 		int err;
 
-		err = metrics_parse_addr(cases[i].s, &ss, &len);
+		err = metrics_http_parse_addr(cases[i].s, &ss, &len);
 		if (!ASSERT_EQ(err, cases[i].err, cases[i].s) || err)
 			continue;
 		ASSERT_EQ(ss.ss_family, cases[i].family, cases[i].s);

@@ -2,7 +2,7 @@
 /* --on-level: which level changes enter which level. */
 #include <ramcache/control.h>
 
-#include "onlevel.h"
+#include "out/onlevel.h"
 #include "test.h"
 
 enum {

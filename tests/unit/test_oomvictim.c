@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Filling a pid-only OOM event (kernels before 6.8) from /proc. */
 #include "test.h"
-#include "oomvictim.h"
+#include "proc/oomvictim.h"
 
 static const char *fx(void)
 {
@@ -17,9 +17,9 @@ TEST(fills_comm_uid_and_rss_from_status)
 	struct rc_oom_kill e = { .victim_pid = 3001,
 				 .victim_uid = RC_UID_UNKNOWN };
 
-	ASSERT_TRUE(oom_victim_partial(&e), "partial before");
-	ASSERT_OK(oom_victim_fill(fx(), &e), "fill");
-	ASSERT_FALSE(oom_victim_partial(&e), "complete after");
+	ASSERT_TRUE(oomvictim_partial(&e), "partial before");
+	ASSERT_OK(oomvictim_fill(fx(), &e), "fill");
+	ASSERT_FALSE(oomvictim_partial(&e), "complete after");
 	ASSERT_EQ(e.victim_uid, 1000, "uid");
 	ASSERT_TRUE(!strcmp(e.comm, "python3 main.py"), "comm");
 	ASSERT_EQ(e.anon_rss, 4194304ULL * 1024, "anon");
@@ -34,7 +34,7 @@ TEST(victim_gone_leaves_the_event_as_it_was)
 	struct rc_oom_kill e = { .victim_pid = 999999,
 				 .victim_uid = RC_UID_UNKNOWN };
 
-	ASSERT_EQ(oom_victim_fill(fx(), &e), -ENOENT, "gone");
+	ASSERT_EQ(oomvictim_fill(fx(), &e), -ENOENT, "gone");
 	ASSERT_EQ(e.victim_uid, RC_UID_UNKNOWN, "still unknown");
 	ASSERT_EQ(e.comm[0], 0, "no comm");
 }
@@ -43,11 +43,11 @@ TEST(status_without_uid_is_malformed)
 {
 	struct rc_oom_kill e = { .victim_uid = RC_UID_UNKNOWN };
 
-	ASSERT_EQ(oom_victim_parse("Name:\tx\nRssAnon:\t4 kB\n", &e), -EINVAL,
+	ASSERT_EQ(oomvictim_parse("Name:\tx\nRssAnon:\t4 kB\n", &e), -EINVAL,
 		  "no Uid");
-	ASSERT_EQ(oom_victim_parse("Uid:\tabc\n", &e), -EINVAL, "bad Uid");
+	ASSERT_EQ(oomvictim_parse("Uid:\tabc\n", &e), -EINVAL, "bad Uid");
 	ASSERT_EQ(e.victim_uid, RC_UID_UNKNOWN, "untouched");
-	ASSERT_OK(oom_victim_parse("Uid:\t0\t0\t0\t0\n", &e), "root");
+	ASSERT_OK(oomvictim_parse("Uid:\t0\t0\t0\t0\n", &e), "root");
 	ASSERT_EQ(e.victim_uid, 0, "uid 0");
 	ASSERT_EQ(e.comm[0], 0, "no Name, no comm");
 }

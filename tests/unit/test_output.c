@@ -6,10 +6,10 @@
 
 #include <ramcache/control.h>
 
-#include "hist.h"
-#include "json.h"
-#include "output.h"
-#include "probes.h"
+#include "core/hist.h"
+#include "out/json.h"
+#include "out/out.h"
+#include "kernel/probes.h"
 #include "test.h"
 
 static char *capture(void (*fn)(FILE *f, void *ctx), void *ctx)
@@ -36,17 +36,17 @@ static void write_escapes(FILE *f, void *ctx)
 {
 	struct jw w;
 
-	jw_begin(&w, f);
-	jw_str(&w, "type", "x\"y\\z\n");
-	jw_strn(&w, "comm", "ab\x01\xff", 16);
-	jw_u64(&w, "n", 18446744073709551615ULL);
-	jw_i64(&w, "neg", -5);
-	jw_array_begin(&w, "a");
-	jw_str(&w, NULL, "p");
-	jw_str(&w, NULL, "q");
-	jw_array_end(&w);
-	jw_double(&w, "inf", 1.0 / 0.0);
-	jw_end(&w);
+	json_begin(&w, f);
+	json_str(&w, "type", "x\"y\\z\n");
+	json_strn(&w, "comm", "ab\x01\xff", 16);
+	json_u64(&w, "n", 18446744073709551615ULL);
+	json_i64(&w, "neg", -5);
+	json_array_begin(&w, "a");
+	json_str(&w, NULL, "p");
+	json_str(&w, NULL, "q");
+	json_array_end(&w);
+	json_double(&w, "inf", 1.0 / 0.0);
+	json_end(&w);
 }
 
 TEST(json_escapes_untrusted_bytes)

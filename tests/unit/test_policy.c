@@ -3,7 +3,7 @@
 #include <math.h>
 
 #include "test.h"
-#include "policy.h"
+#include "core/policy.h"
 
 #define MiB RC_MIB
 #define GiB RC_GIB
@@ -23,24 +23,24 @@
 
 TEST(headroom)
 {
-	ASSERT_EQ(rc_headroom(5 * GiB, RC_UNLIMITED, 9 * GiB, 0), 5 * GiB,
+	ASSERT_EQ(policy_headroom(5 * GiB, RC_UNLIMITED, 9 * GiB, 0), 5 * GiB,
 		  "unlimited cgroup: system only");
-	ASSERT_TRUE(rc_headroom(UINT64_MAX, 1ULL << 60, 9 * GiB, 0) ==
+	ASSERT_TRUE(policy_headroom(UINT64_MAX, 1ULL << 60, 9 * GiB, 0) ==
 			    UINT64_MAX,
 		    ">= 2^60 is unlimited");
-	ASSERT_EQ(rc_headroom(UINT64_MAX, (1ULL << 60) - 1, 0, 0),
+	ASSERT_EQ(policy_headroom(UINT64_MAX, (1ULL << 60) - 1, 0, 0),
 		  (1ULL << 60) - 1, "just under 2^60 is a limit");
-	ASSERT_EQ(rc_headroom(5 * GiB, 0x7ffffffffffff000ULL, 1, 0), 5 * GiB,
-		  "v1 PAGE_COUNTER_MAX");
-	ASSERT_EQ(rc_headroom(5 * GiB, 256 * MiB, 200 * MiB, 20 * MiB),
+	ASSERT_EQ(policy_headroom(5 * GiB, 0x7ffffffffffff000ULL, 1, 0),
+		  5 * GiB, "v1 PAGE_COUNTER_MAX");
+	ASSERT_EQ(policy_headroom(5 * GiB, 256 * MiB, 200 * MiB, 20 * MiB),
 		  76 * MiB, "limit - usage + inactive");
-	ASSERT_EQ(rc_headroom(50 * MiB, 256 * MiB, 200 * MiB, 20 * MiB),
+	ASSERT_EQ(policy_headroom(50 * MiB, 256 * MiB, 200 * MiB, 20 * MiB),
 		  50 * MiB, "system tighter");
-	ASSERT_EQ(rc_headroom(5 * GiB, 256 * MiB, 300 * MiB, 0), 0,
+	ASSERT_EQ(policy_headroom(5 * GiB, 256 * MiB, 300 * MiB, 0), 0,
 		  "usage over the limit");
-	ASSERT_EQ(rc_headroom(5 * GiB, 256 * MiB, 300 * MiB, 100 * MiB),
+	ASSERT_EQ(policy_headroom(5 * GiB, 256 * MiB, 300 * MiB, 100 * MiB),
 		  100 * MiB, "over the limit but inactive");
-	ASSERT_EQ(rc_headroom(5 * GiB, 256 * MiB, 100 * MiB, UINT64_MAX),
+	ASSERT_EQ(policy_headroom(5 * GiB, 256 * MiB, 100 * MiB, UINT64_MAX),
 		  256 * MiB, "hostile inactive capped at usage/limit");
 }
 
@@ -48,19 +48,19 @@ TEST(thresholds_default)
 {
 	struct rc_thresholds t;
 
-	rc_thresholds_default(8 * GiB, &t);
+	policy_thresholds_default(8 * GiB, &t);
 	ASSERT_EQ(t.headroom_min, 2 * GiB, "8 GiB: 2 GiB floor");
 	ASSERT_EQ(t.inactive_min, 4 * GiB, "8 GiB: 2x");
-	rc_thresholds_default(64 * GiB, &t);
+	policy_thresholds_default(64 * GiB, &t);
 	ASSERT_EQ(t.headroom_min, 64 * GiB * 10 / 100, "64 GiB: 10%");
 	ASSERT_EQ(t.inactive_min, 2 * (64 * GiB * 10 / 100), "64 GiB: 2x");
-	rc_thresholds_default(256 * GiB, &t);
+	policy_thresholds_default(256 * GiB, &t);
 	ASSERT_EQ(t.headroom_min, 10 * GiB, "256 GiB: 10 GiB ceiling");
 	ASSERT_EQ(t.inactive_min, 20 * GiB, "256 GiB: 2x");
-	rc_thresholds_default(2 * GiB, &t);
+	policy_thresholds_default(2 * GiB, &t);
 	ASSERT_EQ(t.headroom_min, 2 * GiB, "tiny box keeps the floor");
 	ASSERT_EQ(t.inactive_min, 2 * GiB, "half of RAM < headroom: equal");
-	rc_thresholds_default(UINT64_MAX, &t);
+	policy_thresholds_default(UINT64_MAX, &t);
 	ASSERT_EQ(t.headroom_min, 10 * GiB, "hostile total");
 	ASSERT_EQ(t.inactive_min, 20 * GiB, "hostile total 2x");
 }
@@ -69,22 +69,22 @@ TEST(thresholds_scale_cgroup)
 {
 	struct rc_thresholds t;
 
-	rc_thresholds_default(32 * GiB, &t);
-	rc_thresholds_scale(256 * MiB, &t);
+	policy_thresholds_default(32 * GiB, &t);
+	policy_thresholds_scale(256 * MiB, &t);
 	ASSERT_EQ(t.headroom_min, 64 * MiB, "25% of 256 MiB");
 	ASSERT_EQ(t.inactive_min, 128 * MiB, "2x");
-	rc_thresholds_default(32 * GiB, &t);
-	rc_thresholds_scale(32 * MiB, &t);
+	policy_thresholds_default(32 * GiB, &t);
+	policy_thresholds_scale(32 * MiB, &t);
 	ASSERT_EQ(t.headroom_min, 16 * MiB, "floor 16 MiB");
 	ASSERT_EQ(t.inactive_min, 32 * MiB, "2x floor");
-	rc_thresholds_default(32 * GiB, &t);
-	rc_thresholds_scale(64 * GiB, &t);
+	policy_thresholds_default(32 * GiB, &t);
+	policy_thresholds_scale(64 * GiB, &t);
 	ASSERT_EQ(t.headroom_min, 32 * GiB * 10 / 100, "big cgroup: default");
-	rc_thresholds_scale(RC_UNLIMITED, &t);
+	policy_thresholds_scale(RC_UNLIMITED, &t);
 	ASSERT_EQ(t.headroom_min, 32 * GiB * 10 / 100, "unlimited: default");
 	t.headroom_min = 3 * GiB;
 	t.inactive_min = 1 * GiB;
-	rc_thresholds_fix(&t);
+	policy_thresholds_fix(&t);
 	ASSERT_EQ(t.inactive_min, 3 * GiB, "inactive_min >= headroom_min");
 }
 
@@ -143,7 +143,7 @@ TEST(thresholds_resolve_table)
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct rc_thresholds t;
 
-		rc_thresholds_resolve(&rows[i].in, &t);
+		policy_thresholds_resolve(&rows[i].in, &t);
 		ASSERT_TRUE(t.headroom_min == rows[i].headroom_min,
 			    rows[i].what);
 		ASSERT_TRUE(t.inactive_min == rows[i].inactive_min,
@@ -158,22 +158,23 @@ TEST(score_formula)
 	struct rc_entry e = { .id = 1, .bytes = GiB, .used_generation = 8 };
 
 	/* 1.3^2 x (bytes + 0.05), bytes in bytes as upstream. */
-	ASSERT_NEAR(rc_score(&e, 10, RC_POLICY_RAM), 1.69 * (GiB + 0.05), 1e-12,
-		    "age 2");
-	ASSERT_NEAR(rc_score(&e, 8, RC_POLICY_RAM), GiB + 0.05, 1e-12, "age 0");
+	ASSERT_NEAR(policy_score(&e, 10, RC_POLICY_RAM), 1.69 * (GiB + 0.05),
+		    1e-12, "age 2");
+	ASSERT_NEAR(policy_score(&e, 8, RC_POLICY_RAM), GiB + 0.05, 1e-12,
+		    "age 0");
 	e.bytes = 0;
-	ASSERT_NEAR(rc_score(&e, 9, RC_POLICY_RAM), 1.3 * 0.05, 1e-12,
+	ASSERT_NEAR(policy_score(&e, 9, RC_POLICY_RAM), 1.3 * 0.05, 1e-12,
 		    "zero bytes keeps the 0.05 baseline");
 	/* Cost: divided by recompute seconds, floored at 1 ms. */
 	e.bytes = GiB;
 	e.cost_ns = 2 * SEC;
-	ASSERT_NEAR(rc_score(&e, 8, RC_POLICY_COST), (GiB + 0.05) / 2, 1e-12,
-		    "cost 2 s");
+	ASSERT_NEAR(policy_score(&e, 8, RC_POLICY_COST), (GiB + 0.05) / 2,
+		    1e-12, "cost 2 s");
 	e.cost_ns = 1;
-	ASSERT_NEAR(rc_score(&e, 8, RC_POLICY_COST), (GiB + 0.05) / 0.001,
+	ASSERT_NEAR(policy_score(&e, 8, RC_POLICY_COST), (GiB + 0.05) / 0.001,
 		    1e-12, "cost floored at 1 ms");
 	e.cost_ns = 0;
-	ASSERT_NEAR(rc_score(&e, 8, RC_POLICY_COST), GiB + 0.05, 1e-12,
+	ASSERT_NEAR(policy_score(&e, 8, RC_POLICY_COST), GiB + 0.05, 1e-12,
 		    "unknown cost: RAM score");
 }
 
@@ -182,17 +183,17 @@ TEST(age_hostile)
 	struct rc_entry e = { .id = 1, .bytes = UINT64_MAX };
 	double s;
 
-	ASSERT_EQ(rc_entry_age(10, 20), 0, "used in the future: 0");
-	ASSERT_EQ(rc_entry_age(10, 7), 3, "age 3");
-	ASSERT_EQ(rc_entry_age(UINT64_MAX, 0), RC_AGE_CAP, "capped");
+	ASSERT_EQ(policy_entry_age(10, 20), 0, "used in the future: 0");
+	ASSERT_EQ(policy_entry_age(10, 7), 3, "age 3");
+	ASSERT_EQ(policy_entry_age(UINT64_MAX, 0), RC_AGE_CAP, "capped");
 	e.used_generation = 0;
-	s = rc_score(&e, UINT64_MAX, RC_POLICY_RAM);
+	s = policy_score(&e, UINT64_MAX, RC_POLICY_RAM);
 	ASSERT_TRUE(isfinite(s) && s > 0, "huge age x huge bytes finite");
 	e.cost_ns = UINT64_MAX;
-	s = rc_score(&e, UINT64_MAX, RC_POLICY_COST);
+	s = policy_score(&e, UINT64_MAX, RC_POLICY_COST);
 	ASSERT_TRUE(isfinite(s) && s > 0, "huge cost finite");
 	e.bytes = 0;
-	s = rc_score(&e, UINT64_MAX, RC_POLICY_COST);
+	s = policy_score(&e, UINT64_MAX, RC_POLICY_COST);
 	ASSERT_TRUE(isfinite(s) && s >= 0, "zero bytes huge cost finite");
 }
 
@@ -241,8 +242,8 @@ TEST(order_table_pairwise)
 
 	for (i = 0; i < NR(order_table); i++) {
 		for (j = 0; j < NR(order_table); j++) {
-			r = rc_entry_cmp(&order_table[i], &order_table[j], 10,
-					 RC_POLICY_RAM);
+			r = policy_entry_cmp(&order_table[i], &order_table[j],
+					     10, RC_POLICY_RAM);
 			if (i < j &&
 			    !ASSERT_TRUE(r < 0, "row before later row"))
 				printf("# rows %zu, %zu\n", i, j);
@@ -273,7 +274,7 @@ TEST(order_table_select)
 	/* Reverse the table: the output must not depend on input order. */
 	for (i = 0; i < NR(order_table); i++)
 		shuffled[i] = order_table[NR(order_table) - 1 - i];
-	n = rc_select(&req, out, NR(out), &covered);
+	n = policy_select(&req, out, NR(out), &covered);
 	if (!ASSERT_EQ(n, NR(order_table), "all picked"))
 		return;
 	for (i = 0; i < NR(order_table); i++)
@@ -297,11 +298,11 @@ TEST(cost_policy_order)
 	size_t i;
 
 	for (i = 0; i + 1 < NR(rows); i++)
-		ASSERT_TRUE(rc_entry_cmp(&rows[i], &rows[i + 1], 0,
-					 RC_POLICY_COST) < 0,
+		ASSERT_TRUE(policy_entry_cmp(&rows[i], &rows[i + 1], 0,
+					     RC_POLICY_COST) < 0,
 			    "cost order");
 	/* The RAM policy ignores cost: the 10 GiB one goes first. */
-	ASSERT_TRUE(rc_entry_cmp(&rows[3], &rows[0], 0, RC_POLICY_RAM) < 0,
+	ASSERT_TRUE(policy_entry_cmp(&rows[3], &rows[0], 0, RC_POLICY_RAM) < 0,
 		    "ram policy");
 }
 
@@ -320,7 +321,7 @@ static int select_ids(const struct rc_entry *e, size_t n, uint64_t deficit,
 	uint32_t out[32];
 	int i, r;
 
-	r = rc_select(&req, out, 32, covered);
+	r = policy_select(&req, out, 32, covered);
 	for (i = 0; i < r; i++)
 		ids[i] = e[out[i]].id;
 	return r;
@@ -431,19 +432,19 @@ TEST(select_inflight_dups_and_bounds)
 	uint32_t out[8];
 	int n;
 
-	n = rc_select(&req, out, 8, &cov);
+	n = policy_select(&req, out, 8, &cov);
 	if (ASSERT_EQ(n, 2, "1 in flight, dup once, id 0 and 0 bytes out")) {
 		ASSERT_EQ(e[out[0]].id, 2, "first");
 		ASSERT_EQ(e[out[1]].id, 3, "second");
 	}
 	ASSERT_EQ(cov, 300 * MiB, "covered");
-	n = rc_select(&req, out, 1, &cov);
+	n = policy_select(&req, out, 1, &cov);
 	ASSERT_EQ(n, 1, "out_max bounds the picks");
 	req.nr_entries = 0;
-	ASSERT_EQ(rc_select(&req, out, 8, &cov), 0, "empty table");
+	ASSERT_EQ(policy_select(&req, out, 8, &cov), 0, "empty table");
 	req.entries = NULL;
 	req.nr_entries = 3;
-	ASSERT_EQ(rc_select(&req, out, 8, &cov), -EINVAL, "NULL table");
+	ASSERT_EQ(policy_select(&req, out, 8, &cov), -EINVAL, "NULL table");
 }
 
 TEST(select_hostile_sizes)
@@ -467,14 +468,14 @@ TEST(select_hostile_sizes)
 	uint64_t cov;
 	int n;
 
-	n = rc_select(&req, out, 3, &cov);
+	n = policy_select(&req, out, 3, &cov);
 	ASSERT_EQ(n, 1, "one UINT64_MAX entry covers any deficit");
 	ASSERT_EQ(e[out[0]].id, 1, "oldest last use of the two maxima");
 	ASSERT_TRUE(cov == UINT64_MAX, "covered saturates");
 	req.deficit = 10;
 	req.entries = &e[1];
 	req.nr_entries = 2;
-	n = rc_select(&req, out, 3, &cov);
+	n = policy_select(&req, out, 3, &cov);
 	ASSERT_EQ(n, 1, "one pick");
 	/* Both round to the same double score: oldest last use decides. */
 	ASSERT_EQ(out[0], 0, "deterministic tie on near-equal maxima");
@@ -504,17 +505,17 @@ TEST(select_full_table)
 		e[i].last_use_ns = (i * 7919) % n;
 		e[i].flags = i % 3 ? 0 : RAMCACHE_F_ACTIVE;
 	}
-	r = rc_select(&req, out, n, &cov);
+	r = policy_select(&req, out, n, &cov);
 	ASSERT_EQ(r, n, "every entry");
 	for (i = 1; i < (size_t)r; i++)
-		if (!ASSERT_TRUE(rc_entry_cmp(&e[out[i - 1]], &e[out[i]], 100,
-					      RC_POLICY_RAM) < 0,
+		if (!ASSERT_TRUE(policy_entry_cmp(&e[out[i - 1]], &e[out[i]],
+						  100, RC_POLICY_RAM) < 0,
 				 "sorted"))
 			break;
 	/* The same id everywhere: picked once. */
 	for (i = 0; i < n; i++)
 		e[i].id = 77;
-	r = rc_select(&req, out, n, &cov);
+	r = policy_select(&req, out, n, &cov);
 	ASSERT_EQ(r, 1, "one id, one pick");
 out:
 	free(e);
@@ -534,7 +535,7 @@ TEST(forecast_linear_ramp)
 		s[i].t_ns = 1000 * SEC + i * 10000000ULL;
 		s[i].bytes = 4 * GiB - i * 1600000ULL;
 	}
-	if (!ASSERT_OK(rc_forecast(s, NR(s), 0, SEC, &f), "forecast"))
+	if (!ASSERT_OK(policy_forecast(s, NR(s), 0, SEC, &f), "forecast"))
 		return;
 	ASSERT_NEAR(f.rate, -160e6, 0.01, "rate within 1%");
 	ASSERT_EQ(f.nr_used, 101, "all samples");
@@ -557,7 +558,7 @@ TEST(forecast_noisy_ramp)
 		s[i].t_ns = i * 5000000ULL;
 		s[i].bytes = GiB + i * 250000ULL + (i % 2 ? 8000000 : 0);
 	}
-	ASSERT_OK(rc_forecast(s, NR(s), 0, SEC, &f), "forecast");
+	ASSERT_OK(policy_forecast(s, NR(s), 0, SEC, &f), "forecast");
 	ASSERT_NEAR(f.rate, 50e6, 0.01, "rate within 1%");
 	ASSERT_FALSE(f.has_eta, "growing: no ETA");
 }
@@ -572,11 +573,11 @@ TEST(forecast_flat_and_single)
 		s[i].t_ns = i * SEC;
 		s[i].bytes = 3 * GiB;
 	}
-	ASSERT_OK(rc_forecast(s, NR(s), 0, SEC, &f), "flat");
+	ASSERT_OK(policy_forecast(s, NR(s), 0, SEC, &f), "flat");
 	ASSERT_TRUE(f.rate == 0, "rate 0");
 	ASSERT_FALSE(f.has_eta, "no ETA");
 	ASSERT_EQ(f.at_horizon, 3 * GiB, "unchanged");
-	ASSERT_OK(rc_forecast(s, 1, 0, SEC, &f), "single");
+	ASSERT_OK(policy_forecast(s, 1, 0, SEC, &f), "single");
 	ASSERT_TRUE(f.rate == 0, "single: rate 0");
 	ASSERT_EQ(f.nr_used, 1, "one sample");
 	ASSERT_FALSE(f.has_eta, "single: no ETA");
@@ -584,9 +585,9 @@ TEST(forecast_flat_and_single)
 	for (i = 0; i < NR(s); i++)
 		s[i].t_ns = 7;
 	s[9].bytes = 0;
-	ASSERT_OK(rc_forecast(s, NR(s), 0, SEC, &f), "one instant");
+	ASSERT_OK(policy_forecast(s, NR(s), 0, SEC, &f), "one instant");
 	ASSERT_TRUE(f.rate == 0, "no time elapsed: rate 0");
-	ASSERT_EQ(rc_forecast(s, 0, 0, SEC, &f), -EINVAL, "no samples");
+	ASSERT_EQ(policy_forecast(s, 0, 0, SEC, &f), -EINVAL, "no samples");
 }
 
 TEST(forecast_window)
@@ -600,14 +601,14 @@ TEST(forecast_window)
 		s[i].t_ns = i * SEC;
 		s[i].bytes = i < 10 ? 2 * GiB : 2 * GiB - (i - 10) * 100000000;
 	}
-	ASSERT_OK(rc_forecast(s, NR(s), 3 * SEC, SEC, &f), "3 s window");
+	ASSERT_OK(policy_forecast(s, NR(s), 3 * SEC, SEC, &f), "3 s window");
 	ASSERT_EQ(f.nr_used, 4, "4 samples in 3 s");
 	ASSERT_NEAR(f.rate, -100e6, 0.01, "recent slope only");
-	ASSERT_OK(rc_forecast(s, NR(s), 0, SEC, &f), "whole series");
+	ASSERT_OK(policy_forecast(s, NR(s), 0, SEC, &f), "whole series");
 	ASSERT_TRUE(f.rate > -100e6 * 0.9, "diluted by the flat part");
 	/* A clock that went backwards ends the window. */
 	s[15].t_ns = 100 * SEC;
-	ASSERT_OK(rc_forecast(s, NR(s), 0, SEC, &f), "time travel");
+	ASSERT_OK(policy_forecast(s, NR(s), 0, SEC, &f), "time travel");
 	ASSERT_EQ(f.nr_used, 4, "samples after the jump only");
 }
 
@@ -624,13 +625,13 @@ TEST(forecast_fires_before_oom)
 	struct rc_forecast f;
 	size_t i;
 
-	rc_thresholds_default(32 * GiB, &t);
-	rc_thresholds_scale(256 * MiB, &t);
+	policy_thresholds_default(32 * GiB, &t);
+	policy_thresholds_scale(256 * MiB, &t);
 	for (i = 0; i < NR(s); i++) {
 		s[i].t_ns = i * 50000000ULL;
 		s[i].bytes = 182 * MiB - i * 8000000ULL;
 	}
-	ASSERT_OK(rc_forecast(s, NR(s), SEC, SEC, &f), "forecast");
+	ASSERT_OK(policy_forecast(s, NR(s), SEC, SEC, &f), "forecast");
 	ASSERT_GE(s[4].bytes, t.headroom_min, "not below threshold yet");
 	ASSERT_LE(f.at_horizon, t.headroom_min, "forecast below it");
 	ASSERT_EQ(f.at_horizon, 0, "clamped at 0, not negative");
@@ -646,23 +647,23 @@ TEST(plan_eviction)
 	struct rc_forecast f = { .at_horizon = 40 * MiB, .nr_used = 4 };
 	struct rc_plan p;
 
-	rc_plan_eviction(200 * MiB, NULL, &t, false, &p);
+	policy_plan_eviction(200 * MiB, NULL, &t, false, &p);
 	ASSERT_FALSE(p.evict, "plenty of room");
 	ASSERT_EQ(p.deficit, 0, "no deficit");
 
-	rc_plan_eviction(100 * MiB, NULL, &t, false, &p);
+	policy_plan_eviction(100 * MiB, NULL, &t, false, &p);
 	ASSERT_TRUE(p.evict, "below inactive_min");
 	ASSERT_EQ(p.phase, RC_PHASE_INACTIVE, "inactive phase");
 	ASSERT_EQ(p.deficit, 28 * MiB, "up to inactive_min");
 	ASSERT_EQ(p.reason, RAMCACHE_REASON_INACTIVE, "reason inactive");
 
-	rc_plan_eviction(50 * MiB, NULL, &t, false, &p);
+	policy_plan_eviction(50 * MiB, NULL, &t, false, &p);
 	ASSERT_EQ(p.phase, RC_PHASE_HEADROOM, "headroom phase");
 	ASSERT_EQ(p.deficit, 14 * MiB, "up to headroom_min");
 	ASSERT_EQ(p.reason, RAMCACHE_REASON_HEADROOM, "reason headroom");
 
 	/* Fine now, but 40 MiB in a second: act on the forecast. */
-	rc_plan_eviction(200 * MiB, &f, &t, false, &p);
+	policy_plan_eviction(200 * MiB, &f, &t, false, &p);
 	ASSERT_TRUE(p.evict, "forecast");
 	ASSERT_EQ(p.phase, RC_PHASE_HEADROOM, "forecast below headroom_min");
 	ASSERT_EQ(p.deficit, 24 * MiB, "deficit of the forecast");
@@ -671,14 +672,14 @@ TEST(plan_eviction)
 
 	/* One sample is no trend: the present alone decides. */
 	f.nr_used = 1;
-	rc_plan_eviction(200 * MiB, &f, &t, false, &p);
+	policy_plan_eviction(200 * MiB, &f, &t, false, &p);
 	ASSERT_FALSE(p.evict, "one-sample forecast ignored");
 	ASSERT_EQ(p.predicted, 200 * MiB, "predicted is the present");
 	f.nr_used = 4;
 
 	/* A forecast above the present never relaxes it. */
 	f.at_horizon = UINT64_MAX;
-	rc_plan_eviction(50 * MiB, &f, &t, true, &p);
+	policy_plan_eviction(50 * MiB, &f, &t, true, &p);
 	ASSERT_EQ(p.deficit, 14 * MiB, "present headroom counts");
 	ASSERT_EQ(p.reason, RAMCACHE_REASON_RECLAIM, "kernel reclaiming");
 }
@@ -695,7 +696,7 @@ static struct rc_pressure eval(struct rc_pressure_in in)
 	}
 	if (!in.headroom)
 		in.headroom = 100 * GiB;
-	rc_pressure_eval(&in, &out);
+	policy_pressure_eval(&in, &out);
 	return out;
 }
 
@@ -718,7 +719,7 @@ TEST(pressure_levels)
 	ASSERT_EQ(p.level, RAMCACHE_LEVEL_HIGH, "direct reclaim");
 	ASSERT_EQ(p.reasons, RC_R_KSWAPD | RC_R_DIRECT_RECLAIM | RC_R_HEADROOM,
 		  "three reasons");
-	rc_reasons_format(p.reasons, buf, sizeof(buf));
+	policy_reasons_format(p.reasons, buf, sizeof(buf));
 	ASSERT_STREQ(buf, "kswapd,direct_reclaim,headroom", "names");
 
 	p = eval((struct rc_pressure_in){ .memcg_reclaims = 3 });
@@ -787,22 +788,25 @@ TEST(reason_names)
 	char small[10];
 	size_t n;
 
-	ASSERT_STREQ(rc_reason_name(RC_R_KSWAPD), "kswapd", "kswapd");
-	ASSERT_STREQ(rc_reason_name(RC_R_MEMCG_RECLAIM), "memcg_reclaim", "m");
-	ASSERT_STREQ(rc_reason_name(RC_R_PSI_FULL), "psi_full", "psi_full");
-	ASSERT_STREQ(rc_reason_name(RC_R_ETA), "eta", "eta");
-	ASSERT_TRUE(rc_reason_name(0) == NULL, "0");
-	ASSERT_TRUE(rc_reason_name(RC_R_ETA << 1) == NULL, "unknown bit");
-	ASSERT_TRUE(rc_reason_name(3) == NULL, "two bits");
-	n = rc_reasons_format(RC_R_REFAULT_FILE | RC_R_SWAP_OUT, small,
-			      sizeof(small));
+	ASSERT_STREQ(policy_reason_name(RC_R_KSWAPD), "kswapd", "kswapd");
+	ASSERT_STREQ(policy_reason_name(RC_R_MEMCG_RECLAIM), "memcg_reclaim",
+		     "m");
+	ASSERT_STREQ(policy_reason_name(RC_R_PSI_FULL), "psi_full", "psi_full");
+	ASSERT_STREQ(policy_reason_name(RC_R_ETA), "eta", "eta");
+	ASSERT_TRUE(policy_reason_name(0) == NULL, "0");
+	ASSERT_TRUE(policy_reason_name(RC_R_ETA << 1) == NULL, "unknown bit");
+	ASSERT_TRUE(policy_reason_name(3) == NULL, "two bits");
+	n = policy_reasons_format(RC_R_REFAULT_FILE | RC_R_SWAP_OUT, small,
+				  sizeof(small));
 	ASSERT_EQ(n, strlen("refault_file,swap_out"), "needed length");
 	ASSERT_STREQ(small, "refault_f", "truncated, terminated");
-	n = rc_reasons_format(0, small, sizeof(small));
+	n = policy_reasons_format(0, small, sizeof(small));
 	ASSERT_EQ(n, 0, "none");
 	ASSERT_STREQ(small, "", "empty");
-	ASSERT_STREQ(rc_level_name(RAMCACHE_LEVEL_CRITICAL), "critical", "l");
-	ASSERT_STREQ(rc_level_name((enum ramcache_level)9), "unknown", "l9");
+	ASSERT_STREQ(policy_level_name(RAMCACHE_LEVEL_CRITICAL), "critical",
+		     "l");
+	ASSERT_STREQ(policy_level_name((enum ramcache_level)9), "unknown",
+		     "l9");
 }
 
 /* ---------------------------------------------------------------- */
@@ -855,14 +859,14 @@ TEST(parse_size)
 
 	for (i = 0; i < NR(cases); i++) {
 		uint64_t v = 12345;
-		int err = rc_parse_size(cases[i].s, cases[i].total, &v);
+		int err = units_parse_size(cases[i].s, cases[i].total, &v);
 
 		if (!ASSERT_EQ(err, cases[i].err, cases[i].s))
 			continue;
 		if (!err && !ASSERT_TRUE(v == cases[i].want, cases[i].s))
 			printf("# got %" PRIu64 "\n", v);
 	}
-	ASSERT_EQ(rc_parse_size(NULL, 0, NULL), -EINVAL, "NULL");
+	ASSERT_EQ(units_parse_size(NULL, 0, NULL), -EINVAL, "NULL");
 }
 
 TEST(parse_duration)
@@ -892,7 +896,7 @@ TEST(parse_duration)
 
 	for (i = 0; i < NR(cases); i++) {
 		uint64_t v = 12345;
-		int err = rc_parse_duration(cases[i].s, &v);
+		int err = units_parse_duration(cases[i].s, &v);
 
 		if (!ASSERT_EQ(err, cases[i].err, cases[i].s))
 			continue;

@@ -3,7 +3,7 @@
  * rc_samples: the last RC_SAMPLES_LEN samples, oldest first, in time order
  * even when a stamp trails the newest.
  */
-#include "samples.h"
+#include "core/samples.h"
 #include "test.h"
 
 TEST(samples_come_back_oldest_first)
@@ -11,10 +11,10 @@ TEST(samples_come_back_oldest_first)
 	static struct rc_samples r;
 	struct rc_sample out[RC_SAMPLES_LEN];
 
-	ASSERT_EQ(rc_samples_copy(&r, out), 0, "empty");
-	rc_samples_push(&r, 10, 1);
-	rc_samples_push(&r, 20, 2);
-	ASSERT_EQ(rc_samples_copy(&r, out), 2, "two");
+	ASSERT_EQ(samples_copy(&r, out), 0, "empty");
+	samples_push(&r, 10, 1);
+	samples_push(&r, 20, 2);
+	ASSERT_EQ(samples_copy(&r, out), 2, "two");
 	ASSERT_EQ(out[0].t_ns, 10, "oldest first");
 	ASSERT_EQ(out[1].bytes, 2, "newest last");
 }
@@ -24,9 +24,9 @@ TEST(a_trailing_stamp_takes_the_newest_time)
 	static struct rc_samples r;
 	struct rc_sample out[RC_SAMPLES_LEN];
 
-	rc_samples_push(&r, 100, 1);
-	rc_samples_push(&r, 90, 2); /* a BPF stamp behind a file read */
-	ASSERT_EQ(rc_samples_copy(&r, out), 2, "both kept");
+	samples_push(&r, 100, 1);
+	samples_push(&r, 90, 2); /* a BPF stamp behind a file read */
+	ASSERT_EQ(samples_copy(&r, out), 2, "both kept");
 	ASSERT_EQ(out[1].t_ns, 100, "no step back in time");
 	ASSERT_EQ(out[1].bytes, 2, "the figure kept");
 }
@@ -38,8 +38,8 @@ TEST(the_oldest_makes_way)
 	unsigned int n;
 
 	for (unsigned int i = 0; i < RC_SAMPLES_LEN + 5; i++)
-		rc_samples_push(&r, i, i);
-	n = rc_samples_copy(&r, out);
+		samples_push(&r, i, i);
+	n = samples_copy(&r, out);
 	ASSERT_EQ(n, RC_SAMPLES_LEN, "full");
 	ASSERT_EQ(out[0].t_ns, 5, "the first five gone");
 	ASSERT_EQ(out[n - 1].t_ns, RC_SAMPLES_LEN + 4, "the newest last");

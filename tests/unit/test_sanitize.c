@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The text-mode sanitiser: what a hostile comm, label or path becomes. */
-#include "sanitize.h"
+#include "out/sanitize.h"
 #include "test.h"
 
 static const char *san(const char *s, size_t n)
 {
 	static char buf[512];
 
-	text_sanitize(buf, sizeof(buf), s, n);
+	sanitize_text(buf, sizeof(buf), s, n);
 	return buf;
 }
 
@@ -83,14 +83,14 @@ TEST(truncation_never_splits_a_character_or_an_escape)
 	char buf[6];
 	size_t n;
 
-	n = text_sanitize(buf, sizeof(buf), "ab\x1b", 3);
+	n = sanitize_text(buf, sizeof(buf), "ab\x1b", 3);
 	ASSERT_STREQ(buf, "ab", "escape does not fit");
 	ASSERT_EQ(n, 2, "length");
-	n = text_sanitize(buf, sizeof(buf), "abcd\xc3\xa9", 6);
+	n = sanitize_text(buf, sizeof(buf), "abcd\xc3\xa9", 6);
 	ASSERT_STREQ(buf, "abcd", "two-byte char does not fit");
-	n = text_sanitize(buf, 1, "abc", 3);
+	n = sanitize_text(buf, 1, "abc", 3);
 	ASSERT_STREQ(buf, "", "room for the NUL only");
-	ASSERT_EQ(text_sanitize(buf, 0, "abc", 3), 0, "no room at all");
+	ASSERT_EQ(sanitize_text(buf, 0, "abc", 3), 0, "no room at all");
 }
 
 TEST(worst_case_fits_the_documented_size)
@@ -98,7 +98,7 @@ TEST(worst_case_fits_the_documented_size)
 	char src[16], dst[TEXT_SANITIZED_LEN(sizeof(src))];
 
 	memset(src, 0x9b, sizeof(src));
-	ASSERT_EQ(text_sanitize(dst, sizeof(dst), src, sizeof(src)),
+	ASSERT_EQ(sanitize_text(dst, sizeof(dst), src, sizeof(src)),
 		  4 * sizeof(src), "every byte escaped, none cut");
 }
 
@@ -110,7 +110,7 @@ TEST(every_byte_pair_gives_printable_output)
 		for (int b = 0; b < 256; b++) {
 			src[0] = (char)a;
 			src[1] = (char)b;
-			text_sanitize(dst, sizeof(dst), src, 2);
+			sanitize_text(dst, sizeof(dst), src, 2);
 			for (const unsigned char *p = (void *)dst; *p; p++)
 				if (*p < 0x20 || *p == 0x7f ||
 				    (*p >= 0x80 && *p <= 0x9f &&
@@ -168,7 +168,7 @@ TEST(gives_what_the_shared_vectors_say)
 		*tab = '\0';
 		len = unescape(src, line);
 		unescape(want, tab + 1);
-		text_sanitize(got, sizeof(got), src, len);
+		sanitize_text(got, sizeof(got), src, len);
 		if (strcmp(got, want)) {
 			FAIL_AT("'%s': got '%s'", line, got);
 			break;

@@ -1,0 +1,629 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Eviction policy and pressure maths; see policy.h. No I/O here. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "core/policy.h"
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+/* pct percent of v, exactly (rounded down); pct <= 100. */
+static uint64_t pct_of(uint64_t v, uint64_t pct)
+{
+	return (uint64_t)((unsigned __int128)v * pct / 100);
+}
+
+uint64_t policy_headroom(uint64_t mem_available, uint64_t cg_limit,
+			 uint64_t cg_usage, uint64_t cg_inactive_file)
+{
+	uint64_t room;
+
+	if (cg_limit >= RC_LIMIT_UNLIMITED_MIN)
+		return mem_available;
+	room = cg_limit > cg_usage ? cg_limit - cg_usage : 0;
+	/* Reclaimable page cache is room, but never beyond the limit. */
+	room = min_u64(sat_add(room, min_u64(cg_inactive_file, cg_usage)),
+		       cg_limit);
+	return min_u64(mem_available, room);
+}
+
+void policy_thresholds_fix(struct rc_thresholds *t)
+{
+	if (t->inactive_min < t->headroom_min)
+		t->inactive_min = t->headroom_min;
+}
+
+void policy_thresholds_default(uint64_t mem_total, struct rc_thresholds *t)
+{
+	uint64_t h = pct_of(mem_total, RC_HEADROOM_PERCENT);
+
+	h = min_u64(RC_HEADROOM_CEIL, max_u64(RC_HEADROOM_FLOOR, h));
+	t->headroom_min = h;
+	t->inactive_min = max_u64(h, min_u64(sat_mul(h, RC_INACTIVE_FACTOR),
+					     mem_total / 2));
+	policy_thresholds_fix(t);
+}
+
+void policy_thresholds_scale(uint64_t cg_limit, struct rc_thresholds *t)
+{
+	uint64_t cap;
+
+	if (cg_limit >= RC_LIMIT_UNLIMITED_MIN)
+		return;
+	cap = max_u64(pct_of(cg_limit, RC_CGROUP_PERCENT),
+		      RC_CGROUP_MIN_HEADROOM);
+	t->headroom_min = min_u64(t->headroom_min, cap);
+	t->inactive_min =
+		min_u64(t->inactive_min, sat_mul(cap, RC_INACTIVE_FACTOR));
+	policy_thresholds_fix(t);
+}
+
+void policy_thresholds_resolve(const struct rc_threshold_in *in,
+			       struct rc_thresholds *t)
+{
+	policy_thresholds_default(in->mem_total, t);
+	policy_thresholds_scale(in->cg_limit, t);
+	if (in->headroom_set) {
+		t->headroom_min = in->headroom;
+		if (!in->inactive_set)
+			t->inactive_min =
+				sat_mul(in->headroom, RC_INACTIVE_FACTOR);
+	}
+	if (in->inactive_set)
+		t->inactive_min = in->inactive;
+	policy_thresholds_fix(t);
+}
+
+uint32_t policy_entry_age(uint64_t generation, uint64_t used_generation)
+{
+	if (used_generation >= generation)
+		return 0;
+	return (uint32_t)min_u64(generation - used_generation, RC_AGE_CAP);
+}
+
+static double ram_score(const struct rc_entry *e, uint64_t generation)
+{
+	/* At most 1.3^256 x 1.8e19 ~ 1e48: far from DBL_MAX. */
+	return pow(RC_AGE_BASE,
+		   policy_entry_age(generation, e->used_generation)) *
+	       ((double)e->bytes + 0.05);
+}
+
+double policy_score(const struct rc_entry *e, uint64_t generation,
+		    enum rc_score_policy policy)
+{
+	double s = ram_score(e, generation);
+
+	if (policy == RC_POLICY_COST && e->cost_ns)
+		s /= (double)max_u64(e->cost_ns, RC_COST_MIN_NS) / 1e9;
+	return s;
+}
+
+static int tier(const struct rc_entry *e)
+{
+	if (!(e->flags & RAMCACHE_F_ACTIVE))
+		return 0;
+	return e->bytes >= RC_BIG_ACTIVE ? 1 : 2;
+}
+
+/* Class within a tier: inactive models first. */
+static int klass(const struct rc_entry *e)
+{
+	return (e->flags & RAMCACHE_F_MODEL) && !(e->flags & RAMCACHE_F_ACTIVE)
+		       ? 0
+		       : 1;
+}
+
+#define CMP(a, b)                                  \
+	do {                                       \
+		if ((a) != (b))                    \
+			return (a) < (b) ? -1 : 1; \
+	} while (0)
+
+/* The order of policy_entry_cmp(), with the scores @sa and @sb given. */
+static int cmp_scored(const struct rc_entry *a, const struct rc_entry *b,
+		      double sa, double sb, enum rc_score_policy policy)
+{
+	CMP(tier(a), tier(b));
+	CMP(klass(a), klass(b));
+	if (policy == RC_POLICY_COST)
+		CMP(a->cost_ns == 0, b->cost_ns == 0);
+	CMP(sb, sa); /* higher score first */
+	CMP(a->last_use_ns, b->last_use_ns);
+	CMP(a->id, b->id);
+	return 0;
+}
+
+int policy_entry_cmp(const struct rc_entry *a, const struct rc_entry *b,
+		     uint64_t generation, enum rc_score_policy policy)
+{
+	return cmp_scored(a, b, policy_score(a, generation, policy),
+			  policy_score(b, generation, policy), policy);
+}
+
+bool policy_entry_eligible(const struct rc_entry *e, enum rc_phase phase)
+{
+	if (!e->id || !e->bytes || (e->flags & RAMCACHE_F_PINNED))
+		return false;
+	if (phase == RC_PHASE_INACTIVE && (e->flags & RAMCACHE_F_ACTIVE))
+		return false;
+	return true;
+}
+
+/* One eligible candidate of policy_select_domain(), scored once. */
+struct cand {
+	const struct rc_entry *e;
+	double score; /* weighted */
+	uint32_t member, idx;
+};
+
+static int cmp_cand(const void *pa, const void *pb, void *arg)
+{
+	const struct cand *a = pa, *b = pb;
+	int r = cmp_scored(a->e, b->e, a->score, b->score,
+			   *(const enum rc_score_policy *)arg);
+
+	if (r)
+		return r;
+	/* identical entries (same id too): keep member, then table order */
+	CMP(a->member, b->member);
+	CMP(a->idx, b->idx);
+	return 0;
+}
+
+/*
+ * Open-addressing set of picked (member, id) pairs (id 0 is never
+ * eligible, so 0 marks a free slot), so a corrupt table that repeats an
+ * id costs O(1) per entry to skip.
+ */
+struct pick_key {
+	uint64_t id;
+	uint32_t member;
+};
+
+static bool pickset_add(struct pick_key *set, size_t mask, uint64_t id,
+			uint32_t member)
+{
+	size_t i = (size_t)((id ^ ((uint64_t)member << 48)) *
+			    0x9e3779b97f4a7c15ULL) &
+		   mask;
+
+	while (set[i].id) {
+		if (set[i].id == id && set[i].member == member)
+			return false;
+		i = (i + 1) & mask;
+	}
+	set[i].id = id;
+	set[i].member = member;
+	return true;
+}
+
+/* A weight as the planner uses it: outside [min, max] or NaN is clamped. */
+static double clamp_weight(double w)
+{
+	if (!(w >= RC_WEIGHT_MIN))
+		return w > 0 ? RC_WEIGHT_MIN : 1.0;
+	return w > RC_WEIGHT_MAX ? RC_WEIGHT_MAX : w;
+}
+
+/* The eligible entries of every member, weighted; how many, or -errno. */
+static ssize_t gather(const struct rc_domain_member *m, size_t nr,
+		      enum rc_phase phase, enum rc_score_policy policy,
+		      struct cand **out)
+{
+	size_t total = 0, n = 0;
+	struct cand *c;
+
+	for (size_t k = 0; k < nr; k++) {
+		if (!m[k].entries && m[k].nr_entries)
+			return -EINVAL;
+		if (m[k].nr_entries > INT_MAX - total)
+			return -EINVAL;
+		total += m[k].nr_entries;
+	}
+	c = calloc(total ? total : 1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	for (size_t k = 0; k < nr; k++) {
+		double w = clamp_weight(m[k].weight);
+
+		for (size_t i = 0; i < m[k].nr_entries; i++) {
+			const struct rc_entry *e = &m[k].entries[i];
+
+			if (!policy_entry_eligible(e, phase))
+				continue;
+			if (m[k].in_flight && m[k].in_flight(e->id, m[k].ctx))
+				continue;
+			c[n].e = e;
+			c[n].score =
+				policy_score(e, m[k].generation, policy) / w;
+			c[n].member = (uint32_t)k;
+			c[n].idx = (uint32_t)i;
+			n++;
+		}
+	}
+	*out = c;
+	return (ssize_t)n;
+}
+
+int policy_select_domain(const struct rc_domain_member *m, size_t nr,
+			 uint64_t deficit, enum rc_phase phase,
+			 enum rc_score_policy policy, struct rc_pick *out,
+			 size_t out_max, uint64_t *covered)
+{
+	size_t cap = 2, picked = 0;
+	uint64_t sum = 0, *left;
+	struct pick_key *set;
+	struct cand *c = NULL;
+	ssize_t n;
+
+	*covered = 0;
+	if ((!m && nr) || nr > UINT32_MAX || (!out && out_max))
+		return -EINVAL;
+	if (!deficit || !nr || !out_max)
+		return 0;
+	n = gather(m, nr, phase, policy, &c);
+	if (n < 0)
+		return (int)n;
+	while (cap < 2 * (size_t)n)
+		cap *= 2;
+	set = calloc(cap, sizeof(*set));
+	if (!set) {
+		free(c);
+		return -ENOMEM;
+	}
+	qsort_r(c, (size_t)n, sizeof(*c), cmp_cand, &policy);
+	left = calloc(nr, sizeof(*left));
+	if (!left) {
+		free(c);
+		free(set);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < nr; k++)
+		left[k] = m[k].capped ? m[k].cap : UINT64_MAX;
+	for (ssize_t i = 0; i < n && sum < deficit && picked < out_max; i++) {
+		uint32_t k = c[i].member;
+		uint64_t b = c[i].e->bytes < left[k] ? c[i].e->bytes : left[k];
+
+		/* a member that cannot free more is passed over */
+		if (!b)
+			continue;
+		/* A corrupt table may repeat an id: evicting it once is enough. */
+		if (!pickset_add(set, cap - 1, c[i].e->id, k))
+			continue;
+		out[picked].member = k;
+		out[picked].idx = c[i].idx;
+		out[picked].score = c[i].score;
+		picked++;
+		if (left[k] != UINT64_MAX)
+			left[k] -= b;
+		sum = sat_add(sum, b);
+	}
+	free(left);
+	free(c);
+	free(set);
+	*covered = sum;
+	return (int)picked;
+}
+
+int policy_select(const struct rc_select_req *req, uint32_t *out,
+		  size_t out_max, uint64_t *covered)
+{
+	struct rc_domain_member m = { 0 };
+	struct rc_pick *picks;
+	int n;
+
+	*covered = 0;
+	if (!req || (!req->entries && req->nr_entries) ||
+	    req->nr_entries > INT_MAX || (!out && out_max))
+		return -EINVAL;
+	if (!req->deficit || !req->nr_entries || !out_max)
+		return 0;
+	picks = calloc(out_max < req->nr_entries ? out_max : req->nr_entries,
+		       sizeof(*picks));
+	if (!picks)
+		return -ENOMEM;
+	m.entries = req->entries;
+	m.nr_entries = req->nr_entries;
+	m.generation = req->generation;
+	m.weight = 1.0;
+	m.in_flight = req->in_flight;
+	m.ctx = req->ctx;
+	n = policy_select_domain(
+		&m, 1, req->deficit, req->phase, req->policy, picks,
+		out_max < req->nr_entries ? out_max : req->nr_entries, covered);
+	for (int i = 0; i < n; i++)
+		out[i] = picks[i].idx;
+	free(picks);
+	return n;
+}
+
+int policy_forecast_rate(const struct rc_sample *s, size_t n,
+			 uint64_t window_ns, double *rate, uint32_t *nr_used)
+{
+	uint64_t t_last;
+	double mt = 0, mb = 0, sxy = 0, sxx = 0;
+	size_t i, first;
+	uint32_t m = 0;
+
+	*rate = 0;
+	if (nr_used)
+		*nr_used = 0;
+	if (!s || !n)
+		return -EINVAL;
+	t_last = s[n - 1].t_ns;
+	/* Newest first backwards until the window ends or time goes wrong. */
+	for (first = n - 1; first > 0; first--) {
+		uint64_t t = s[first - 1].t_ns;
+
+		if (t > t_last || (window_ns && t_last - t > window_ns))
+			break;
+	}
+	/* Relative to the newest sample: keeps doubles exact enough. */
+	for (i = first; i < n; i++) {
+		mt += -(double)(t_last - s[i].t_ns);
+		mb += (double)s[i].bytes - (double)s[n - 1].bytes;
+		m++;
+	}
+	mt /= m;
+	mb /= m;
+	for (i = first; i < n; i++) {
+		double dt = -(double)(t_last - s[i].t_ns) - mt;
+		double db = (double)s[i].bytes - (double)s[n - 1].bytes - mb;
+
+		sxy += dt * db;
+		sxx += dt * dt;
+	}
+	if (nr_used)
+		*nr_used = m;
+	if (m < 2 || sxx <= 0)
+		return 0;
+	*rate = sxy / sxx * 1e9;
+	if (!isfinite(*rate))
+		*rate = 0;
+	return 0;
+}
+
+/* at_horizon and the ETA of headroom @h moving at @rate bytes/s. */
+static void forecast_from_rate(double h, double rate, uint64_t horizon_ns,
+			       struct rc_forecast *f)
+{
+	double pred = h + rate * ((double)horizon_ns / 1e9);
+
+	f->rate = rate;
+	if (!(pred > 0))
+		f->at_horizon = 0;
+	else if (pred >= 18446744073709551616.0)
+		f->at_horizon = UINT64_MAX;
+	else
+		f->at_horizon = (uint64_t)pred;
+	if (rate < 0) {
+		double eta = h / -rate * 1e9;
+
+		f->has_eta = true;
+		f->eta_ns = eta >= 18446744073709551616.0 ? UINT64_MAX
+							  : (uint64_t)eta;
+	}
+}
+
+int policy_forecast(const struct rc_sample *s, size_t n, uint64_t window_ns,
+		    uint64_t horizon_ns, struct rc_forecast *f)
+{
+	double rate;
+	int err;
+
+	memset(f, 0, sizeof(*f));
+	err = policy_forecast_rate(s, n, window_ns, &rate, &f->nr_used);
+	if (err)
+		return err;
+	forecast_from_rate((double)s[n - 1].bytes, rate, horizon_ns, f);
+	return 0;
+}
+
+int policy_domain_forecast(uint64_t headroom, const struct rc_growth *g,
+			   size_t n, uint64_t horizon_ns, struct rc_forecast *f)
+{
+	double rate = 0;
+
+	memset(f, 0, sizeof(*f));
+	if (!n || !g)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		/* a NaN or inf from a bad series counts as no growth */
+		if (isfinite(g[i].rate))
+			rate += g[i].rate;
+		if (g[i].nr_used > f->nr_used)
+			f->nr_used = g[i].nr_used;
+	}
+	if (!isfinite(rate))
+		rate = rate > 0 ? 1e300 : -1e300;
+	/* what the members grow by comes out of the headroom they share */
+	forecast_from_rate((double)headroom, -rate, horizon_ns, f);
+	return 0;
+}
+
+void policy_plan_eviction(uint64_t headroom, const struct rc_forecast *f,
+			  const struct rc_thresholds *t, bool reclaiming,
+			  struct rc_plan *p)
+{
+	uint64_t eff = headroom;
+	uint64_t thr;
+
+	if (f && f->nr_used >= RC_PLAN_MIN_SAMPLES)
+		eff = min_u64(headroom, f->at_horizon);
+	memset(p, 0, sizeof(*p));
+	p->predicted = eff;
+	if (eff < t->headroom_min) {
+		p->phase = RC_PHASE_HEADROOM;
+		thr = t->headroom_min;
+	} else if (eff < t->inactive_min) {
+		p->phase = RC_PHASE_INACTIVE;
+		thr = t->inactive_min;
+	} else {
+		return;
+	}
+	p->evict = true;
+	p->deficit = thr - eff;
+	if (reclaiming)
+		p->reason = RAMCACHE_REASON_RECLAIM;
+	else if (headroom >= thr)
+		p->reason = RAMCACHE_REASON_FORECAST;
+	else if (p->phase == RC_PHASE_HEADROOM)
+		p->reason = RAMCACHE_REASON_HEADROOM;
+	else
+		p->reason = RAMCACHE_REASON_INACTIVE;
+}
+
+static const char *const reason_names[RC_R_NR] = {
+	"kswapd",	"direct_reclaim", "memcg_reclaim", "refault_file",
+	"refault_anon", "swap_in",	  "swap_out",	   "major_faults",
+	"psi_some",	"psi_full",	  "headroom",	   "eta",
+};
+
+const char *policy_reason_name(uint32_t bit)
+{
+	int i;
+
+	if (!bit || (bit & (bit - 1)))
+		return NULL;
+	i = __builtin_ctz(bit);
+	return i < RC_R_NR ? reason_names[i] : NULL;
+}
+
+size_t policy_reasons_format(uint32_t reasons, char *buf, size_t len)
+{
+	size_t off = 0;
+	int i, n;
+
+	if (len)
+		buf[0] = '\0';
+	for (i = 0; i < RC_R_NR; i++) {
+		if (!(reasons & (1u << i)))
+			continue;
+		/* Past the end: only count, as snprintf() does. */
+		if (off < len)
+			n = snprintf(buf + off, len - off, "%s%s",
+				     off ? "," : "", reason_names[i]);
+		else
+			n = snprintf(NULL, 0, "%s%s", off ? "," : "",
+				     reason_names[i]);
+		if (n > 0)
+			off += n;
+	}
+	return off;
+}
+
+const char *policy_level_name(enum ramcache_level level)
+{
+	static const char *const names[] = {
+		[RAMCACHE_LEVEL_OK] = "ok",
+		[RAMCACHE_LEVEL_WARN] = "warn",
+		[RAMCACHE_LEVEL_HIGH] = "high",
+		[RAMCACHE_LEVEL_CRITICAL] = "critical",
+	};
+
+	return (unsigned int)level < sizeof(names) / sizeof(names[0])
+		       ? names[level]
+		       : "unknown";
+}
+
+/* Events in the interval scaled to per second. */
+static double per_sec(uint64_t count, uint64_t interval_ns)
+{
+	return (double)count * 1e9 /
+	       (double)(interval_ns ? interval_ns : 1000000000ULL);
+}
+
+static void raise_level(struct rc_pressure *out, uint32_t bit,
+			enum ramcache_level level)
+{
+	out->reasons |= bit;
+	if (level > out->level)
+		out->level = level;
+}
+
+static void rate_signal(struct rc_pressure *out, uint32_t bit, double rate,
+			double warn, double high)
+{
+	if (rate >= high)
+		raise_level(out, bit, RAMCACHE_LEVEL_HIGH);
+	else if (rate >= warn)
+		raise_level(out, bit, RAMCACHE_LEVEL_WARN);
+}
+
+void policy_pressure_eval(const struct rc_pressure_in *in,
+			  struct rc_pressure *out)
+{
+	uint64_t iv = in->interval_ns;
+	struct rc_rates *r = &out->rates;
+
+	out->level = RAMCACHE_LEVEL_OK;
+	out->reasons = 0;
+	r->refault_file = per_sec(in->refault_file, iv);
+	r->refault_anon = per_sec(in->refault_anon, iv);
+	r->swap_in = per_sec(in->swap_in, iv);
+	r->swap_out = per_sec(in->swap_out, iv);
+	r->major_faults = per_sec(in->major_faults, iv);
+	if (in->kswapd_awake)
+		raise_level(out, RC_R_KSWAPD, RAMCACHE_LEVEL_WARN);
+	if (in->direct_reclaims)
+		raise_level(out, RC_R_DIRECT_RECLAIM, RAMCACHE_LEVEL_HIGH);
+	if (in->memcg_reclaims)
+		raise_level(out, RC_R_MEMCG_RECLAIM, RAMCACHE_LEVEL_HIGH);
+	rate_signal(out, RC_R_REFAULT_FILE, r->refault_file,
+		    RC_REFAULT_FILE_WARN, RC_REFAULT_FILE_HIGH);
+	rate_signal(out, RC_R_REFAULT_ANON, r->refault_anon,
+		    RC_REFAULT_ANON_WARN, RC_REFAULT_ANON_HIGH);
+	rate_signal(out, RC_R_SWAP_IN, r->swap_in, RC_SWAP_WARN, RC_SWAP_HIGH);
+	rate_signal(out, RC_R_SWAP_OUT, r->swap_out, RC_SWAP_WARN,
+		    RC_SWAP_HIGH);
+	rate_signal(out, RC_R_MAJOR_FAULTS, r->major_faults, RC_MAJFLT_WARN,
+		    RC_MAJFLT_HIGH);
+	/* NaN compares false everywhere: a bogus PSI value fires nothing. */
+	if (in->psi_present) {
+		rate_signal(out, RC_R_PSI_SOME, in->psi_some_avg10,
+			    RC_PSI_SOME_WARN, RC_PSI_SOME_HIGH);
+		if (in->psi_full_avg10 >= RC_PSI_FULL_CRIT)
+			raise_level(out, RC_R_PSI_FULL,
+				    RAMCACHE_LEVEL_CRITICAL);
+		else if (in->psi_full_avg10 >= RC_PSI_FULL_HIGH)
+			raise_level(out, RC_R_PSI_FULL, RAMCACHE_LEVEL_HIGH);
+	}
+	if (in->headroom < in->thr.headroom_min / 4)
+		raise_level(out, RC_R_HEADROOM, RAMCACHE_LEVEL_CRITICAL);
+	else if (in->headroom < in->thr.headroom_min)
+		raise_level(out, RC_R_HEADROOM, RAMCACHE_LEVEL_HIGH);
+	else if (in->headroom < in->thr.inactive_min)
+		raise_level(out, RC_R_HEADROOM, RAMCACHE_LEVEL_WARN);
+	if (in->has_eta) {
+		if (in->eta_ns < RC_ETA_CRIT_NS)
+			raise_level(out, RC_R_ETA, RAMCACHE_LEVEL_CRITICAL);
+		else if (in->eta_ns < RC_ETA_HIGH_NS)
+			raise_level(out, RC_R_ETA, RAMCACHE_LEVEL_HIGH);
+		else if (in->eta_ns < RC_ETA_WARN_NS)
+			raise_level(out, RC_R_ETA, RAMCACHE_LEVEL_WARN);
+	}
+}

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * --all: which executors the agent takes on, and when it looks for them.
+ * Pure: the agent reads /proc, attaches and warns; this module keeps the
+ * reports whose page is not ready yet, each user's budget, the schedule of
+ * the looks through /proc, the lost kernel reports and the refusals, and
+ * says what to do (adopt these, drop that, look at T).
+ */
+#ifndef RAMCACHE_ADMISSION_H
+#define RAMCACHE_ADMISSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <linux/types.h>
+
+#include "core/cadence.h"
+#include "core/units.h"
+#include "pressure.h"
+
+/*
+ * /proc is looked through once at start, then only this often, for the
+ * executors the uprobe cannot see (another libc: a container's, a static
+ * binary); every ADMISSION_RESCAN_BLIND_NS when the uprobe is not attached.
+ */
+#define ADMISSION_RESCAN_NS	  (30 * NSEC_PER_SEC)
+#define ADMISSION_RESCAN_BLIND_NS (2 * NSEC_PER_SEC)
+/* a look takes at most a slice of the loop at a time, this far apart */
+#define ADMISSION_SCAN_SLICE_NS (20 * NSEC_PER_MSEC)
+#define ADMISSION_SCAN_GAP_NS	(50 * NSEC_PER_MSEC)
+/* a look at once when the kernel's reports were lost, at most this often */
+#define ADMISSION_RESCAN_LOST_NS (5 * NSEC_PER_SEC)
+/* A page reported by the uprobe is looked for this long (it is being made). */
+#define ADMISSION_PEND_NS	(2 * NSEC_PER_SEC)
+#define ADMISSION_PEND_FIRST_NS (5 * NSEC_PER_MSEC) /* the first look again */
+#define ADMISSION_PEND_RETRY_NS (50 * NSEC_PER_MSEC)
+/* A target without a page this long is let go. */
+#define ADMISSION_NO_PAGE_NS (5 * NSEC_PER_SEC)
+/* Adoptions one user may make, per second and at once. */
+#define ADMISSION_UID_RATE  10.0
+#define ADMISSION_UID_BURST 16.0
+/* Places one user's executors may take (root and --user: all). */
+#define ADMISSION_UID_MAX (RC_MAX_TARGETS / 4)
+/* At most this often a warning about executors not followed. */
+#define ADMISSION_WARN_NS (10 * NSEC_PER_SEC)
+
+struct admission {
+	bool uprobe;   /* the kernel reports new pages (else: looks only) */
+	bool has_user; /* --user: its uid is exempt from the limits */
+	uid_t user;
+	uint64_t next_scan_ns; /* the next look through /proc */
+	uint64_t last_scan_ns;
+	pid_t scan_from;       /* a look under way: the last pid looked at */
+	uint64_t scan_more_ns; /* when it goes on */
+	unsigned int scans;    /* looks done to the end */
+	uint64_t lost;	       /* kernel reports lost, as last acted on */
+	bool scan_for_lost;    /* this look makes up for lost reports */
+	bool refused;	       /* an executor was refused a place since */
+	struct {
+		pid_t pid;
+		uint64_t until_ns;
+	} pend[RC_MAX_TARGETS]; /* pages reported, not ready yet */
+	int npend;
+	uint64_t next_warn_ns;
+	/* adoptions per uid: a token bucket each (root and --user: none) */
+	struct {
+		uid_t uid;
+		double tokens;
+		uint64_t at_ns; /* last refill, 0: a free entry */
+	} budget[RC_MAX_TARGETS];
+};
+
+/*
+ * Empty state; @has_user and @user as --user. A look is due at once; the
+ * caller sets ad->uprobe once the kernel's reports are on.
+ */
+void admission_init(struct admission *ad, bool has_user, uid_t user);
+
+/* Why admission_check() refused a place. */
+enum admission_verdict {
+	ADMISSION_OK = 0,
+	ADMISSION_TOO_FAST, /* the user adopts faster than ADMISSION_UID_RATE */
+	ADMISSION_USER_FULL, /* the user has ADMISSION_UID_MAX places */
+};
+
+/*
+ * May an executor of @uid take a place, @n of that user's being followed
+ * at @now? root and --user's uid always may; any other user holds at most
+ * ADMISSION_UID_MAX places and adopts at most ADMISSION_UID_RATE a second
+ * (bursts of ADMISSION_UID_BURST): any process can make a memfd named
+ * "ramcache", and one user's must not keep out everybody else's. ADMISSION_OK
+ * spends one of the user's adoptions; a refusal is remembered (a place
+ * freed then brings the next look forward).
+ */
+enum admission_verdict admission_check(struct admission *ad, uid_t uid, int n,
+				       uint64_t now);
+
+/* An executor was refused a place for lack of one. */
+void admission_refused(struct admission *ad);
+
+/* True at most every ADMISSION_WARN_NS: tell a refusal now. */
+bool admission_may_warn(struct admission *ad, uint64_t now);
+
+/*
+ * A place came free: when an executor was refused one since, the next
+ * look is brought forward to now (at most every ADMISSION_RESCAN_LOST_NS
+ * after the last).
+ */
+void admission_place_freed(struct admission *ad, uint64_t now);
+
+/*
+ * The kernel reported @pid's page, not ready yet: look again until
+ * ADMISSION_PEND_NS from @now (the oldest report goes when full). Returns
+ * when to look first (wake then), or 0 when @pid was pending already.
+ */
+uint64_t admission_pend(struct admission *ad, pid_t pid, uint64_t now);
+
+/*
+ * The pending pids to look at again at @now, into @pids (RC_MAX_TARGETS);
+ * the ones past their time are forgotten. Returns how many.
+ */
+int admission_pending(struct admission *ad, uint64_t now, pid_t *pids);
+
+/* @pid is followed, or never can be: stop looking at it. */
+void admission_settled(struct admission *ad, pid_t pid);
+
+/*
+ * The kernel's reports lost so far is @lost: when more than last time and
+ * the last look was ADMISSION_RESCAN_LOST_NS ago, a look is due at once.
+ * Returns how many were newly lost (tell it), or 0.
+ */
+uint64_t admission_lost(struct admission *ad, uint64_t lost, uint64_t now);
+
+/*
+ * A slice of a look through /proc is due at @now: the caller looks from
+ * ad->scan_from on (which it advances; 0 when done) until *until, then
+ * calls admission_scanned().
+ */
+bool admission_scan_due(struct admission *ad, uint64_t now, uint64_t *until);
+void admission_scanned(struct admission *ad, uint64_t now);
+
+/*
+ * An executor found by a look should have been reported by the kernel:
+ * the uprobe was on and this look is neither the first nor one making up
+ * for lost reports.
+ */
+bool admission_missed(const struct admission *ad);
+
+/*
+ * A target's page is there (@has_page) or not at @now, its *@since kept
+ * by the caller: true when it has been gone ADMISSION_NO_PAGE_NS (let the
+ * target go).
+ */
+bool admission_pageless(uint64_t *since, bool has_page, uint64_t now);
+
+/*
+ * When the loop must wake for admission (the next look, or its next
+ * slice, and the pending reports), into @d; returns how many (at most 2).
+ */
+int admission_wakes(const struct admission *ad, uint64_t now,
+		    struct cadence_due *d);
+
+#endif /* RAMCACHE_ADMISSION_H */

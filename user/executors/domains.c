@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Memory domains: group, plan and evict across executors; see domains.h. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "executors/domains.h"
+
+struct domain {
+	struct target *m[RC_MAX_TARGETS];
+	int n;
+};
+
+/* The targets of domain index @dom (only those evicting, if @evicting). */
+static void gather(const struct targets *ts, int dom, bool evicting,
+		   struct domain *d)
+{
+	d->n = 0;
+	for (int i = 0; i < RC_MAX_TARGETS; i++) {
+		struct target *t = ts->t[i];
+
+		if (t && t->dom == dom && (t->evicting || !evicting))
+			d->m[d->n++] = t;
+	}
+}
+
+/* The domain's headroom now and its forecast (false: none yet). */
+static bool outlook(const struct domain *d, const struct domain_env *env,
+		    uint64_t *headroom, struct rc_forecast *f)
+{
+	struct rc_growth g[RC_MAX_TARGETS];
+
+	*headroom = UINT64_MAX;
+	for (int k = 0; k < d->n; k++)
+		if (d->m[k]->sm.headroom < *headroom)
+			*headroom = d->m[k]->sm.headroom;
+	if (d->n == 1)
+		return !sampler_forecast(&d->m[0]->sm, env->window_ns,
+					 env->horizon_ns, f);
+	for (int k = 0; k < d->n; k++)
+		target_growth(d->m[k], env->window_ns, &g[k]);
+	return !policy_domain_forecast(*headroom, g, (size_t)d->n,
+				       env->horizon_ns, f);
+}
+
+/* The plan the domain's headroom and forecast make; its headroom. */
+static uint64_t plan(const struct domain *d, const struct domain_env *env,
+		     uint32_t why, struct rc_plan *p)
+{
+	struct rc_forecast f;
+	uint64_t headroom;
+	bool has_f = outlook(d, env, &headroom, &f);
+
+	/* members share the limit, so their thresholds are the same */
+	policy_plan_eviction(headroom, has_f ? &f : NULL, &d->m[0]->thr,
+			     why != 0, p);
+	for (int k = 0; k < d->n; k++)
+		evictor_set_plan(&d->m[k]->ev, headroom,
+				 p->evict ? p->deficit : 0);
+	return headroom;
+}
+
+int domains_outlook(const struct targets *ts, int dom,
+		    const struct domain_env *env, struct domain_outlook *o)
+{
+	struct domain d;
+	const struct target *t;
+
+	memset(o, 0, sizeof(*o));
+	gather(ts, dom, false, &d);
+	if (!d.n)
+		return -ENOENT;
+	t = d.m[0];
+	o->name = t->domain_path;
+	/* the nearest limit's own size is not read; the tightest one is */
+	o->limit = t->domain && t->sm.has_cg ? t->sm.cs.limit
+					     : t->sm.mi.mem_total;
+	if (!outlook(&d, env, &o->headroom, &o->f))
+		memset(&o->f, 0, sizeof(o->f));
+	return 0;
+}
+
+/*
+ * The most one entry of @t, or all its commands out, may count for in a
+ * domain of several: its RSS as the kernel counts it. Alone, an executor
+ * that claims more than it holds only fools itself: no cap (0).
+ */
+static uint64_t claim_cap(const struct domain *d, int k)
+{
+	uint64_t rss = d->m[k]->sm.rss, page = 4096;
+
+	if (d->n < 2)
+		return 0;
+	return rss > page ? rss : page;
+}
+
+/* Rank the entries of every member together and post the picks. */
+static void post(const struct domain *d, const struct domain_env *env,
+		 const struct rc_plan *p, uint64_t deficit,
+		 struct evict_post *ep)
+{
+	struct rc_domain_member mm[RC_MAX_TARGETS];
+	bool full[RC_MAX_TARGETS] = { false };
+	struct rc_pick *picks;
+	size_t total = 0;
+	uint64_t covered;
+	int n;
+
+	for (int k = 0; k < d->n; k++) {
+		uint64_t cap = claim_cap(d, k);
+		uint64_t out = evictor_pending(&d->m[k]->ev);
+
+		n = evictor_candidates(&d->m[k]->ev, ep->now, cap, &mm[k]);
+		mm[k].weight = d->m[k]->weight;
+		/* what it can still free: what it holds less what it has out */
+		mm[k].capped = cap != 0;
+		mm[k].cap = cap > out ? cap - out : 0;
+		total += n > 0 ? (size_t)n : 0;
+	}
+	if (!total)
+		return;
+	picks = calloc(total, sizeof(*picks));
+	if (!picks)
+		return;
+	n = policy_select_domain(mm, (size_t)d->n, deficit, p->phase,
+				 env->policy, picks, total, &covered);
+	ep->has_score = d->n > 1;
+	for (int i = 0; i < n; i++) {
+		uint32_t k = picks[i].member;
+
+		/* one executor's ring full: the others still get theirs */
+		if (full[k])
+			continue;
+		ep->score = picks[i].score;
+		if (!evictor_post(&d->m[k]->ev, picks[i].idx, ep))
+			full[k] = true;
+	}
+	free(picks);
+}
+
+static void evaluate(const struct domain *d, const struct domain_env *env,
+		     uint64_t now, uint32_t why)
+{
+	struct evict_post ep = { .now = now };
+	uint64_t pending = 0;
+	struct rc_plan p;
+
+	ep.headroom = plan(d, env, why, &p);
+	if (!p.evict)
+		return;
+	/* what a member has out counts for no more than it holds */
+	for (int k = 0; k < d->n; k++) {
+		uint64_t out = evictor_pending(&d->m[k]->ev);
+		uint64_t cap = claim_cap(d, k);
+
+		pending += cap && out > cap ? cap : out;
+	}
+	if (pending >= p.deficit)
+		return;
+	ep.plan = &p;
+	post(d, env, &p, p.deficit - pending, &ep);
+}
+
+void domains_evaluate(struct targets *ts, const struct domain_env *env,
+		      uint64_t now, uint32_t why)
+{
+	struct domain d;
+
+	for (int dom = 0; dom < RC_MAX_TARGETS; dom++) {
+		if (!ts->dom_refs[dom])
+			continue;
+		gather(ts, dom, true, &d);
+		if (d.n)
+			evaluate(&d, env, now, why);
+	}
+}

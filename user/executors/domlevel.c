@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The pressure level of each memory domain; see domlevel.h. */
+#include <errno.h>
+#include <string.h>
+
+#include "executors/domlevel.h"
+
+void domlevel_init(struct domain_levels *dl, const char *proc_root)
+{
+	dl->proc_root = proc_root;
+	for (int d = 0; d < RC_MAX_TARGETS; d++) {
+		level_init(&dl->lw[d], proc_root);
+		dl->key[d] = 0;
+		dl->used[d] = false;
+	}
+}
+
+void domlevel_kswapd(struct domain_levels *dl, unsigned int nid, bool awake)
+{
+	for (int d = 0; d < RC_MAX_TARGETS; d++)
+		level_kswapd(&dl->lw[d], nid, awake);
+}
+
+int domlevel_ctx(const struct targets *ts, int dom,
+		 const struct domain_env *env, struct level_ctx *c)
+{
+	struct domain_outlook o;
+	const struct target *only = NULL;
+	int n = 0;
+
+	if (domains_outlook(ts, dom, env, &o))
+		return -ENOENT;
+	c->headroom = o.headroom;
+	c->has_eta = o.f.has_eta;
+	c->eta_ns = o.f.has_eta ? o.f.eta_ns : 0;
+	c->cg = NULL;
+	c->cg_ino = 0;
+	for (int i = 0; i < RC_MAX_TARGETS; i++) {
+		const struct target *t = ts->t[i];
+
+		if (!t || t->dom != dom)
+			continue;
+		/* members share the limit, so their thresholds are the same */
+		if (!n)
+			c->thr = t->thr;
+		only = t;
+		n++;
+		/*
+		 * The limiting cgroup's own counters when a member sits in
+		 * it; members all in child cgroups leave the refault, swap
+		 * and PSI rates system-wide.
+		 */
+		if (!c->cg && t->domain && t->sm.has_cg &&
+		    t->sm.cs.nearest_depth == 0) {
+			c->cg = &t->sm.cs.self;
+			c->cg_ino = t->sm.cg.ino;
+		}
+	}
+	/* major faults are one process's: only a domain of one has them */
+	c->pid = n == 1 ? only->pid : 0;
+	return 0;
+}
+
+int domlevel_update(struct domain_levels *dl, const struct targets *ts, int dom,
+		    uint64_t now_ns, const struct level_ctx *c)
+{
+	uint64_t key = ts->dom_key[dom];
+
+	if (!dl->used[dom] || dl->key[dom] != key) {
+		uint64_t awake[LEVEL_MAX_NODES / 64];
+
+		/* a new domain at this index: its rates start afresh */
+		memcpy(awake, dl->lw[dom].kswapd_awake, sizeof(awake));
+		level_init(&dl->lw[dom], dl->proc_root);
+		memcpy(dl->lw[dom].kswapd_awake, awake, sizeof(awake));
+		dl->key[dom] = key;
+		dl->used[dom] = true;
+	}
+	return level_update(&dl->lw[dom], now_ns, c);
+}

@@ -1,0 +1,646 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "proc/clock.h"
+#include "executors/evictor.h"
+#include "proc/meminfo.h"
+
+#define OPEN_RETRY_NS (NSEC_PER_SEC / 2)
+/* After an ack, how long to wait for the RSS drop before giving up on it. */
+#define FREED_WAIT_NS	NSEC_PER_SEC
+#define COOL_BUSY_NS	(2 * NSEC_PER_SEC)
+#define COOL_PINNED_NS	(60 * NSEC_PER_SEC)
+#define COOL_TIMEOUT_NS (30 * NSEC_PER_SEC)
+#define COOL_DRY_RUN_NS (5 * NSEC_PER_SEC)
+
+int evictor_init(struct evictor *ev, const struct evict_cfg *cfg,
+		 struct out *out, struct metrics *m, const struct ctl_target *t,
+		 const struct rc_thresholds *thr)
+{
+	memset(ev, 0, sizeof(*ev));
+	ev->cfg = *cfg;
+	ev->out = out;
+	ev->m = m;
+	ev->pid = t->pid;
+	ev->tgt = *t;
+	ev->thr = *thr;
+	ev->ctl.fd = -1;
+	if (cfg->control)
+		snprintf(ev->path, sizeof(ev->path), "%s", cfg->control);
+	else
+		snprintf(ev->path, sizeof(ev->path), "/proc/%d/fd",
+			 (int)t->pid);
+	return 0;
+}
+
+void evictor_free(struct evictor *ev)
+{
+	if (ev->open)
+		control_close(&ev->ctl);
+	ev->open = false;
+	free(ev->entries);
+	free(ev->rce);
+	free(ev->picks);
+	ev->entries = NULL;
+	ev->rce = NULL;
+	ev->picks = NULL;
+}
+
+static void cool(struct evictor *ev, uint64_t id, uint64_t until)
+{
+	int slot = 0;
+
+	for (int i = 0; i < EVICT_MAX_COOLDOWN; i++) {
+		if (ev->cool[i].id == id) {
+			slot = i;
+			break;
+		}
+		if (ev->cool[i].until_ns < ev->cool[slot].until_ns)
+			slot = i;
+	}
+	ev->cool[slot].id = id;
+	ev->cool[slot].until_ns = until;
+}
+
+static void control_event(struct evictor *ev, const char *state,
+			  const char *why)
+{
+	struct control_info c = {
+		.state = state,
+		.path = ev->open ? ev->ctl.path : ev->path,
+		.discovery = ev->cfg.control ? "path" : "memfd",
+		.pid = ev->pid,
+		.tag = ev->tag,
+		.ns_pid = ev->tgt.ns_pid,
+		.why = why,
+	};
+
+	out_control(ev->out, &c);
+}
+
+__attribute__((format(printf, 4, 5))) static void anomaly(struct evictor *ev,
+							  unsigned int kind,
+							  uint64_t seq,
+							  const char *fmt, ...)
+{
+	char detail[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	if (kind < METRICS_ANOM_NR)
+		metrics_anomaly(ev->m, ev->mslot, kind, 1);
+	out_anomaly(ev->out, ev->pid,
+		    kind < METRICS_ANOM_NR ? metrics_anomaly_name(kind)
+					   : "executor_resumed",
+		    seq, detail);
+}
+
+static int grow_arrays(struct evictor *ev, uint32_t n)
+{
+	free(ev->entries);
+	free(ev->rce);
+	free(ev->picks);
+	ev->entries = calloc(n ? n : 1, sizeof(*ev->entries));
+	ev->rce = calloc(n ? n : 1, sizeof(*ev->rce));
+	ev->picks = calloc(n ? n : 1, sizeof(*ev->picks));
+	if (!ev->entries || !ev->rce || !ev->picks)
+		return -ENOMEM;
+	return 0;
+}
+
+/*
+ * What a refusal by the kernel means for an agent short of privileges:
+ * /proc/<pid>/fd of another user is a directory of that user's (EACCES),
+ * its links and pidfd_getfd() want ptrace rights over the process (EPERM).
+ */
+static const char *cap_hint(const struct evictor *ev, int err)
+{
+	if (ev->cfg.control || ev->ctl.why != CTL_ERR_SYS)
+		return "";
+	if (err == -EACCES)
+		return " (the agent needs CAP_DAC_READ_SEARCH)";
+	if (err == -EPERM)
+		return " (the agent needs CAP_SYS_PTRACE)";
+	return "";
+}
+
+static void try_open(struct evictor *ev, uint64_t now)
+{
+	struct stat st;
+	int err;
+
+	ev->next_open_ns = now + OPEN_RETRY_NS;
+	if (ev->cfg.control) {
+		if (lstat(ev->path, &st))
+			return; /* not there yet: keep monitoring */
+		err = control_open_at(&ev->ctl, ev->path, &ev->tgt);
+	} else {
+		err = control_find(&ev->ctl, RC_PROC_ROOT, &ev->tgt);
+		if (err == -ENOENT && ev->ctl.why == CTL_OK)
+			return; /* no page yet: keep monitoring */
+	}
+	if (err) {
+		/* once per reason: the page is retried every half second */
+		if (ev->ctl.why != ev->last_why) {
+			const char *why = control_strerror(&ev->ctl, err);
+
+			out_warn(ev->out, "refusing control page %s: %s%s",
+				 ev->path, why, cap_hint(ev, err));
+			control_event(ev, "refused", why);
+		}
+		ev->last_why = ev->ctl.why;
+		return;
+	}
+	if (grow_arrays(ev, ev->ctl.lay.max_entries)) {
+		out_warn(ev->out, "failed to allocate for control page %s: %s",
+			 ev->path, strerror(ENOMEM));
+		control_close(&ev->ctl);
+		return;
+	}
+	ev->open = true;
+	ev->last_why = CTL_OK;
+	ev->next_beat_ns = now;
+	control_event(ev, "attached", NULL);
+}
+
+static void done_event(struct evictor *ev, const struct inflight *f,
+		       const char *status)
+{
+	struct evict_done_info d = {
+		.pid = ev->pid,
+		.tag = ev->tag,
+		.seq = f->seq,
+		.id = f->id,
+		.label = f->label,
+		.status = status,
+		.bytes = f->bytes,
+		.acked = f->acked,
+		.bytes_freed = f->ack.bytes_freed,
+	};
+
+	if (f->acked && f->ack.ack_ns >= f->issue_ns)
+		d.ack_latency_ns = f->ack.ack_ns - f->issue_ns;
+	if (f->acked && f->ack.recv_ns >= f->issue_ns)
+		d.recv_latency_ns = f->ack.recv_ns - f->issue_ns;
+	if (f->freed_ns > f->issue_ns)
+		d.freed_latency_ns = f->freed_ns - f->issue_ns;
+	out_evict_done(ev->out, &d);
+}
+
+static void retire(struct evictor *ev, int i)
+{
+	unsigned int r = ev->recent_head++ % EVICT_RECENT;
+
+	ev->recent[r].seq = ev->inflight[i].seq;
+	ev->recent[r].acked = ev->inflight[i].acked;
+	ev->inflight[i] = ev->inflight[--ev->nr_inflight];
+}
+
+/* A completed command of this page: 1 acked, 0 timed out, -1 unknown. */
+static int recent_outcome(const struct evictor *ev, uint64_t seq)
+{
+	for (unsigned int i = 0; i < EVICT_RECENT; i++)
+		if (ev->recent[i].seq == seq)
+			return ev->recent[i].acked;
+	return -1;
+}
+
+/* Close every command of a page that went away, as @status. */
+static void close_inflight(struct evictor *ev, const char *status)
+{
+	for (int i = 0; i < ev->nr_inflight; i++)
+		done_event(ev, &ev->inflight[i], status);
+	ev->nr_inflight = 0;
+	memset(ev->recent, 0, sizeof(ev->recent));
+}
+
+static void drop_page(struct evictor *ev, const char *why)
+{
+	bool replaced = ev->ctl.why == CTL_ERR_REPLACED;
+	int n = ev->nr_inflight;
+
+	control_event(ev, "dropped", why);
+	/* its commands can never be answered: the next page numbers anew */
+	if (replaced)
+		anomaly(ev, METRICS_ANOM_PAGE_RECREATED, 0,
+			"page %s replaced under the agent; %d commands in flight closed",
+			ev->path, n);
+	close_inflight(ev, replaced ? "page_recreated" : "page_dropped");
+	control_close(&ev->ctl);
+	ev->open = false;
+	ev->stalled = false;
+}
+
+/* Emit evict_done for commands that are complete; drop them. */
+static void complete(struct evictor *ev, uint64_t now)
+{
+	for (int i = 0; i < ev->nr_inflight;) {
+		struct inflight *f = &ev->inflight[i];
+
+		if (f->acked) {
+			bool evicted = f->ack.status == RAMCACHE_ACK_EVICTED &&
+				       f->ack.bytes_freed;
+
+			if (evicted && !f->freed_ns &&
+			    now - f->acked_at_ns < FREED_WAIT_NS) {
+				i++;
+				continue;
+			}
+			if (f->freed_ns) {
+				hist_add(&ev->freed_hist,
+					 (f->freed_ns - f->issue_ns) / 1000);
+				metrics_evict_freed(ev->m, ev->mslot,
+						    f->freed_ns - f->issue_ns);
+			}
+			done_event(ev, f, ramcache_status_name(f->ack.status));
+			retire(ev, i);
+			continue;
+		}
+		if (now - f->issue_ns > ev->cfg.ack_timeout_ns) {
+			ev->st.timeouts++;
+			metrics_command_timeout(ev->m, ev->mslot);
+			cool(ev, f->id, now + COOL_TIMEOUT_NS);
+			done_event(ev, f, "timeout");
+			retire(ev, i);
+			continue;
+		}
+		i++;
+	}
+}
+
+static void accept_ack(struct evictor *ev, struct inflight *f,
+		       const struct ctl_ack *ack, uint64_t now)
+{
+	f->acked = true;
+	f->ack = *ack;
+	f->acked_at_ns = now;
+	ev->st.acked++;
+	if (f->ack.status < 5)
+		ev->st.by_status[f->ack.status]++;
+	metrics_command_acked(ev->m, ev->mslot, f->ack.status);
+	if (f->ack.status == RAMCACHE_ACK_EVICTED) {
+		ev->st.bytes_freed += f->ack.bytes_freed;
+		metrics_bytes_evicted(ev->m, ev->mslot, f->ack.bytes_freed);
+	}
+	if (f->ack.ack_ns >= f->issue_ns) {
+		hist_add(&ev->ack_hist, (f->ack.ack_ns - f->issue_ns) / 1000);
+		metrics_evict_ack(ev->m, ev->mslot,
+				  f->ack.ack_ns - f->issue_ns);
+	}
+	if (f->ack.status == RAMCACHE_ACK_BUSY)
+		cool(ev, f->id, now + COOL_BUSY_NS);
+	else if (f->ack.status == RAMCACHE_ACK_PINNED)
+		cool(ev, f->id, now + COOL_PINNED_NS);
+}
+
+/* Match one well-formed ack to its command; anything else is an anomaly. */
+static void match_ack(struct evictor *ev, const struct ctl_ack *ack,
+		      uint64_t now)
+{
+	int outcome;
+
+	for (int i = 0; i < ev->nr_inflight; i++) {
+		struct inflight *f = &ev->inflight[i];
+
+		if (f->seq != ack->cmd_seq)
+			continue;
+		if (f->acked)
+			anomaly(ev, METRICS_ANOM_DUPLICATE_ACK, ack->cmd_seq,
+				"command acked a second time");
+		else if (ack->entry_id != f->id)
+			anomaly(ev, METRICS_ANOM_INVALID_ACK, ack->cmd_seq,
+				"ack names entry %llu, the command was for %llu",
+				(unsigned long long)ack->entry_id,
+				(unsigned long long)f->id);
+		else
+			accept_ack(ev, f, ack, now);
+		return;
+	}
+	outcome = recent_outcome(ev, ack->cmd_seq);
+	if (outcome == 1)
+		anomaly(ev, METRICS_ANOM_DUPLICATE_ACK, ack->cmd_seq,
+			"command acked a second time, after it completed");
+	else if (outcome == 0)
+		anomaly(ev, METRICS_ANOM_LATE_ACK, ack->cmd_seq,
+			"ack after the command timed out");
+	else
+		anomaly(ev, METRICS_ANOM_INVALID_ACK, ack->cmd_seq,
+			"ack for a command this agent did not post");
+}
+
+static void read_acks(struct evictor *ev, uint64_t now)
+{
+	struct ctl_ack acks[64];
+	int n = control_read_acks(&ev->ctl, acks, 64);
+
+	for (int k = 0; k < n; k++)
+		match_ack(ev, &acks[k], now);
+	/* acks the parser threw away: torn, malformed, seq never posted */
+	if (ev->ctl.acks_bad > ev->acks_bad_told) {
+		uint64_t d = ev->ctl.acks_bad - ev->acks_bad_told;
+
+		anomaly(ev, METRICS_ANOM_INVALID_ACK, 0,
+			"%llu acks malformed or for a seq never posted (cmd_head %llu)",
+			(unsigned long long)d,
+			(unsigned long long)ev->ctl.cmd_head);
+		if (d > 1)
+			metrics_anomaly(ev->m, ev->mslot,
+					METRICS_ANOM_INVALID_ACK, d - 1);
+		ev->acks_bad_told = ev->ctl.acks_bad;
+	}
+	if (ev->ctl.acks_lost > ev->acks_lost_told) {
+		uint64_t d = ev->ctl.acks_lost - ev->acks_lost_told;
+
+		anomaly(ev, METRICS_ANOM_ACK_OVERRUN, 0,
+			"%llu acks overwritten before they were read",
+			(unsigned long long)d);
+		if (d > 1)
+			metrics_anomaly(ev->m, ev->mslot,
+					METRICS_ANOM_ACK_OVERRUN, d - 1);
+		ev->acks_lost_told = ev->ctl.acks_lost;
+	}
+}
+
+/*
+ * The executor's side as it is now: a hung executor (stale heartbeat) gets
+ * no commands until it beats again; cmd_done ahead of cmd_head (it claims
+ * commands nobody posted) is reported and the numbering continues above it,
+ * so no seq the executor has seen is ever posted again.
+ */
+static void check_exec(struct evictor *ev, uint64_t now)
+{
+	struct ctl_exec ex;
+	bool alive;
+
+	if (control_read_exec(&ev->ctl, &ex))
+		return;
+	alive = control_exec_alive(&ex, now);
+	if (!alive && !ev->stalled) {
+		ev->stalled = true;
+		anomaly(ev, METRICS_ANOM_EXECUTOR_STALLED, 0,
+			ex.heartbeat_ns && ex.heartbeat_ns < now
+				? "no executor heartbeat for %llu ms: not posting until it beats again"
+				: "executor heartbeat unset or in the future (%llu): not posting until it beats",
+			ex.heartbeat_ns && ex.heartbeat_ns < now
+				? (unsigned long long)(now - ex.heartbeat_ns) /
+					  1000000
+				: (unsigned long long)ex.heartbeat_ns);
+	} else if (alive && ev->stalled) {
+		ev->stalled = false;
+		anomaly(ev, METRICS_ANOM_NR, 0,
+			"executor heartbeat back: posting again");
+	}
+	if (ex.cmd_done > ev->ctl.cmd_head) {
+		anomaly(ev, METRICS_ANOM_CMD_DONE_AHEAD, ex.cmd_done,
+			"cmd_done %llu is ahead of cmd_head %llu: commands resume at %llu",
+			(unsigned long long)ex.cmd_done,
+			(unsigned long long)ev->ctl.cmd_head,
+			(unsigned long long)ex.cmd_done + 1);
+		ev->ctl.cmd_head = ex.cmd_done;
+	}
+}
+
+static void heartbeat(struct evictor *ev, uint64_t now)
+{
+	struct ctl_agent a = {
+		.heartbeat_ns = now,
+		.pid = getpid(),
+		.level = ev->level,
+		.headroom_bytes = ev->headroom,
+		.target_bytes = ev->target,
+	};
+
+	if (now < ev->next_beat_ns)
+		return;
+	ev->next_beat_ns = now + RAMCACHE_HEARTBEAT_PERIOD_NS;
+	control_write_agent(&ev->ctl, &a);
+}
+
+void evictor_tick(struct evictor *ev, uint64_t now)
+{
+	int err;
+
+	if (!ev->open) {
+		if (now >= ev->next_open_ns)
+			try_open(ev, now);
+		if (!ev->open) {
+			complete(ev, now);
+			return;
+		}
+	}
+	err = control_check(&ev->ctl);
+	if (err) {
+		drop_page(ev, control_strerror(&ev->ctl, err));
+		complete(ev, now);
+		return;
+	}
+	heartbeat(ev, now);
+	check_exec(ev, now);
+	read_acks(ev, now);
+	complete(ev, now);
+}
+
+uint64_t evictor_next_ns(const struct evictor *ev)
+{
+	if (ev->nr_inflight)
+		return 0;
+	return ev->open ? ev->next_beat_ns : ev->next_open_ns;
+}
+
+static bool cooling(struct evictor *ev, uint64_t id, uint64_t now)
+{
+	for (int i = 0; i < EVICT_MAX_COOLDOWN; i++)
+		if (ev->cool[i].id == id && ev->cool[i].until_ns > now)
+			return true;
+	return false;
+}
+
+/* In flight or cooling down, as of the last evictor_candidates(). */
+static bool unavailable(uint64_t id, void *ctx)
+{
+	struct evictor *ev = ctx;
+
+	for (int i = 0; i < ev->nr_inflight; i++)
+		if (ev->inflight[i].id == id)
+			return true;
+	return cooling(ev, id, ev->pick_now);
+}
+
+static void evict_event(struct evictor *ev, const struct ctl_entry *e,
+			uint64_t seq, const struct evict_post *p)
+{
+	const struct rc_plan *plan = p->plan;
+	uint64_t headroom = p->headroom, now = p->now;
+	struct evict_info i = {
+		.pid = ev->pid,
+		.tag = ev->tag,
+		.ts_ns = now,
+		.seq = seq,
+		.id = e->id,
+		.label = e->label,
+		.bytes = e->bytes,
+		.reason = plan->reason,
+		.active = e->flags & RAMCACHE_F_ACTIVE,
+		.headroom = headroom,
+		.forecast = plan->predicted,
+		.has_score = p->has_score,
+		.score = p->score,
+	};
+
+	out_evict(ev->out, &i);
+}
+
+int evictor_candidates(struct evictor *ev, uint64_t now, uint64_t cap,
+		       struct rc_domain_member *m)
+{
+	struct ctl_exec ex;
+	uint32_t slots = 0;
+	int n;
+
+	memset(m, 0, sizeof(*m));
+	if (!ev->open || ev->stalled || control_read_exec(&ev->ctl, &ex))
+		return 0;
+	/* a window of a big table at a time: bounded read and scoring */
+	n = control_read_entries_window(&ev->ctl, ev->win_start,
+					EVICT_MAX_SCORED, ev->entries, &slots);
+	if (n < 0)
+		return 0;
+	ev->win_start = ev->win_start + EVICT_MAX_SCORED < slots
+				? ev->win_start + EVICT_MAX_SCORED
+				: 0;
+	for (int i = 0; i < n; i++) {
+		if (cap && ev->entries[i].bytes > cap)
+			ev->entries[i].bytes = cap;
+		ev->rce[i].id = ev->entries[i].id;
+		ev->rce[i].bytes = ev->entries[i].bytes;
+		ev->rce[i].last_use_ns = ev->entries[i].last_use_ns;
+		ev->rce[i].used_generation = ev->entries[i].used_generation;
+		ev->rce[i].cost_ns = ev->entries[i].cost_ns;
+		ev->rce[i].flags = ev->entries[i].flags;
+	}
+	ev->pick_now = now;
+	m->entries = ev->rce;
+	m->nr_entries = (size_t)n;
+	m->generation = ex.generation;
+	m->weight = 1.0;
+	m->in_flight = unavailable;
+	m->ctx = ev;
+	return n;
+}
+
+bool evictor_post(struct evictor *ev, uint32_t idx, const struct evict_post *p)
+{
+	const struct ctl_entry *e = &ev->entries[idx];
+	struct inflight *fl;
+	uint64_t seq = 0;
+
+	if (ev->cfg.dry_run) {
+		cool(ev, e->id, p->now + COOL_DRY_RUN_NS);
+		evict_event(ev, e, 0, p);
+		return true;
+	}
+	/* no more outstanding than the ack ring holds: none is lost */
+	if (ev->nr_inflight >= EVICT_MAX_INFLIGHT ||
+	    ev->nr_inflight >= (int)ev->ctl.lay.ring_size)
+		return false;
+	if (control_post(&ev->ctl, e->id, p->plan->reason, p->now, &seq))
+		return false;
+	fl = &ev->inflight[ev->nr_inflight++];
+	memset(fl, 0, sizeof(*fl));
+	fl->seq = seq;
+	fl->id = e->id;
+	fl->bytes = e->bytes;
+	fl->issue_ns = p->now;
+	fl->rss_peak = ev->rss;
+	memcpy(fl->label, e->label, sizeof(fl->label));
+	ev->st.sent++;
+	evict_event(ev, e, seq, p);
+	return true;
+}
+
+uint64_t evictor_pending(const struct evictor *ev)
+{
+	uint64_t sum = 0;
+
+	for (int i = 0; i < ev->nr_inflight; i++)
+		if (!ev->inflight[i].freed_ns)
+			sum += ev->inflight[i].bytes;
+	return sum;
+}
+
+void evictor_set_plan(struct evictor *ev, uint64_t headroom, uint64_t target)
+{
+	ev->headroom = headroom;
+	ev->target = target;
+}
+
+void evictor_evaluate(struct evictor *ev, uint64_t now, uint64_t headroom,
+		      const struct rc_forecast *f, uint32_t why)
+{
+	struct evict_post p = { .headroom = headroom, .now = now };
+	struct rc_domain_member m;
+	struct rc_plan plan;
+	uint64_t pending, covered;
+	int n;
+
+	policy_plan_eviction(headroom, f, &ev->thr, why != 0, &plan);
+	evictor_set_plan(ev, headroom, plan.evict ? plan.deficit : 0);
+	if (!plan.evict || !ev->open || ev->stalled)
+		return;
+	pending = evictor_pending(ev);
+	if (pending >= plan.deficit)
+		return;
+	n = evictor_candidates(ev, now, 0, &m);
+	if (n <= 0)
+		return;
+	n = policy_select_domain(&m, 1, plan.deficit - pending, plan.phase,
+				 ev->cfg.policy, ev->picks, (size_t)n,
+				 &covered);
+	p.plan = &plan;
+	for (int k = 0; k < n; k++)
+		if (!evictor_post(ev, ev->picks[k].idx, &p))
+			break;
+}
+
+void evictor_rss(struct evictor *ev, uint64_t ts, uint64_t rss)
+{
+	ev->rss = rss;
+	for (int i = 0; i < ev->nr_inflight; i++) {
+		struct inflight *f = &ev->inflight[i];
+
+		if (f->freed_ns || ts < f->issue_ns)
+			continue;
+		if (rss > f->rss_peak)
+			f->rss_peak = rss;
+		if (f->bytes && f->rss_peak - rss >= f->bytes / 2)
+			f->freed_ns = ts;
+	}
+}
+
+void evictor_set_level(struct evictor *ev, uint32_t level)
+{
+	ev->level = level;
+}
+
+void evictor_finish(struct evictor *ev, uint64_t now)
+{
+	for (int i = 0; i < ev->nr_inflight; i++)
+		done_event(ev, &ev->inflight[i],
+			   ev->inflight[i].acked ? "ack_only" : "unacked");
+	ev->nr_inflight = 0;
+	if (ev->open) {
+		struct ctl_agent gone = { 0 };
+
+		/* heartbeat 0: the executor falls back at once */
+		control_write_agent(&ev->ctl, &gone);
+	}
+	evictor_free(ev);
+}

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Eviction: attach to the executor's control page, decide from headroom and
+ * its forecast what to evict, post commands, match acks, and trace each
+ * command's latency (post -> ack from the executor's stamps, post -> RSS
+ * drop from the kernel's rss_stat).
+ */
+#ifndef RAMCACHE_EVICT_H
+#define RAMCACHE_EVICT_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "page/control.h"
+#include "core/hist.h"
+#include "out/metrics.h"
+#include "out/out.h"
+#include "core/policy.h"
+
+#define EVICT_MAX_INFLIGHT 64
+#define EVICT_MAX_COOLDOWN 64
+#define EVICT_RECENT	   256 /* completed commands kept to judge late acks */
+/*
+ * Entries read and scored per evaluation: a bigger table is taken a window
+ * at a time, the window moving on each evaluation, so one evaluation costs
+ * about the same whatever size the executor gave its page.
+ */
+#define EVICT_MAX_SCORED 8192
+
+struct inflight {
+	uint64_t seq;
+	uint64_t id;
+	uint64_t bytes; /* as published */
+	uint64_t issue_ns;
+	uint64_t rss_peak; /* highest RSS seen since the post */
+	uint64_t freed_ns; /* 0 until RSS dropped by half of bytes */
+	bool acked;
+	struct ctl_ack ack;
+	uint64_t acked_at_ns; /* our clock, when we read the ack */
+	char label[RAMCACHE_LABEL_LEN + 1];
+};
+
+/* An entry not to command again until @until_ns (busy, timed out). */
+struct cooldown {
+	uint64_t id;
+	uint64_t until_ns;
+};
+
+struct evict_stats {
+	uint64_t sent;
+	uint64_t acked;
+	uint64_t by_status[5]; /* index: enum ramcache_status */
+	uint64_t timeouts;
+	uint64_t bytes_freed;
+};
+
+/* What the evictor needs of the command line. */
+struct evict_cfg {
+	const char *control; /* page file; NULL: the memfd in /proc/<pid>/fd */
+	bool dry_run;
+	enum rc_score_policy policy;
+	uint64_t ack_timeout_ns;
+};
+
+struct evictor {
+	struct evict_cfg cfg;
+	struct out *out;
+	struct metrics *m;
+	unsigned int mslot; /* the executor's metrics slot (0 after init) */
+	pid_t pid;
+	struct ctl_target tgt; /* pid and uid here and in its namespaces */
+	char path[PATH_MAX];   /* --control, or /proc/<pid>/fd to search */
+	bool open;
+	struct ctl ctl;
+	enum ctl_why last_why; /* to warn once per reason */
+	uint64_t next_open_ns;
+	uint64_t next_beat_ns;
+	struct rc_thresholds thr;
+	uint32_t level; /* written to the page */
+	uint64_t headroom, target;
+	uint64_t rss;
+	struct ctl_entry *entries;
+	struct rc_entry *rce;
+	struct rc_pick *picks;
+	uint64_t pick_now;	   /* clock of the last evictor_candidates() */
+	const struct out_tag *tag; /* set by the caller, or NULL */
+	struct inflight inflight[EVICT_MAX_INFLIGHT];
+	int nr_inflight;
+	struct cooldown cool[EVICT_MAX_COOLDOWN];
+	struct evict_stats st;
+	struct hist ack_hist, freed_hist; /* usecs */
+	/* commands of this page completed lately: a second ack is a dup */
+	struct {
+		uint64_t seq;
+		bool acked;
+	} recent[EVICT_RECENT];
+	unsigned int recent_head;
+	uint64_t acks_bad_told, acks_lost_told; /* of ctl.acks_bad/lost */
+	bool stalled;	    /* executor heartbeat stale: nothing is posted */
+	uint32_t win_start; /* first slot of the table's next window */
+};
+
+/*
+ * Set up for target @t with thresholds @thr. The page is the file at
+ * cfg->control, or else the memfd found in the target's /proc/<pid>/fd.
+ */
+int evictor_init(struct evictor *ev, const struct evict_cfg *cfg,
+		 struct out *out, struct metrics *m, const struct ctl_target *t,
+		 const struct rc_thresholds *thr);
+void evictor_free(struct evictor *ev);
+
+/*
+ * Periodic work at @now_ns: pick up or re-check the page, heartbeat, read
+ * acks, time out lost commands.
+ */
+void evictor_tick(struct evictor *ev, uint64_t now_ns);
+
+/*
+ * When evictor_tick is next needed: the heartbeat, or the next look for
+ * the page; 0 (as soon as possible) while commands are out.
+ */
+uint64_t evictor_next_ns(const struct evictor *ev);
+
+/*
+ * Decide with the current @headroom and its forecast @f (may be NULL) and
+ * post commands. @why is the trigger (enum ramcache_reason) when the
+ * kernel is already reclaiming, 0 otherwise.
+ */
+void evictor_evaluate(struct evictor *ev, uint64_t now_ns, uint64_t headroom,
+		      const struct rc_forecast *f, uint32_t why);
+
+/* What a post is part of, for its evict event. */
+struct evict_post {
+	const struct rc_plan *plan;
+	uint64_t headroom; /* the (domain's) headroom planned with */
+	uint64_t now;
+	bool has_score; /* ranked across a domain: say by what */
+	double score;
+};
+
+/*
+ * The domain planner's view of this executor: read a window of its entry
+ * table into the evictor and describe it in @m (weight 1, in-flight and
+ * cooling entries excluded). No entry counts for more than @cap bytes
+ * (the executor's RSS: a page may claim anything, and a claim bigger than
+ * the memory the process holds would cover the deficit of others in its
+ * domain); 0: no cap. Returns the entries read; 0 when the page is not
+ * open, the executor stalled or the table unreadable.
+ */
+int evictor_candidates(struct evictor *ev, uint64_t now_ns, uint64_t cap,
+		       struct rc_domain_member *m);
+
+/*
+ * Post entry @idx of the last evictor_candidates() read. False when no
+ * more can go out now (the ring is full or the post failed).
+ */
+bool evictor_post(struct evictor *ev, uint32_t idx, const struct evict_post *p);
+
+/* Bytes of commands out whose memory has not been seen freed yet. */
+uint64_t evictor_pending(const struct evictor *ev);
+
+/* The headroom and bytes to free written with the next heartbeat. */
+void evictor_set_plan(struct evictor *ev, uint64_t headroom, uint64_t target);
+
+/* The target's RSS from BPF at @ts_ns, for post -> freed latencies. */
+void evictor_rss(struct evictor *ev, uint64_t ts_ns, uint64_t rss);
+
+/* Level to publish on the page. */
+void evictor_set_level(struct evictor *ev, uint32_t level);
+
+/* Close the page and report commands still in flight as lost. */
+void evictor_finish(struct evictor *ev, uint64_t now_ns);
+
+#endif /* RAMCACHE_EVICT_H */

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The executors the agent follows: up to RC_MAX_TARGETS (the BPF side's
+ * limit), each with its pidfd in the agent's epoll set, its sampler,
+ * thresholds, evictor, RSS growth and memory domain (the nearest cgroup
+ * with a memory limit, or the machine).
+ */
+#ifndef RAMCACHE_TARGETS_H
+#define RAMCACHE_TARGETS_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <linux/types.h>
+
+#include "args.h"
+#include "kernel/bpfstate.h"
+#include "page/control.h"
+#include "executors/evictor.h"
+#include "proc/match.h"
+#include "out/metrics.h"
+#include "out/out.h"
+#include "proc/sampler.h"
+
+/* How often each target's cgroup is looked up again (it may be moved). */
+#define TARGET_CGROUP_PERIOD_NS 1000000000ULL
+
+struct target {
+	pid_t pid;
+	uid_t uid;
+	int slot;	       /* index in the table, and its epoll tag */
+	struct ctl_target ctl; /* pid and uid in the target's namespaces */
+	int pidfd;
+	char comm[64];
+	struct sampler sm;
+	uint64_t memcg_watched; /* its memcg's ino counted as watched, or 0 */
+	bool has_rss_file;
+	uint64_t rss_file; /* file-backed resident bytes, last rss event */
+	struct evictor ev;
+	bool evicting;
+	struct rc_thresholds thr;
+	struct track_totals prev;
+	uint64_t oom_base;	/* the cgroup's oom_kill count at attach */
+	uint64_t oom_carry;	/* OOM kills in cgroups it has left */
+	double weight;		/* --weight, 1 when none applies */
+	uint64_t no_page_since; /* --all: when its page went, 0: it has one */
+	/* the memory domain: nearest limited cgroup's inode, 0: the machine */
+	uint64_t domain;
+	int dom; /* its index in struct targets (and in the metrics), -1: none */
+	char domain_path[PATH_MAX];
+	char cgroup[PATH_MAX]; /* as in /proc/PID/cgroup, "" without a memcg */
+	struct out_tag tag;
+	struct rc_samples rss; /* RSS, for domain growth */
+};
+
+struct targets {
+	struct target *t[RC_MAX_TARGETS]; /* NULL: a free slot */
+	int n;
+	/* domains in use: the key of each index and how many targets in it */
+	uint64_t dom_key[RC_MAX_TARGETS];
+	int dom_refs[RC_MAX_TARGETS];
+};
+
+/* What attaching needs of the agent. */
+struct target_env {
+	const struct opts *o;
+	struct out *out;
+	struct bpfstate *bpf;
+	struct metrics *m;
+	int epfd;
+	uint32_t tag_base; /* epoll tag of slot 0 */
+	uint64_t mem_total;
+	int *read_err; /* the last read error told, to tell each once */
+};
+
+/* The thresholds in force in a cgroup of @cg_limit (RC_UNLIMITED: none). */
+void target_thresholds(const struct target_env *env, uint64_t cg_limit,
+		       struct rc_thresholds *thr);
+
+/*
+ * Follow @pid: pidfd (in the epoll set), BPF tracking, cgroup, sampler,
+ * domain and, unless --no-evict, its control page. With @spec the process
+ * is judged again once the pidfd pins it. 0 and *out, or -errno: -ESRCH
+ * gone, -EACCES no longer matches @spec, -ENOSPC the table is full.
+ */
+int target_attach(struct targets *ts, const struct target_env *env, pid_t pid,
+		  const struct match_spec *spec, struct target **out);
+
+/*
+ * Stop following @t (its page's heartbeat cleared, commands in flight
+ * reported) and free it; its latency histograms are merged into @ack and
+ * @freed first when it was evicting (true returned then).
+ */
+bool target_detach(struct targets *ts, const struct target_env *env,
+		   struct target *t, struct hist *ack, struct hist *freed);
+
+/* The followed process @pid, or NULL. */
+struct target *targets_find(const struct targets *ts, pid_t pid);
+/* The target in @slot, or NULL. */
+struct target *targets_at(const struct targets *ts, int slot);
+/* The only target when there is exactly one, else NULL. */
+struct target *targets_single(const struct targets *ts);
+
+/* An rss event of the target: sampler, evictor, growth ring. */
+void target_rss(struct target *t, uint64_t ts_ns, uint64_t total,
+		uint64_t file);
+
+/* RSS growth over the last @window_ns, for the domain forecast. */
+void target_growth(const struct target *t, uint64_t window_ns,
+		   struct rc_growth *g);
+
+/*
+ * Read meminfo and the cgroup; the domain follows a limit set or removed
+ * (and the metrics' labels with it).
+ */
+int target_read(struct targets *ts, const struct target_env *env,
+		struct target *t, uint64_t now_ns);
+
+/*
+ * The target was moved to another cgroup (a restarted scope, a container
+ * runtime): follow it. True if it moved (told as a target event).
+ */
+bool target_recheck_cgroup(struct targets *ts, const struct target_env *env,
+			   struct target *t, uint64_t now_ns);
+
+#endif /* RAMCACHE_TARGETS_H */

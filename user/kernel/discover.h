@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Finding executors for --all: the kernel reports each control page as it
+ * is created (a uprobe on libc's memfd_create, bpf/discover.bpf.c) and
+ * each execve of a followed executor; a scan of /proc finds the executors
+ * that were there before the agent, and, slowly, those whose libc is not
+ * one probed (a container's, a static binary). A uprobe is per file: the
+ * libc of every executor a scan finds is probed too (up to
+ * DISC_MAX_LIBC files), so the next executors of the same image are
+ * reported at once.
+ */
+#ifndef RAMCACHE_DISCOVER_H
+#define RAMCACHE_DISCOVER_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "discover_ev.h"
+
+struct discover_bpf;
+struct bpf_link;
+
+#define DISC_MAX_LIBC 32
+
+struct disc_libc {
+	dev_t dev;
+	ino_t ino;
+	struct bpf_link *link; /* NULL: could not be probed */
+	bool told;	       /* a warning named it */
+};
+
+struct discover {
+	struct discover_bpf *skel;
+	struct bpf_link *exec;
+	struct disc_libc libcs[DISC_MAX_LIBC]; /* [0]: the agent's own */
+	int nlibc;
+	unsigned int told;   /* DISC_TOLD_* warnings given */
+	char libc[PATH_MAX]; /* the agent's libc, "" if none */
+};
+
+/*
+ * Load and attach. 0 when the uprobe is on (exec reports may still be
+ * off: d->exec NULL), or -errno with nothing attached; the caller falls
+ * back to scanning. @why is filled with what failed.
+ */
+int discover_open(struct discover *d, char *why, size_t len);
+void discover_close(struct discover *d);
+/* The ring buffer map's fd (events are struct rc_discover_ev). */
+int discover_events_fd(const struct discover *d);
+/* Reports the kernel lost to a full ring since discover_open(). */
+uint64_t discover_drops(const struct discover *d);
+/* Report execve of @tgid (on), or stop (off). */
+int discover_follow(struct discover *d, pid_t tgid, bool on);
+
+/*
+ * 0 if @pid holds a control page that opens and passes every check (as
+ * the evictor will open it: sealed memfd of its uid, header, sizes), else
+ * -errno (-ENOENT: none yet). Nothing is kept open.
+ */
+int discover_verify(const char *proc, pid_t pid);
+
+/*
+ * A scan found executor @pid: probe the libc file it maps too (opened
+ * through /proc/PID/map_files, never by path; only a regular file owned
+ * by root and writable by no one else). @missed: the uprobe was on when
+ * it started (it was not there at the first scan). When the uprobe
+ * should have reported it, @why gets a one-line warning to give, once
+ * per libc file (once per kind of failure); else @why is "".
+ */
+void discover_scan_found(struct discover *d, const char *proc, pid_t pid,
+			 bool missed, char *why, size_t len);
+
+/* True if @pid holds a descriptor of a memfd named "ramcache". */
+bool discover_has_page(const char *proc, pid_t pid);
+
+/*
+ * Every process under @proc (other than @self) with a pid above *@from
+ * holding a page: @fn is called with each. Once @deadline_ns
+ * (CLOCK_MONOTONIC; 0: none) has passed it stops, *@from set to the last
+ * pid looked at, for the next call to go on from; *@from is 0 when the
+ * scan reached the end. Returns how many were found, or -errno when
+ * @proc is unreadable.
+ */
+int discover_scan(const char *proc, pid_t self, pid_t *from,
+		  uint64_t deadline_ns, void (*fn)(pid_t, void *), void *ctx);
+
+#endif /* RAMCACHE_DISCOVER_H */

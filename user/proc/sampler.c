@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <string.h>
+
+#include "proc/sampler.h"
+
+int sampler_init(struct sampler *s, pid_t pid, const char *proc_root,
+		 const char *cg_root)
+{
+	memset(s, 0, sizeof(*s));
+	s->proc_root = proc_root ? proc_root : RC_PROC_ROOT;
+	s->cg_root = cg_root ? cg_root : RC_CGROUP_ROOT;
+	if (pid > 0 && !cgroup_find(s->proc_root, s->cg_root, pid, &s->cg))
+		s->has_cg = true;
+	return 0;
+}
+
+int sampler_read(struct sampler *s, uint64_t now_ns)
+{
+	uint64_t limit = RC_UNLIMITED, usage = 0, inactive = 0;
+	int err = meminfo_read(s->proc_root, &s->mi);
+
+	if (err)
+		return err;
+	if (s->has_cg && !cgroup_read(&s->cg, &s->cs)) {
+		limit = s->cs.limit;
+		usage = s->cs.usage;
+		inactive = s->cs.inactive_file;
+	}
+	s->headroom =
+		policy_headroom(s->mi.mem_available, limit, usage, inactive);
+	s->read_headroom = s->headroom;
+	s->read_rss = s->rss;
+	samples_push(&s->ring, now_ns, s->headroom);
+	return 0;
+}
+
+void sampler_rss(struct sampler *s, uint64_t ts_ns, uint64_t rss)
+{
+	s->rss = rss;
+	if (!s->read_rss || !s->ring.count)
+		return;
+	/* what the target took since the last read came out of headroom */
+	if (rss >= s->read_rss)
+		s->headroom = s->read_headroom > rss - s->read_rss
+				      ? s->read_headroom - (rss - s->read_rss)
+				      : 0;
+	else
+		s->headroom = s->read_headroom + (s->read_rss - rss);
+	samples_push(&s->ring, ts_ns, s->headroom);
+}
+
+int sampler_forecast(const struct sampler *s, uint64_t window_ns,
+		     uint64_t horizon_ns, struct rc_forecast *f)
+{
+	struct rc_sample tmp[RC_SAMPLES_LEN];
+	unsigned int n = samples_copy(&s->ring, tmp);
+
+	if (!n)
+		return -ENODATA;
+	return policy_forecast(tmp, n, window_ns, horizon_ns, f);
+}

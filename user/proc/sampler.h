@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Headroom of the target: read from /proc/meminfo and its memory cgroup on
+ * every tick, and between reads moved by the RSS changes the BPF programs
+ * report, so a fast allocation is seen at the next rss_stat event, not at
+ * the next tick. Keeps the recent samples for the forecast.
+ */
+#ifndef RAMCACHE_SAMPLER_H
+#define RAMCACHE_SAMPLER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "proc/cgroup.h"
+#include "proc/meminfo.h"
+#include "core/policy.h"
+#include "core/samples.h"
+
+struct sampler {
+	const char *proc_root;
+	const char *cg_root;
+	bool has_cg;
+	struct rc_cgroup cg;
+	struct rc_meminfo mi;
+	struct rc_cgroup_state cs;
+	uint64_t headroom;	/* latest estimate */
+	uint64_t read_headroom; /* at the last file read */
+	uint64_t read_rss; /* target RSS at the last file read, 0 unknown */
+	uint64_t rss;	   /* latest target RSS from BPF */
+	struct rc_samples ring; /* headroom */
+};
+
+/* Find @pid's memory cgroup (0: system only). */
+int sampler_init(struct sampler *s, pid_t pid, const char *proc_root,
+		 const char *cg_root);
+
+/* Full read of meminfo and the cgroup at @now_ns; adds a sample. */
+int sampler_read(struct sampler *s, uint64_t now_ns);
+
+/* The target's RSS is now @rss (BPF, at @ts_ns): adjust and add a sample. */
+void sampler_rss(struct sampler *s, uint64_t ts_ns, uint64_t rss);
+
+/* Forecast @horizon_ns ahead from the last @window_ns of samples. */
+int sampler_forecast(const struct sampler *s, uint64_t window_ns,
+		     uint64_t horizon_ns, struct rc_forecast *f);
+
+#endif /* RAMCACHE_SAMPLER_H */
