@@ -10,7 +10,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 PKG = os.path.dirname(HERE)
 ROOT = os.environ.get("RAMCACHE_ROOT") or os.path.dirname(PKG)
-sys.path[:0] = [os.path.join(HERE, "standin"), os.path.join(ROOT, "tests", "integration")]
+sys.path[:0] = [os.path.join(HERE, "standin")]
 
 import comfy.model_management  # noqa: E402
 import comfy.utils  # noqa: E402

@@ -48,8 +48,7 @@ sys.path.insert(0, HERE)
 import realcomfy as rc  # noqa: E402
 import real_workloads as wl  # noqa: E402
 
-sys.path.insert(0, os.path.join(rc.ROOT, "tests", "integration"))
-import rctest  # noqa: E402
+import rctest  # noqa: E402  (comfyui/tests/rctest, the shared harness)
 
 CORE = "core"  # ack latencies of commands posted while a core node ran
 TEST_NODE_CLASSES = ("RAMCacheTestGrow",)

@@ -37,8 +37,7 @@ import realcomfy as rc  # noqa: E402
 from fakeagent import FakeAgent  # noqa: E402
 from real_comfyui import recommended  # noqa: E402
 
-sys.path.insert(0, os.path.join(rc.ROOT, "tests", "integration"))
-import rctest  # noqa: E402
+import rctest  # noqa: E402  (comfyui/tests/rctest, the shared harness)
 
 MiB = rc.MiB
 F_ACTIVE, F_PINNED = 1, 2

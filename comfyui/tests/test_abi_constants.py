@@ -8,13 +8,11 @@ import ast
 import glob
 import os
 import re
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PKG = os.path.dirname(HERE)
 ROOT = os.environ.get("RAMCACHE_ROOT") or os.path.dirname(PKG)
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-from rctest import main, test  # noqa: E402
+from rctest import main, test
 
 HEADER = os.path.join(ROOT, "include", "ramcache", "control.h")
 

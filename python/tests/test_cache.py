@@ -12,7 +12,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.environ.get("RAMCACHE_ROOT") or os.path.dirname(os.path.dirname(HERE))
-sys.path[:0] = [os.path.join(ROOT, "python"), os.path.join(ROOT, "tests", "integration")]
+sys.path[:0] = [os.path.join(ROOT, "python")]
 
 import ramcache  # noqa: E402
 from ramcache import page as P  # noqa: E402

@@ -1,6 +1,6 @@
-"""Shared helpers for the Python test suites: TAP output, scratch memory
-cgroups (v1 or v2) that are always removed, and a wrapper around the agent's
-JSON stream.
+"""The harness the Python test suites and the benchmarks share: TAP output,
+scratch memory cgroups (v1 or v2) and zram swap that are always removed, and
+a wrapper around the agent's JSON stream.
 
 A suite is a script:
 
@@ -26,8 +26,11 @@ import threading
 import time
 import traceback
 
+# realpath: the suites and the benchmarks import this package through a
+# link beside them (tests/integration/rctest, comfyui/tests/rctest,
+# bench/rctest), all to this one folder.
 ROOT = os.environ.get("RAMCACHE_ROOT") or os.path.dirname(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    os.path.dirname(os.path.realpath(__file__)))
 OUTPUT = os.environ.get("OUTPUT") or os.path.join(ROOT, "build")
 AGENT = os.path.join(OUTPUT, "ramcache-bpf")
 DEMO = os.path.join(OUTPUT, "ramcache-demo")
@@ -436,6 +439,108 @@ class Agent:
 
     def __exit__(self, *a):
         self.stop()
+
+
+def mono_ns():
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+class Proc:
+    """A child with its JSON lines collected and its rusage at exit."""
+
+    def __init__(self, argv, stdin=False, preexec=None):
+        self.argv = [str(a) for a in argv]
+        self.p = subprocess.Popen(
+            self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            text=True, preexec_fn=preexec)
+        self.pid = self.p.pid
+        self.events = []
+        self.q = queue.Queue()
+        self.err = []
+        self.rusage = None
+        self.rc = None
+        self.end_ns = None
+        self._t = threading.Thread(target=self._read, daemon=True)
+        self._t.start()
+        self._e = threading.Thread(target=self._read_err, daemon=True)
+        self._e.start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            ev["_rx_ns"] = mono_ns()
+            self.events.append(ev)
+            self.q.put(ev)
+        self.q.put(None)
+
+    def _read_err(self):
+        for line in self.p.stderr:
+            self.err.append(line.rstrip("\n"))
+
+    def wait_type(self, typ, timeout):
+        for ev in list(self.events):
+            if ev.get("type") == typ:
+                return ev
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                ev = self.q.get(timeout=max(0.01, end - time.monotonic()))
+            except queue.Empty:
+                return None
+            if ev is None:
+                return None
+            if ev.get("type") == typ:
+                return ev
+        return None
+
+    def send(self, line="\n"):
+        self.p.stdin.write(line)
+        self.p.stdin.flush()
+
+    def wait(self, timeout):
+        """Reap with wait4 (for rusage); SIGKILL after @timeout."""
+        if self.rc is not None:
+            return self.rc
+        end = time.monotonic() + timeout
+        while True:
+            pid, status, ru = os.wait4(self.pid, os.WNOHANG)
+            if pid == self.pid:
+                break
+            if time.monotonic() >= end:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
+                pid, status, ru = os.wait4(self.pid, 0)
+                break
+            time.sleep(0.01)
+        self.end_ns = mono_ns()
+        self.rusage = ru
+        self.rc = os.waitstatus_to_exitcode(status)
+        self.p.returncode = self.rc
+        self._t.join(timeout=5)
+        self._e.join(timeout=5)
+        return self.rc
+
+    def stop(self, timeout=10):
+        if self.rc is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGINT)
+        return self.wait(timeout)
+
+    def kill(self):
+        if self.rc is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            self.wait(5)
+
+    def of_type(self, typ):
+        return [e for e in self.events if e.get("type") == typ]
 
 
 # ---------------------------------------------------------------- demo

@@ -1,0 +1,1 @@
+"""One module per section of BENCHMARKS.md; bench/run.py runs them."""
