@@ -370,9 +370,14 @@ run-soak: all
 # measured in that real ComfyUI checkout (3 rounds, about 2 minutes more;
 # make deps then also installs the Debian packages ComfyUI imports);
 # RAMCACHE_COMFYUI_COMMIT names its commit when it is not a git work tree.
+# `sudo make bench RAMCACHE_COMFYUI_VERSIONS=all` (or '0.33.0 0.3.64') adds
+# ComfyUI alone against the package and agent in the real versions of
+# ../shared/comfyui (bench/comfy_versions.py; hours on 2 cores, --only
+# comfyui-versions --merge bench/results.json runs it alone).
 run-bench: all
-	$(Q)RAMCACHE_BENCH_CMD="sudo make bench$(if $(RAMCACHE_COMFYUI), RAMCACHE_COMFYUI=$(RAMCACHE_COMFYUI))" \
+	$(Q)RAMCACHE_BENCH_CMD="sudo make bench$(if $(RAMCACHE_COMFYUI), RAMCACHE_COMFYUI=$(RAMCACHE_COMFYUI))$(if $(RAMCACHE_COMFYUI_VERSIONS), RAMCACHE_COMFYUI_VERSIONS='$(RAMCACHE_COMFYUI_VERSIONS)')" \
 		RAMCACHE_COMFYUI="$(RAMCACHE_COMFYUI)" \
+		RAMCACHE_COMFYUI_VERSIONS="$(RAMCACHE_COMFYUI_VERSIONS)" \
 		RAMCACHE_COMFYUI_COMMIT="$(RAMCACHE_COMFYUI_COMMIT)" \
 		OUTPUT=$(OUTPUT) \
 		$(PYTHON) bench/run.py --md BENCHMARKS.md --json bench/results.json

@@ -47,6 +47,9 @@ FULL = {
     "comfy": {"rounds": 3, "limit": 512 * MiB, "prompts": 12, "mib": 64,
               "steps": 8, "step_s": 0.05,
               "agent_flags": ["--headroom", "96M", "--inactive", "192M"]},
+    # every real ComfyUI version (RAMCACHE_COMFYUI_VERSIONS): turns of
+    # each configuration, alternating; hours on 2 cores
+    "comfy_versions": {"runs": 1, "timeout": 6 * 3600},
     # real ComfyUI (RAMCACHE_COMFYUI): about 35 s a round on 2 cores
     "comfy_real": {"rounds": 3, "limit": "1.5G", "timeout": 600,
                    "agent_flags": ["--headroom", "256M",

@@ -22,6 +22,10 @@ baseline of the same run or a distribution):
   eviction   post -> ack and post -> RSS drop (from the outcome runs,
              the ComfyUI package on its stand-in and, when
              RAMCACHE_COMFYUI names a ComfyUI checkout, in real ComfyUI)
+  comfyui-versions  ComfyUI alone against the package and agent in every
+             real version of ../shared/comfyui, with the goals of issues
+             24 and 29 (only with RAMCACHE_COMFYUI_VERSIONS=all or a list:
+             hours on 2 cores)
 
 RAMCACHE_COMFYUI=/path/to/ComfyUI (a checkout; `sudo make bench
 RAMCACHE_COMFYUI=...` passes it on) adds eviction rows measured in that
@@ -53,6 +57,7 @@ import time
 
 from common import FULL, OUTPUT, QUICK, log, machine
 from report import draw_pictures, report
+from sections.comfyui_versions import bench_comfyui_versions
 from sections.eviction import (bench_comfy, bench_comfy_real, bench_docexec,
                                bench_eviction)
 from sections.footprint import bench_footprint
@@ -63,7 +68,7 @@ from verdicts import verdicts
 
 
 SECTIONS = ("overhead", "footprint", "reaction", "reaction_vm",
-            "outcomes_noswap", "outcomes", "eviction")
+            "outcomes_noswap", "outcomes", "eviction", "comfyui_versions")
 
 
 def merge_from(res, path, only):
@@ -175,6 +180,8 @@ def main():
     real = (bench_comfy_real(cfg) if want("eviction") or want("outcomes")
             else skipped)
     res["outcomes"] = bench_outcomes(cfg) if want("outcomes") else skipped
+    res["comfyui_versions"] = (bench_comfyui_versions(cfg)
+                               if want("comfyui-versions") else skipped)
     res["eviction"] = bench_eviction(cfg, res["outcomes"],
                                      res["outcomes_noswap"], comfy, real,
                                      doc)

@@ -35,10 +35,10 @@ DIR/table.md. Exit status 0 when every run finished.
 """
 import argparse
 import contextlib
-import importlib.util
 import json
 import os
 import shlex
+import signal
 import sys
 import threading
 import time
@@ -54,30 +54,13 @@ CORE = "core"  # ack latencies of commands posted while a core node ran
 TEST_NODE_CLASSES = ("RAMCacheTestGrow",)
 
 
-def compat():
-    spec = importlib.util.spec_from_file_location(
-        "ramcache_compat", os.path.join(rc.PKG, "compat.py"))
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    return m
-
-
-FORMS = {"none": "FAMILY_NO_RAM", "one": "FAMILY_ONE", "two": "FAMILY_TWO"}
-
-
-def recommended(tree):
-    """The package README's command line for this tree's --cache-ram form."""
-    c = compat()
-    return c.command_line(getattr(c, FORMS[rc.cache_ram_form(tree)])).split()[2:]
-
-
-def comfy_args(tree, cache):
+def comfy_args(tree, cache, pkg=rc.PKG):
     if cache == "default":
         return []
     if cache == "classic":
         return ["--cache-classic"]
     if cache == "recommended":
-        return recommended(tree)
+        return rc.recommended(tree, pkg)
     return shlex.split(cache)
 
 
@@ -218,22 +201,35 @@ def node_spans(events_msgs, prompts):
 
 # ------------------------------------------------------------- one run
 
-def run_case(tree, case, mode, cache, limit, agent_args=(), trace=False, log=print):
-    """One run of workload @case (real_workloads.WORKLOADS) in @tree; the
+def build_of(root):
+    """(package folder, agent binary) of a checkout of this project."""
+    out = os.environ.get("OUTPUT") if os.path.realpath(root) == os.path.realpath(rc.ROOT) \
+        else None
+    return os.path.join(root, "comfyui"), os.path.join(out or os.path.join(root, "build"),
+                                                       "ramcache-bpf")
+
+
+def run_case(tree, case, mode, cache, limit, agent_args=(), trace=False, log=print,
+             build=None):
+    """One run of workload @case (real_workloads.WORKLOADS) in @tree, with
+    the package and agent of checkout @build (default: this one); the
     result as a dict (see the module's doc)."""
     prompts = wl.WORKLOADS[case]()
-    args = comfy_args(tree, cache)
+    pkg, agent = build_of(build or rc.ROOT)
+    args = comfy_args(tree, cache, pkg)
     res = {"case": case, "version": rc.tree_version(tree), "tree": tree, "mode": mode,
            "cache": cache, "args": args, "limit": limit, "agent_args": list(agent_args),
+           "build": build or rc.ROOT,
            "nodes_total": sum(len(p) for _, p in prompts),
            "perfect_cache_executions": wl.perfect_cache(prompts)[1]}
     name = f"ramcache-real-{os.getpid()}-{time.monotonic_ns()}"
     with rctest.Memcg(limit, swap_limit=0, name=name) as cg, \
-            rc.started(tree, args, cg, package=mode != "alone") as ui:
+            rc.started(tree, args, cg, package=mode != "alone" and pkg) as ui:
         res["idle_bytes"] = rc.cg_usage(cg)
         res["stubbed"] = ui.stubbed()
         events = rc.Events(ui.port)
         if mode == "agent":
+            rctest.AGENT = agent
             ui.agent = rctest.Agent("--pid", ui.pid, *agent_args)
             res["attached"] = rc.wait_attached(ui)
         rec = record_start(cg, ui, mode, trace)
@@ -307,21 +303,30 @@ LIMITS = {"session": ["6G", "2.5G", "1.5G"], "ten": ["1.5G"],
           "long": ["1.5G"], "batch": ["1.5G"]}
 
 
-def configs_for(tree, only=None):
-    out = []
+def configs_for(tree, builds, only=None):
+    """[(mode, cache, build name, build root)]: each configuration, the
+    package's once per build (NAME=ROOT checkouts of this project)."""
+    out, seen = [], set()
     for mode, cache in CONFIGS:
         if cache == "classic" and not rc.has_flag(tree, "--cache-classic"):
             continue
         if only and f"{mode}:{cache}" not in only:
             continue
-        out.append((mode, cache))
+        for name, root in (builds if mode != "alone" else [(None, None)]):
+            # a build whose recommended line is ComfyUI's default runs once
+            args = tuple(comfy_args(tree, cache, build_of(root or rc.ROOT)[0]))
+            if (mode, name, args) not in seen:
+                seen.add((mode, name, args))
+                out.append((mode, cache, name, root))
     return out
 
 
-def describe(mode, cache, args):
+def describe(r):
     who = {"alone": "ComfyUI alone", "package": "package, no agent",
-           "agent": "package + agent"}[mode]
-    return f"{who}, {cache} ({' '.join(args) or 'no cache flag'})"
+           "agent": "package + agent"}[r["mode"]]
+    if r["mode"] != "alone" and r.get("build_name"):
+        who += f" ({r['build_name']})"
+    return f"{who}, {r['cache']} ({' '.join(r['args']) or 'no cache flag'})"
 
 
 def table_rows(results):
@@ -336,7 +341,7 @@ def table_rows(results):
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(ag.get("by_reason", {}).items()))
         rows.append(
             f"| {r['version']} | {r['case']} | {r['limit'] / rc.GiB:g} GiB | "
-            f"{describe(r['mode'], r['cache'], r['args'])} | {r.get('ok', 0)}/{r.get('count')} | "
+            f"{describe(r)} | {r.get('ok', 0)}/{r.get('count')} | "
             f"{r.get('wall_s', 0):.1f} | {r.get('executed')} / {r.get('cached')} | "
             f"{r.get('oom_kills')} | {(r.get('peak_bytes') or 0) / rc.MiB:.0f} | "
             f"{ag.get('commands', '-') if ag else '-'}{' (' + reasons + ')' if reasons else ''} | "
@@ -352,26 +357,28 @@ def run_table(a):
     """Every (version, case, limit) with each configuration in turn, --runs
     times; results.json and table.md in --out (rewritten after each run)."""
     os.makedirs(a.out, exist_ok=True)
+    builds = [b.split("=", 1) for b in a.build] or [("this", rc.ROOT)]
     results = []
     for version in a.versions:
         tree = rc.unpack(version)
         for case in a.cases:
             for limit in (a.limits or LIMITS[case]):
                 for turn in range(a.runs):
-                    for mode, cache in configs_for(tree, a.only):
-                        print(f"== {version} {case} {limit} {mode} {cache} (turn {turn + 1})",
-                              flush=True)
-                        r = safe_run(tree, case, mode, cache, parse_size(limit), a)
-                        r["turn"] = turn
+                    for mode, cache, name, root in configs_for(tree, builds, a.only):
+                        print(f"== {version} {case} {limit} {mode} {cache} {name or ''} "
+                              f"(turn {turn + 1})", flush=True)
+                        r = safe_run(tree, case, mode, cache, parse_size(limit), a, root)
+                        r.update(turn=turn, build_name=name)
                         results.append(r)
                         save(a.out, results)
     return results
 
 
-def safe_run(tree, case, mode, cache, limit, a):
+def safe_run(tree, case, mode, cache, limit, a, build):
     trace = os.path.join(a.out, "traces") if a.traces else None
     try:
-        r = run_case(tree, case, mode, cache, limit, a.agent_arg, trace=bool(trace))
+        r = run_case(tree, case, mode, cache, limit, a.agent_arg, trace=bool(trace),
+                     build=build)
     except Exception as e:  # one failed run must not lose the others
         return {"case": case, "version": rc.tree_version(tree), "mode": mode, "cache": cache,
                 "args": comfy_args(tree, cache), "limit": limit, "error": repr(e)}
@@ -409,6 +416,8 @@ def parse(argv):
     run.add_argument("--limit", default="6G")
     run.add_argument("--json", help="write the result here (default: stdout)")
     run.add_argument("--trace", help="write the run's record here")
+    run.add_argument("--build", metavar="ROOT",
+                     help="the package and agent of another (built) checkout")
     tab = sub.add_parser("table", help="the comparison table")
     tab.add_argument("--versions", nargs="+", default=list(rc.VERSIONS))
     tab.add_argument("--cases", nargs="+", default=["session", "ten"])
@@ -418,23 +427,70 @@ def parse(argv):
     tab.add_argument("--runs", type=int, default=1)
     tab.add_argument("--traces", action="store_true", help="keep each run's record")
     tab.add_argument("--out", required=True)
+    tab.add_argument("--build", action="append", default=[], metavar="NAME=ROOT",
+                     help="the package and agent of checkout ROOT (built), named NAME "
+                          "in the table; repeatable (default: this checkout)")
+    sub.add_parser("versions", help="the versions that can run here (trees found)")
+    com = sub.add_parser("compat", help="check every version; the table of "
+                         "comfyui/COMPATIBILITY.md")
+    com.add_argument("--versions", nargs="+", default=list(rc.VERSIONS))
+    com.add_argument("--write", metavar="FILE", help="replace the generated table in FILE "
+                     "(comfyui/COMPATIBILITY.md)")
+    com.add_argument("--json", help="write the results here")
+    com.add_argument("--no-agent", action="store_true",
+                     help="the control run: the same without the agent (never --write)")
     for p in (run, tab):
         p.add_argument("--agent-arg", action="append", default=[],
                        help="a flag for ramcache-bpf (repeatable)")
     return ap.parse_args(argv)
 
 
+def run_compat(a):
+    import real_versions as rv
+    results = []
+    for v in a.versions:
+        print(f"== {v}", flush=True)
+        results.append(rv.check_version(v, agent=not a.no_agent))
+        for c in results[-1]["checks"]:
+            print(f"{'ok  ' if c['ok'] else 'FAIL'} {c['check']}", flush=True)
+    head = (f"Generated by `sudo comfyui/tests/real_comfyui.py compat --write "
+            f"comfyui/COMPATIBILITY.md` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+            f", ramcache-bpf {rc._git(['rev-parse', '--short', 'HEAD'], rc.ROOT) or '?'} "
+            f"(the checks of `make test`'s test_real_versions.py; what each does: below).")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    if a.write and not a.no_agent:
+        rv.write_compat(a.write, results, head)
+    print("\n".join(rv.compat_rows(results)))
+    return 0 if all(c["ok"] for r in results for c in r["checks"]) else 1
+
+
+def interrupted(sig, frame):
+    raise KeyboardInterrupt(f"signal {sig}")
+
+
 def main(argv=None):
+    # stopped by SIGINT or SIGTERM, it stops ComfyUI and the agent and
+    # removes its cgroup (a background job inherits SIGINT ignored)
+    signal.signal(signal.SIGINT, interrupted)
+    signal.signal(signal.SIGTERM, interrupted)
     a = parse(argv)
+    if a.cmd == "versions":
+        print(" ".join(rc.available()))
+        return 0
     if os.geteuid() != 0:
         raise SystemExit("real_comfyui.py: needs root (memory cgroup, agent)")
+    if a.cmd == "compat":
+        return run_compat(a)
     if a.cmd == "table":
         results = run_table(a)
         print("\n".join(table_rows([r for r in results if "error" not in r])))
         return 0 if all("error" not in r for r in results) else 1
     tree = os.path.abspath(a.comfyui) if a.comfyui else rc.unpack(a.version)
     r = run_case(tree, a.case, a.mode, a.cache, parse_size(a.limit), a.agent_arg,
-                 trace=bool(a.trace), log=lambda s: print(s, file=sys.stderr, flush=True))
+                 trace=bool(a.trace), log=lambda s: print(s, file=sys.stderr, flush=True),
+                 build=a.build and os.path.abspath(a.build))
     if a.trace:
         with open(a.trace, "w") as f:
             json.dump(r.pop("trace"), f)

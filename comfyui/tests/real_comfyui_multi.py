@@ -35,7 +35,6 @@ sys.path.insert(0, HERE)
 import real_workloads as wl  # noqa: E402
 import realcomfy as rc  # noqa: E402
 from fakeagent import FakeAgent  # noqa: E402
-from real_comfyui import recommended  # noqa: E402
 
 import rctest  # noqa: E402  (comfyui/tests/rctest, the shared harness)
 
@@ -266,7 +265,7 @@ def main():
     n = a.instances
     comfy = os.path.abspath(a.comfyui)
     fam = rc.cache_ram_form(comfy)
-    cmdline = recommended(comfy)
+    cmdline = rc.recommended(comfy)
     scratch = rc.Scratch(comfy, package=True, test_nodes=False)
     results = []
     summary = {"comfyui": comfy, "commit": a.commit, "cache_ram": fam,

@@ -16,6 +16,7 @@ run prints which ones it replaced. ComfyUI's own modules always run.
 import asyncio
 import contextlib
 import fcntl
+import importlib
 import json
 import os
 import re
@@ -27,6 +28,7 @@ import tarfile
 import tempfile
 import threading
 import time
+import types
 import urllib.error
 import urllib.request
 import uuid
@@ -208,6 +210,13 @@ def trees_dir():
     return None
 
 
+def available():
+    """The versions whose tree is unpacked or whose tarball is found."""
+    d = trees_dir()
+    return [v for v in VERSIONS if os.path.isfile(os.path.join(tree_path(v), "main.py"))
+            or (d and os.path.exists(tarball(v, d)))]
+
+
 def tarball(version, d):
     return os.path.join(d, f"comfyui-{version}.tar.gz")
 
@@ -272,6 +281,29 @@ def cache_ram_form(tree):
     return "two" if "*" in m.group(1) else "one"
 
 
+def package_module(name, pkg=PKG):
+    """Module @name of the package in folder @pkg, imported as a submodule
+    of a parent of its own (the package's modules import each other
+    relatively) without running the package's __init__ (which hooks into
+    ComfyUI)."""
+    parent = "ramcache_pkg_%x" % (hash(os.path.realpath(pkg)) & 0xffffffff)
+    if parent not in sys.modules:
+        m = types.ModuleType(parent)
+        m.__path__ = [pkg]
+        sys.modules[parent] = m
+    return importlib.import_module(f"{parent}.{name}")
+
+
+FAMILIES = {"none": "FAMILY_NO_RAM", "one": "FAMILY_ONE", "two": "FAMILY_TWO"}
+
+
+def recommended(tree, pkg=PKG):
+    """The command line the package's README (its compat.py) recommends
+    for this tree's --cache-ram form, less 'python main.py'."""
+    c = package_module("compat", pkg)
+    return c.command_line(getattr(c, FAMILIES[cache_ram_form(tree)])).split()[2:]
+
+
 def has_flag(tree, flag):
     return f'"{flag}"' in _read(os.path.join(tree, "comfy", "cli_args.py"))
 
@@ -302,8 +334,9 @@ def too_old(tree):
 
 class Scratch:
     """A run's scratch folder: the boot script, the data stand-ins and
-    the --base-directory whose custom_nodes hold the package (@package)
-    and the test nodes (@test_nodes). Removed by cleanup()."""
+    the --base-directory whose custom_nodes hold the package (@package:
+    True for this one, or another checkout's comfyui/ folder) and the test
+    nodes (@test_nodes). Removed by cleanup()."""
 
     def __init__(self, tree, package=True, test_nodes=True, control="memfd"):
         self.dir = tempfile.mkdtemp(prefix="ramcache-real-", dir="/var/tmp")
@@ -312,7 +345,8 @@ class Scratch:
         nodes = os.path.join(self.base, "custom_nodes")
         os.makedirs(nodes)
         if package:
-            os.symlink(PKG, os.path.join(nodes, "ramcache_bpf"))
+            os.symlink(PKG if package is True else package,
+                       os.path.join(nodes, "ramcache_bpf"))
         if test_nodes:
             os.symlink(TEST_NODES, os.path.join(nodes, "ramcache_test_nodes"))
         for pkg, files in DATA_STUBS.items():

@@ -92,6 +92,50 @@ def quick_run_writes_results_json():
         assert "quick mode" in ev["comfyui_real"].get("skipped", ""), ev
 
 
+def comfy_versions(sec):
+    """The verdicts and report of bench/sections/comfyui_versions.py on
+    @sec, as bench/run.py imports it (from bench/)."""
+    p = subprocess.run([sys.executable, "-c", "import json, sys; "
+                        "from sections import comfyui_versions as cv; "
+                        "sec = json.load(sys.stdin); print(json.dumps("
+                        "{'verdicts': cv.verdicts(sec), 'report': cv.report(sec)}))"],
+                       cwd=os.path.join(ROOT, "bench"), input=json.dumps(sec), text=True,
+                       capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def session_run(limit_gib, mode, cached, wall, commands=0, cache="default", ooms=0,
+                case="session", ok=20):
+    return {"version": "0.33.0", "case": case, "limit": int(limit_gib * (1 << 30)),
+            "mode": mode, "cache": cache if mode == "alone" else "recommended",
+            "args": [], "ok": ok, "count": 20 if case == "session" else 10,
+            "cached": cached, "wall_s": wall, "executed": 125 - cached,
+            "oom_kills": ooms, "agent": {"commands": commands} if mode == "agent" else None}
+
+
+@test
+def comfy_versions_verdicts_say_missed_where_the_agent_loses():
+    """The verdicts of the real-ComfyUI section, on the figures issue 29
+    measured at e8e9cff (MISSED) and on figures that meet every goal."""
+    bad = [session_run(6, "alone", 14, 27.8), session_run(6, "agent", 88, 10.4),
+           session_run(2.5, "alone", 14, 27.0), session_run(2.5, "agent", 7, 44.7, 104),
+           session_run(1.5, "alone", 14, 24.9), session_run(1.5, "agent", 3, 44.2, 114),
+           session_run(1.5, "alone", 0, 5.1, case="ten", ok=10),
+           session_run(1.5, "agent", 0, 9.6, 46, case="ten", ok=10)]
+    sec = {"versions": ["0.33.0"], "results": bad, "seconds": 1, "method": "m", "runs": 1}
+    v = comfy_versions(sec)["verdicts"]
+    assert [x.split()[0] for x in v] == ["PASS", "MISSED", "MISSED", "MISSED"], v
+    good = [dict(r) for r in bad]
+    good[3].update(cached=87, wall_s=12.0, agent={"commands": 0})
+    good[5].update(cached=20, wall_s=24.0)
+    good[7].update(wall_s=5.2)
+    out = comfy_versions(dict(sec, results=good))
+    assert all(x.startswith("PASS") for x in out["verdicts"]), out["verdicts"]
+    md = "\n".join(out["report"])
+    assert md.count("| 0.33.0 | session |") == 6 and "| 0.33.0 | ten |" in md, md
+
+
 @test
 def quick_run_writes_a_table():
     res, md = run_quick()

@@ -1,0 +1,243 @@
+"""Section "comfyui_versions" of `make bench`: ComfyUI alone against ComfyUI
+with the package and ramcache-bpf, in every real version kept in
+../shared/comfyui, side by side in one run, with PASS/MISSED verdicts for
+the goals of issues 24 and 29.
+
+It runs comfyui/tests/real_comfyui.py table (its JSON is the interface; the
+runner says how ComfyUI is started and what each workload is): for each
+version the reuse session at a limit with room (6 GiB), where everything
+just fits (2.5 GiB) and tight (1.5 GiB), and the 10-prompt run (1.5 GiB),
+ComfyUI's default cache against the package + agent with the README's
+command line, configurations in alternating turns; on the newest version
+also --cache-classic and the package + agent with ComfyUI's default
+cache, and the long-node and large-batch cases. bench() runs, report()
+and verdicts() are pure over its result.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+from common import ROOT, is_root, log
+from harness import scratch_dir
+
+RUNNER = os.path.join(ROOT, "comfyui", "tests", "real_comfyui.py")
+NEWEST = "0.33.0"
+GiB = 1 << 30
+# (what, versions (None: every one), cases, limits, configurations)
+PLAN = [("session and 10-prompt run, every version", None, ["session"],
+         ["6G", "2.5G", "1.5G"], ["alone:default", "agent:recommended"]),
+        ("", None, ["ten"], ["1.5G"], ["alone:default", "agent:recommended"]),
+        ("the other caches, newest version", [NEWEST], ["session"],
+         ["6G", "2.5G", "1.5G"], ["alone:classic", "agent:default"]),
+        ("long node and large batch, newest version", [NEWEST], ["long", "batch"],
+         ["1.5G"], ["alone:default", "agent:recommended"])]
+HITS_WITH_ROOM = 80  # of the session's 125 nodes (87 at most)
+SLOWER = 1.05  # "never slower than ComfyUI alone by more than 5%"
+ACK_P99_MS = 100
+
+
+def versions():
+    """The versions the runner can run here ([] without the trees)."""
+    p = subprocess.run([sys.executable, RUNNER, "versions"], capture_output=True, text=True,
+                       timeout=60)
+    return p.stdout.split() if p.returncode == 0 else []
+
+
+def bench_comfyui_versions(cfg):
+    """The section, when RAMCACHE_COMFYUI_VERSIONS asks for it: 'all' or a
+    list of versions (it takes hours on 2 cores)."""
+    asked = os.environ.get("RAMCACHE_COMFYUI_VERSIONS")
+    c = cfg.get("comfy_versions")
+    if not c:
+        return {"skipped": "quick mode never runs real ComfyUI"}
+    if not asked:
+        return {"skipped": "set RAMCACHE_COMFYUI_VERSIONS=all (or a list of "
+                "versions): `sudo make bench RAMCACHE_COMFYUI_VERSIONS=all`"}
+    if not is_root():
+        return {"skipped": "needs root (memcg, BPF)"}
+    with scratch_dir() as d:
+        return bench(dict(c, versions=None if asked == "all" else asked.split()), d)
+
+
+def bench(cfg, scratch):
+    """Every run of PLAN (cfg: {"runs", "versions", "timeout"}); the
+    results as the runner wrote them, and how they were measured."""
+    have = versions()
+    want = [v for v in (cfg.get("versions") or have) if v in have]
+    if not want:
+        return {"skipped": "no real ComfyUI: ../shared/comfyui is absent "
+                "(RAMCACHE_COMFYUI_TREES names another folder)"}
+    results, t0 = [], time.monotonic()
+    for i, (_, vs, cases, limits, only) in enumerate(PLAN):
+        vs = [v for v in (vs or want) if v in want]
+        if not vs:
+            continue
+        out = os.path.join(scratch, f"plan{i}")
+        argv = [sys.executable, RUNNER, "table", "--versions", *vs, "--cases", *cases,
+                "--limits", *limits, "--only", *only, "--runs", str(cfg["runs"]),
+                "--out", out]
+        log(f"comfyui versions: {' '.join(argv[2:])}")
+        with open(os.path.join(scratch, f"plan{i}.log"), "w") as f:
+            subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, timeout=cfg["timeout"])
+        try:
+            with open(os.path.join(out, "results.json")) as f:
+                results += json.load(f)
+        except (OSError, ValueError) as e:
+            results.append({"error": f"plan {i}: no results ({e})"})
+    for r in results:
+        r.pop("prompts", None)  # per-node detail stays in the runner's JSON
+        (r.get("agent") or {}).pop("evict_done", None)
+    return {"versions": want, "runs": cfg["runs"], "seconds": round(time.monotonic() - t0),
+            "method": method(cfg), "results": results}
+
+
+def method(cfg):
+    return (f"comfyui/tests/real_comfyui.py table, {cfg['runs']} turn(s) of each "
+            "configuration, alternating: ComfyUI's own main.py --cpu (Debian's "
+            "python3-torch) in a scratch memory cgroup without swap at the limit shown, "
+            "alone or with the package and `ramcache-bpf --pid` (defaults). The reuse "
+            "session: 20 prompts of four workflows on 2048x2048 images (Blur, Sharpen, "
+            "Invert, lanczos and bicubic ScaleBy, Blend) alternated A B A' C B' A D C' "
+            "D' A'' ..., 125 node executions, 38 with a cache that keeps everything; "
+            "hits are the nodes ComfyUI took from its cache (its execution_cached "
+            "messages). The 10-prompt run: EmptyImage 1024x1024x16 -> ImageInvert -> "
+            "ImageScale -> PreviewImage, ~384 MiB cached per prompt. Long node: a test "
+            "node growing RAM by 768 MiB over 10 s in ProgressBar steps after a prompt "
+            "that cached 384 MiB; large batch: ImageScaleBy lanczos x1.5 of 48 "
+            "1024x1024 images after the same. post -> ack: the agent's evict_done "
+            "ack_latency_ns of commands posted while a core node ran")
+
+
+# ----------------------------------------------------------------- report
+
+def pick(results, version, case, limit, mode, cache):
+    """The runs of one configuration (every turn)."""
+    return [r for r in results if "error" not in r and r["version"] == version
+            and r["case"] == case and abs(r["limit"] - limit * GiB) < GiB / 16
+            and r["mode"] == mode and r["cache"] == cache]
+
+
+def med(runs, key):
+    v = sorted(r.get(key) for r in runs if r.get(key) is not None)
+    return v[len(v) // 2] if v else None
+
+
+def ms(v):
+    return "-" if v is None else f"{v:.0f}"
+
+
+def row(r):
+    ag = r.get("agent") or {}
+    core = ag.get("core_ack_ms") or {}
+    who = "ComfyUI alone" if r["mode"] == "alone" else "package + agent"
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted((ag.get("by_reason") or {}).items()))
+    cmds = "-" if r["mode"] == "alone" else str(ag.get("commands", 0))
+    return (f"| {r['version']} | {r['case']} | {r['limit'] / GiB:g} GiB | {who}, "
+            f"`{' '.join(r['args']) or 'default cache'}` | {r.get('ok')}/{r.get('count')} | "
+            f"{r.get('wall_s', 0):.1f} | {r.get('executed')} / {r.get('cached')} | "
+            f"{r.get('oom_kills')} | {cmds}{' (' + reasons + ')' if reasons else ''} | "
+            f"{ms(core.get('p50'))} / {ms(core.get('p99'))} |")
+
+
+def report(sec):
+    """Markdown lines of the section."""
+    L = ["## ComfyUI alone and with the agent, every real version", ""]
+    if "skipped" in sec:
+        return L + [f"Skipped: {sec['skipped']}", ""]
+    L += [sec["method"] + ".", "",
+          "| version | case | limit | configuration | prompts ok | wall s | executed / "
+          "cached | OOM kills | agent commands (by reason) | post -> ack p50 / p99 ms "
+          "(core nodes) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    L += [row(r) for r in sec["results"] if "error" not in r]
+    L += [f"- {r.get('version')} {r.get('case')} {r.get('mode')} {r.get('cache')}: "
+          f"{r['error']}" for r in sec["results"] if "error" in r]
+    return L + ["", f"{len(sec['results'])} runs in {sec['seconds']} s.", ""]
+
+
+# --------------------------------------------------------------- verdicts
+
+def verdict(ok, text):
+    return ("PASS" if ok else "MISSED") + f" {text}"
+
+
+def session_verdicts(res, v):
+    """Issue 29's goals for the reuse session in version @v."""
+    out = []
+    for limit, where in ((6, "with room (6 GiB)"), (2.5, "where everything fits (2.5 GiB)")):
+        ag = pick(res, v, "session", limit, "agent", "recommended")
+        alone = pick(res, v, "session", limit, "alone", "default")
+        if not ag:
+            continue
+        cmds = max((r.get("agent") or {}).get("commands", 0) for r in ag)
+        hits = min(r.get("cached") or 0 for r in ag)
+        out.append(verdict(cmds == 0 and hits >= HITS_WITH_ROOM and all(
+            r["ok"] == r["count"] for r in ag),
+            f"({v}, reuse session {where}): the agent evicts nothing and keeps the hits: "
+            f"{cmds} commands, {hits} hits (goal >= {HITS_WITH_ROOM} of 125); ComfyUI alone "
+            f"{med(alone, 'cached')} hits, {med(alone, 'wall_s')} s against "
+            f"{med(ag, 'wall_s')} s"))
+    ag = pick(res, v, "session", 1.5, "agent", "recommended")
+    alone = pick(res, v, "session", 1.5, "alone", "default")
+    if ag and alone:
+        ratio = med(ag, "wall_s") / med(alone, "wall_s")
+        ok = (med(ag, "cached") >= med(alone, "cached") and ratio <= SLOWER
+              and all(r.get("oom_kills") == 0 for r in ag))
+        out.append(verdict(ok, f"({v}, reuse session, tight 1.5 GiB): {med(ag, 'cached')} "
+                           f"hits against {med(alone, 'cached')} alone, wall time x{ratio:.2f} "
+                           f"of ComfyUI alone (goal <= {SLOWER}), OOM kills "
+                           f"{[r.get('oom_kills') for r in ag]}"))
+    return out
+
+
+def ten_verdict(res, v):
+    ag = pick(res, v, "ten", 1.5, "agent", "recommended")
+    alone = pick(res, v, "ten", 1.5, "alone", "default")
+    if not (ag and alone):
+        return []
+    both = all(r["ok"] == r["count"] for r in ag + alone)
+    ratio = med(ag, "wall_s") / med(alone, "wall_s")
+    return [verdict(both and ratio <= SLOWER,
+                    f"({v}, 10-prompt run, 1.5 GiB): with the agent x{ratio:.2f} the wall time "
+                    f"of ComfyUI alone (goal <= {SLOWER}; {med(ag, 'wall_s')} s against "
+                    f"{med(alone, 'wall_s')} s; prompts ok {[r['ok'] for r in ag]} against "
+                    f"{[r['ok'] for r in alone]})")]
+
+
+def survive_verdicts(res):
+    out = []
+    for case, what in (("long", "a node growing RAM for 10 s"),
+                       ("batch", "ImageScaleBy lanczos of a large batch")):
+        ag = pick(res, NEWEST, case, 1.5, "agent", "recommended")
+        alone = pick(res, NEWEST, case, 1.5, "alone", "default")
+        if ag:
+            ok = all(r["ok"] == r["count"] and r.get("oom_kills") == 0 for r in ag)
+            out.append(verdict(ok, f"({NEWEST}, {what} after a cached prompt, 1.5 GiB): "
+                               f"with the agent {[r['ok'] for r in ag]}/{ag[0]['count']} "
+                               f"prompts, OOM kills {[r.get('oom_kills') for r in ag]}; "
+                               f"ComfyUI alone {[r['ok'] for r in alone]}, OOM kills "
+                               f"{[r.get('oom_kills') for r in alone]}"))
+    return out
+
+
+def ack_verdict(res):
+    p99 = [((r.get("agent") or {}).get("core_ack_ms") or {}).get("p99") for r in res
+           if r.get("mode") == "agent" and "error" not in r]
+    p99 = [p for p in p99 if p is not None]
+    if not p99:
+        return []
+    return [verdict(max(p99) <= ACK_P99_MS,
+                    f"(post -> ack during core nodes, every agent run): p99 per run "
+                    f"{min(p99):.0f}-{max(p99):.0f} ms (goal <= {ACK_P99_MS} ms)")]
+
+
+def verdicts(sec):
+    """PASS/MISSED lines for the goals of issues 24 and 29."""
+    if not sec or "results" not in sec:
+        return []
+    res = sec["results"]
+    out = []
+    for v in sec["versions"]:
+        out += session_verdicts(res, v) + ten_verdict(res, v)
+    return out + survive_verdicts(res) + ack_verdict(res)
