@@ -18,8 +18,7 @@ import comfyui_api  # noqa: E402
 import real_workloads as wl  # noqa: E402
 import realcomfy as rc  # noqa: E402
 
-sys.path.insert(0, os.path.join(rc.ROOT, "tests", "integration"))
-import rctest  # noqa: E402
+import rctest  # noqa: E402  (the shared harness, linked here)
 
 ROOM = 384 * rc.MiB  # above ComfyUI's idle usage
 PROMPTS, SIDE, BATCH = 6, 1024, 4  # 6 x 96 MiB cached: 1.5 x the room

@@ -635,10 +635,3 @@ def pct(values, p):
     if not v:
         return None
     return v[min(len(v) - 1, max(0, -(-len(v) * p // 100) - 1))]
-
-
-def ensure_root_path():
-    """rctest (tests/integration) for the cgroups and the agent."""
-    p = os.path.join(ROOT, "tests", "integration")
-    if p not in sys.path:
-        sys.path.insert(0, p)
