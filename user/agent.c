@@ -429,7 +429,7 @@ static void fill_faults(struct agent *a, pid_t pid, struct track_totals *prev,
 static void fill_target(struct agent *a, struct target *t, double dt,
 			struct summary *s)
 {
-	struct rc_forecast f;
+	struct rc_view v;
 
 	s->pid = t->pid;
 	s->tag = &t->tag;
@@ -437,10 +437,10 @@ static void fill_target(struct agent *a, struct target *t, double dt,
 	s->has_rss_file = t->has_rss_file;
 	s->rss_file = t->rss_file;
 	fill_faults(a, t->pid, &t->prev, dt, s);
-	if (!sampler_forecast(&t->sm, FORECAST_WINDOW_NS, a->o->horizon_ns,
-			      &f)) {
+	if (t->sm.sampled) {
+		sampler_view(&t->sm, now_ns(), a->o->horizon_ns, &v);
 		s->has_forecast = true;
-		s->forecast = f.at_horizon;
+		s->forecast = v.low;
 	}
 	s->threshold_headroom = t->thr.headroom_min;
 	s->threshold_inactive = t->thr.inactive_min;
@@ -500,7 +500,7 @@ static enum ramcache_level level_of_domain(struct agent *a, int d)
  * Each memory domain's gauges: headroom, forecast ETA, level; without
  * targets, the machine as domain 0.
  */
-static void publish_domains(struct agent *a, uint64_t sys_eta_ns)
+static void publish_domains(struct agent *a, uint64_t now, uint64_t sys_eta_ns)
 {
 	struct domain_outlook o;
 
@@ -512,11 +512,11 @@ static void publish_domains(struct agent *a, uint64_t sys_eta_ns)
 	}
 	for (int d = 0; d < RC_MAX_TARGETS; d++) {
 		if (!a->ts.dom_refs[d] ||
-		    domains_outlook(&a->ts, d, &a->denv, &o))
+		    domains_outlook(&a->ts, d, &a->denv, now, &o))
 			continue;
 		metrics_domain_set(&a->m, (unsigned int)d, o.name, o.limit,
 				   (int64_t)o.headroom,
-				   o.f.has_eta ? o.f.eta_ns : METRICS_NO_ETA,
+				   o.v.has_eta ? o.v.eta_ns : METRICS_NO_ETA,
 				   level_of_domain(a, d));
 	}
 }
@@ -548,13 +548,14 @@ static void update_domain_levels(struct agent *a, uint64_t now,
 		struct domain_outlook o;
 		int changed;
 
-		if (!a->ts.dom_refs[d] || domlevel_ctx(&a->ts, d, &a->denv, &c))
+		if (!a->ts.dom_refs[d] ||
+		    domlevel_ctx(&a->ts, d, &a->denv, now, &c))
 			continue;
 		changed = domlevel_update(&a->dl, &a->ts, d, now, &c);
 		/* the outlook (a forecast) again only for the name, and only
 		 * when there is news to tell */
 		if ((changed != LEVEL_CHANGED && changed != LEVEL_NEW_REASON) ||
-		    domains_outlook(&a->ts, d, &a->denv, &o))
+		    domains_outlook(&a->ts, d, &a->denv, now, &o))
 			continue;
 		pi.level = policy_level_name(a->dl.lw[d].cur.level);
 		pi.reasons = a->dl.lw[d].cur.reasons;
@@ -574,7 +575,7 @@ static void update_level(struct agent *a, uint64_t now)
 	struct level_ctx c = { 0 };
 	struct pressure_info pi = { 0 };
 	int prev = a->lw.cur.level;
-	struct rc_forecast f;
+	struct rc_view v;
 	int changed;
 
 	c.pid = one ? one->pid : 0;
@@ -586,9 +587,11 @@ static void update_level(struct agent *a, uint64_t now)
 		c.cg_ino = sm->cg.ino;
 	}
 	c.thr = thr_of(a);
-	if (!sampler_forecast(sm, 10 * NSEC_PER_SEC, 0, &f) && f.has_eta) {
+	/* time until full from the settled trend: a spike is no warning */
+	sampler_view(sm, now, a->o->horizon_ns, &v);
+	if (v.has_eta) {
 		c.has_eta = true;
-		c.eta_ns = f.eta_ns;
+		c.eta_ns = v.eta_ns;
 	}
 	changed = level_update(&a->lw, now, &c);
 	report_err(a, &a->level_err, changed < 0 ? changed : 0,
@@ -597,7 +600,7 @@ static void update_level(struct agent *a, uint64_t now)
 		update_domain_levels(a, now, &c);
 	metrics_set_level(&a->m, a->lw.cur.level);
 	metrics_set_headroom(&a->m, (int64_t)least_headroom(a));
-	publish_domains(a, c.has_eta ? c.eta_ns : METRICS_NO_ETA);
+	publish_domains(a, now, c.has_eta ? c.eta_ns : METRICS_NO_ETA);
 	for_each_target(a, t, i)
 		if (t->evicting)
 			evictor_set_level(
@@ -690,7 +693,7 @@ static void drop_target(struct agent *a, struct target *t, const char *state)
 	if (!a->ts.n) {
 		report_err(a, &a->read_err, sampler_read(&a->sys, now_ns()),
 			   "memory and cgroup counters");
-		publish_domains(a, METRICS_NO_ETA);
+		publish_domains(a, now_ns(), METRICS_NO_ETA);
 	}
 }
 

@@ -96,10 +96,10 @@ static const struct arg_opt opts_table[] = {
 	    "may be repeated"),
 	OPT(NULL, "verbose", 'v', NULL, "libbpf debug output"),
 	OPT("Eviction", "headroom", OPT_HEADROOM, "SIZE",
-	    "below SIZE of headroom evict inactive entries, then\n"
-	    "active ones of >= 512M, then any\n"
-	    "(default min(10G, max(2G, 10% of RAM)), scaled to\n"
-	    "the target's memory cgroup)"),
+	    "when the headroom expected would fall below SIZE,\n"
+	    "evict inactive entries, then active ones of >= 512M,\n"
+	    "then any (default min(10G, max(2G, 10% of RAM)); in\n"
+	    "a memory cgroup at most 4% of its limit)"),
 	OPT(NULL, "inactive", OPT_INACTIVE, "SIZE",
 	    "below SIZE evict inactive entries only\n"
 	    "(default: 2 x headroom)"),
@@ -107,7 +107,8 @@ static const struct arg_opt opts_table[] = {
 	    "ram: 1.3^age x size, models first (default);\n"
 	    "cost: size per second of recompute time"),
 	OPT(NULL, "horizon", OPT_HORIZON, "DUR",
-	    "forecast headroom DUR ahead (default 1s)"),
+	    "look at most DUR ahead; the lead time until the\n"
+	    "executor's answers are timed (default 1s)"),
 	OPT(NULL, "ack-timeout", OPT_ACK_TIMEOUT, "DUR",
 	    "count a command lost after DUR (default 5s)"),
 	OPT(NULL, "weight", OPT_WEIGHT, "PID|PATTERN=W",

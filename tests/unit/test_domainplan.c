@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "test.h"
+#include "core/outlook.h"
 #include "core/policy.h"
 
 #define MiB RC_MIB
@@ -282,30 +283,43 @@ TEST(domain_forecast_sums_growth)
 	ASSERT_EQ(policy_domain_forecast(1, g, 0, SEC, &f), -EINVAL, "n == 0");
 }
 
-/* The domain's plan is policy_plan_eviction() on its headroom and forecast. */
+/* plan @p from 80 MiB of headroom and the domain forecast @f. */
+static void plan_of(const struct rc_forecast *f, const struct rc_thresholds *t,
+		    struct rc_plan *p)
+{
+	struct rc_view v = { .headroom = 80 * MiB, .low = f->at_horizon };
+
+	outlook_plan(&v, t, false, p);
+}
+
+/*
+ * The domain's plan is outlook_plan() on its headroom and the forecast
+ * from its members' growth: the shortfall and a margin.
+ */
 TEST(domain_plan_from_growth)
 {
 	struct rc_thresholds t = { .headroom_min = 32 * MiB,
 				   .inactive_min = 64 * MiB };
 	struct rc_growth g[] = { { 20.0 * MiB, 4 }, { 20.0 * MiB, 4 } };
+	uint64_t margin = outlook_margin(&t);
 	struct rc_forecast f;
 	struct rc_plan p;
 
 	/* 80 MiB now; one executor at 20 MiB/s leaves 60 MiB in 1 s */
 	policy_domain_forecast(80 * MiB, g, 1, SEC, &f);
-	policy_plan_eviction(80 * MiB, &f, &t, false, &p);
+	plan_of(&f, &t, &p);
 	ASSERT_TRUE(p.evict && p.phase == RC_PHASE_INACTIVE, "one: inactive");
-	ASSERT_EQ(p.deficit, 4 * MiB, "one: 64 - 60 MiB");
+	ASSERT_EQ(p.deficit, 4 * MiB + margin, "one: 64 - 60 MiB");
 	/* both: 40 MiB; three: 20 MiB, below the headroom threshold */
 	policy_domain_forecast(80 * MiB, g, 2, SEC, &f);
-	policy_plan_eviction(80 * MiB, &f, &t, false, &p);
-	ASSERT_EQ(p.deficit, 24 * MiB, "two: 64 - 40 MiB");
+	plan_of(&f, &t, &p);
+	ASSERT_EQ(p.deficit, 24 * MiB + margin, "two: 64 - 40 MiB");
 	ASSERT_EQ(p.reason, RAMCACHE_REASON_FORECAST, "only the forecast");
 	policy_domain_forecast(80 * MiB, g, 2, 3 * SEC / 2, &f);
-	policy_plan_eviction(80 * MiB, &f, &t, false, &p);
+	plan_of(&f, &t, &p);
 	ASSERT_TRUE(p.evict && p.phase == RC_PHASE_HEADROOM,
 		    "two over 1.5 s: 20 MiB, headroom phase");
-	ASSERT_EQ(p.deficit, 12 * MiB, "32 - 20 MiB");
+	ASSERT_EQ(p.deficit, 12 * MiB + margin, "32 - 20 MiB");
 }
 
 TEST_MAIN()

@@ -50,22 +50,23 @@ TEST(domain_level_inputs_are_the_domains)
 	b->sm.cs.nearest_depth = 0; /* b sits in the limiting cgroup itself */
 	x->thr.headroom_min = 32 * MiB;
 
-	if (domlevel_ctx(&ts, 0, &env, &c) || c.headroom != 30 * MiB ||
-	    c.cg != &b->sm.cs.self || c.cg_ino != b->sm.cg.ino || c.pid != 0 ||
+	if (domlevel_ctx(&ts, 0, &env, 1000000000ULL, &c) ||
+	    c.headroom != 30 * MiB || c.cg != &b->sm.cs.self ||
+	    c.cg_ino != b->sm.cg.ino || c.pid != 0 ||
 	    c.thr.headroom_min != 64 * MiB) {
 		fprintf(stderr, "domain 0: headroom %llu pid %d cg_ino %llu\n",
 			(unsigned long long)c.headroom, (int)c.pid,
 			(unsigned long long)c.cg_ino);
 		ok = false;
 	}
-	if (ok && (domlevel_ctx(&ts, 1, &env, &c) || c.headroom != 250 * MiB ||
-		   c.cg || c.cg_ino || c.pid != 103 ||
-		   c.thr.headroom_min != 32 * MiB)) {
+	if (ok && (domlevel_ctx(&ts, 1, &env, 1000000000ULL, &c) ||
+		   c.headroom != 250 * MiB || c.cg || c.cg_ino ||
+		   c.pid != 103 || c.thr.headroom_min != 32 * MiB)) {
 		fprintf(stderr, "domain 1: headroom %llu pid %d\n",
 			(unsigned long long)c.headroom, (int)c.pid);
 		ok = false;
 	}
-	if (ok && domlevel_ctx(&ts, 2, &env, &c) != -ENOENT)
+	if (ok && domlevel_ctx(&ts, 2, &env, 1000000000ULL, &c) != -ENOENT)
 		ok = false;
 	(void)a;
 	release(&ts);
@@ -91,9 +92,9 @@ TEST(domain_levels_are_apart)
 		ts.t[i]->sm.cs.self.psi.available = true;
 	}
 	domlevel_init(dl, fixture("proc"));
-	domlevel_ctx(&ts, 0, &env, &c);
+	domlevel_ctx(&ts, 0, &env, 1000000000ULL, &c);
 	domlevel_update(dl, &ts, 0, 1000000000ULL, &c);
-	domlevel_ctx(&ts, 1, &env, &c);
+	domlevel_ctx(&ts, 1, &env, 1000000000ULL, &c);
 	domlevel_update(dl, &ts, 1, 1000000000ULL, &c);
 	full = dl->lw[0].cur.level;
 	idle = dl->lw[1].cur.level;

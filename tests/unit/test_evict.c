@@ -72,16 +72,16 @@ static void rig_down(struct rig *r)
 }
 
 /* Evaluate, then compare with the planner: target, and the command's reason. */
-static void same_as_planner(struct rig *r, uint64_t headroom,
-			    const struct rc_forecast *f, uint32_t why,
-			    const char *what)
+static void same_as_planner(struct rig *r, uint64_t headroom, uint64_t low,
+			    uint32_t why, const char *what)
 {
+	struct rc_view v = { .headroom = headroom, .low = low };
 	struct ramcache_command cmd;
 	struct rc_plan plan;
 	int posted;
 
-	policy_plan_eviction(headroom, f, &r->thr, why != 0, &plan);
-	evictor_evaluate(&r->ev, ramcache_now_ns(), headroom, f, why);
+	outlook_plan(&v, &r->thr, why != 0, &plan);
+	evictor_evaluate(&r->ev, ramcache_now_ns(), &v, why);
 	ASSERT_EQ(r->ev.target, plan.evict ? plan.deficit : 0, what);
 	posted = ramcache_poll(r->rc, &cmd);
 	ASSERT_EQ(posted, plan.evict, what);
@@ -94,16 +94,14 @@ static void same_as_planner(struct rig *r, uint64_t headroom,
 
 TEST(evaluate_posts_what_the_planner_decides)
 {
-	struct rc_forecast one = { .at_horizon = 40 * MiB, .nr_used = 1 };
-	struct rc_forecast trend = { .at_horizon = 40 * MiB, .nr_used = 4 };
 	struct rig r;
 
 	if (rig_up(&r)) {
-		same_as_planner(&r, 200 * MiB, NULL, 0, "plenty of room");
-		same_as_planner(&r, 200 * MiB, &one, 0, "one-sample forecast");
-		same_as_planner(&r, 200 * MiB, &trend, 0, "forecast");
-		same_as_planner(&r, 100 * MiB, NULL, 0, "below inactive_min");
-		same_as_planner(&r, 50 * MiB, NULL, RAMCACHE_REASON_RECLAIM,
+		same_as_planner(&r, 200 * MiB, 200 * MiB, 0, "plenty of room");
+		same_as_planner(&r, 200 * MiB, 40 * MiB, 0, "forecast");
+		same_as_planner(&r, 100 * MiB, 100 * MiB, 0,
+				"below inactive_min");
+		same_as_planner(&r, 50 * MiB, 50 * MiB, RAMCACHE_REASON_RECLAIM,
 				"kernel reclaiming");
 		fflush(r.out.f);
 		ASSERT_TRUE(strstr(r.log, "\"type\":\"evict\""), r.log);
@@ -160,7 +158,9 @@ TEST(big_table_is_read_a_window_per_evaluation)
 		goto out_ev;
 	for (int k = 0; k < 4; k++) {
 		starts[k] = ev.win_start;
-		evictor_evaluate(&ev, ramcache_now_ns(), 0, NULL, 0);
+		struct rc_view v = { 0 };
+
+		evictor_evaluate(&ev, ramcache_now_ns(), &v, 0);
 	}
 	ASSERT_EQ(starts[0], 0, "first window");
 	ASSERT_EQ(starts[1], EVICT_MAX_SCORED, "second window");

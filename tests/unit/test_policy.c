@@ -70,15 +70,15 @@ TEST(thresholds_scale_cgroup)
 	struct rc_thresholds t;
 
 	policy_thresholds_default(32 * GiB, &t);
-	policy_thresholds_scale(256 * MiB, &t);
-	ASSERT_EQ(t.headroom_min, 64 * MiB, "25% of 256 MiB");
-	ASSERT_EQ(t.inactive_min, 128 * MiB, "2x");
+	policy_thresholds_scale(2 * GiB, &t);
+	ASSERT_EQ(t.headroom_min, 2 * GiB / 25, "4% of 2 GiB");
+	ASSERT_EQ(t.inactive_min, 2 * GiB / 25 * 2, "2x");
 	policy_thresholds_default(32 * GiB, &t);
 	policy_thresholds_scale(32 * MiB, &t);
 	ASSERT_EQ(t.headroom_min, 16 * MiB, "floor 16 MiB");
 	ASSERT_EQ(t.inactive_min, 32 * MiB, "2x floor");
 	policy_thresholds_default(32 * GiB, &t);
-	policy_thresholds_scale(64 * GiB, &t);
+	policy_thresholds_scale(128 * GiB, &t);
 	ASSERT_EQ(t.headroom_min, 32 * GiB * 10 / 100, "big cgroup: default");
 	policy_thresholds_scale(RC_UNLIMITED, &t);
 	ASSERT_EQ(t.headroom_min, 32 * GiB * 10 / 100, "unlimited: default");
@@ -120,9 +120,12 @@ TEST(thresholds_resolve_table)
 		{ "--pid, no cgroup limit: as system",
 		  IN(8 * GiB, RC_UNLIMITED, false, 0, false, 0), 2 * GiB,
 		  4 * GiB },
-		{ "--pid in a 256 MiB cgroup",
-		  IN(32 * GiB, 256 * MiB, false, 0, false, 0), 64 * MiB,
-		  128 * MiB },
+		{ "--pid in a 2 GiB cgroup: 4%",
+		  IN(32 * GiB, 2 * GiB, false, 0, false, 0), 2 * GiB / 25,
+		  2 * GiB / 25 * 2 },
+		{ "--pid in a 256 MiB cgroup: floor",
+		  IN(32 * GiB, 256 * MiB, false, 0, false, 0), 16 * MiB,
+		  32 * MiB },
 		{ "--pid in a 32 MiB cgroup: floor",
 		  IN(32 * GiB, 32 * MiB, false, 0, false, 0), 16 * MiB,
 		  32 * MiB },
@@ -130,11 +133,11 @@ TEST(thresholds_resolve_table)
 		  IN(32 * GiB, 256 * MiB, true, 100 * MiB, false, 0), 100 * MiB,
 		  200 * MiB },
 		{ "cgroup-limited, --inactive only: headroom scaled",
-		  IN(32 * GiB, 256 * MiB, false, 0, true, 150 * MiB), 64 * MiB,
-		  150 * MiB },
+		  IN(32 * GiB, 2 * GiB, false, 0, true, 150 * MiB),
+		  2 * GiB / 25, 150 * MiB },
 		{ "cgroup-limited, --inactive 0: raised to headroom",
-		  IN(32 * GiB, 256 * MiB, false, 0, true, 0), 64 * MiB,
-		  64 * MiB },
+		  IN(32 * GiB, 2 * GiB, false, 0, true, 0), 2 * GiB / 25,
+		  2 * GiB / 25 },
 		{ "hostile --headroom: 2x saturates",
 		  IN(32 * GiB, RC_UNLIMITED, true, UINT64_MAX, false, 0),
 		  UINT64_MAX, UINT64_MAX },
@@ -638,50 +641,6 @@ TEST(forecast_fires_before_oom)
 	ASSERT_TRUE(f.has_eta, "eta");
 	ASSERT_LE(f.eta_ns, SEC, "eta under 1 s");
 	ASSERT_GE(f.eta_ns, SEC * 9 / 10, "eta ~0.95 s");
-}
-
-TEST(plan_eviction)
-{
-	struct rc_thresholds t = { .headroom_min = 64 * MiB,
-				   .inactive_min = 128 * MiB };
-	struct rc_forecast f = { .at_horizon = 40 * MiB, .nr_used = 4 };
-	struct rc_plan p;
-
-	policy_plan_eviction(200 * MiB, NULL, &t, false, &p);
-	ASSERT_FALSE(p.evict, "plenty of room");
-	ASSERT_EQ(p.deficit, 0, "no deficit");
-
-	policy_plan_eviction(100 * MiB, NULL, &t, false, &p);
-	ASSERT_TRUE(p.evict, "below inactive_min");
-	ASSERT_EQ(p.phase, RC_PHASE_INACTIVE, "inactive phase");
-	ASSERT_EQ(p.deficit, 28 * MiB, "up to inactive_min");
-	ASSERT_EQ(p.reason, RAMCACHE_REASON_INACTIVE, "reason inactive");
-
-	policy_plan_eviction(50 * MiB, NULL, &t, false, &p);
-	ASSERT_EQ(p.phase, RC_PHASE_HEADROOM, "headroom phase");
-	ASSERT_EQ(p.deficit, 14 * MiB, "up to headroom_min");
-	ASSERT_EQ(p.reason, RAMCACHE_REASON_HEADROOM, "reason headroom");
-
-	/* Fine now, but 40 MiB in a second: act on the forecast. */
-	policy_plan_eviction(200 * MiB, &f, &t, false, &p);
-	ASSERT_TRUE(p.evict, "forecast");
-	ASSERT_EQ(p.phase, RC_PHASE_HEADROOM, "forecast below headroom_min");
-	ASSERT_EQ(p.deficit, 24 * MiB, "deficit of the forecast");
-	ASSERT_EQ(p.reason, RAMCACHE_REASON_FORECAST, "reason forecast");
-	ASSERT_EQ(p.predicted, 40 * MiB, "predicted is the forecast");
-
-	/* One sample is no trend: the present alone decides. */
-	f.nr_used = 1;
-	policy_plan_eviction(200 * MiB, &f, &t, false, &p);
-	ASSERT_FALSE(p.evict, "one-sample forecast ignored");
-	ASSERT_EQ(p.predicted, 200 * MiB, "predicted is the present");
-	f.nr_used = 4;
-
-	/* A forecast above the present never relaxes it. */
-	f.at_horizon = UINT64_MAX;
-	policy_plan_eviction(50 * MiB, &f, &t, true, &p);
-	ASSERT_EQ(p.deficit, 14 * MiB, "present headroom counts");
-	ASSERT_EQ(p.reason, RAMCACHE_REASON_RECLAIM, "kernel reclaiming");
 }
 
 /* ---------------------------------------------------------------- */

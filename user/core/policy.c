@@ -50,6 +50,11 @@ uint64_t policy_headroom(uint64_t mem_available, uint64_t cg_limit,
 	return min_u64(mem_available, room);
 }
 
+uint64_t policy_reclaimable(uint64_t inactive_file, uint64_t mapped_file)
+{
+	return inactive_file > mapped_file ? inactive_file - mapped_file : 0;
+}
+
 void policy_thresholds_fix(struct rc_thresholds *t)
 {
 	if (t->inactive_min < t->headroom_min)
@@ -119,7 +124,7 @@ double policy_score(const struct rc_entry *e, uint64_t generation,
 
 	if (policy == RC_POLICY_COST && e->cost_ns)
 		s /= (double)max_u64(e->cost_ns, RC_COST_MIN_NS) / 1e9;
-	return s;
+	return s / (1.0 + e->reuse);
 }
 
 static int tier(const struct rc_entry *e)
@@ -463,38 +468,6 @@ int policy_domain_forecast(uint64_t headroom, const struct rc_growth *g,
 	/* what the members grow by comes out of the headroom they share */
 	forecast_from_rate((double)headroom, -rate, horizon_ns, f);
 	return 0;
-}
-
-void policy_plan_eviction(uint64_t headroom, const struct rc_forecast *f,
-			  const struct rc_thresholds *t, bool reclaiming,
-			  struct rc_plan *p)
-{
-	uint64_t eff = headroom;
-	uint64_t thr;
-
-	if (f && f->nr_used >= RC_PLAN_MIN_SAMPLES)
-		eff = min_u64(headroom, f->at_horizon);
-	memset(p, 0, sizeof(*p));
-	p->predicted = eff;
-	if (eff < t->headroom_min) {
-		p->phase = RC_PHASE_HEADROOM;
-		thr = t->headroom_min;
-	} else if (eff < t->inactive_min) {
-		p->phase = RC_PHASE_INACTIVE;
-		thr = t->inactive_min;
-	} else {
-		return;
-	}
-	p->evict = true;
-	p->deficit = thr - eff;
-	if (reclaiming)
-		p->reason = RAMCACHE_REASON_RECLAIM;
-	else if (headroom >= thr)
-		p->reason = RAMCACHE_REASON_FORECAST;
-	else if (p->phase == RC_PHASE_HEADROOM)
-		p->reason = RAMCACHE_REASON_HEADROOM;
-	else
-		p->reason = RAMCACHE_REASON_INACTIVE;
 }
 
 static const char *const reason_names[RC_R_NR] = {

@@ -25,12 +25,20 @@
 /*
  * Bytes that can still be allocated before reclaim must work hard:
  * the lower of mem_available (system) and, when the cgroup has a limit
- * (< RC_LIMIT_UNLIMITED_MIN), limit - usage + inactive_file. Inactive file
- * pages count as room because the kernel drops them cheaply. Saturates at 0
- * and at the limit (inactive_file cannot add room beyond the limit).
+ * (< RC_LIMIT_UNLIMITED_MIN), limit - usage + cg_reclaimable (page cache
+ * the kernel drops cheaply, policy_reclaimable()). Saturates at 0 and at
+ * the limit (reclaimable cache cannot add room beyond the limit).
  */
 uint64_t policy_headroom(uint64_t mem_available, uint64_t cg_limit,
-			 uint64_t cg_usage, uint64_t cg_inactive_file);
+			 uint64_t cg_usage, uint64_t cg_reclaimable);
+
+/*
+ * The cgroup's page cache the kernel takes back cheaply: its inactive file
+ * pages less the file pages processes map (an executor's mapped model
+ * weights are inactive until read twice, yet dropping them makes it fault
+ * them back: not room).
+ */
+uint64_t policy_reclaimable(uint64_t inactive_file, uint64_t mapped_file);
 
 /*
  * The two thresholds, as ComfyUI's --cache-ram: below inactive_min evict
@@ -63,10 +71,13 @@ void policy_thresholds_default(uint64_t mem_total, struct rc_thresholds *t);
  * (unlimited: unchanged). A 256 MiB memcg cannot keep 2 GiB free, so each
  * threshold becomes min(itself, RC_CGROUP_PERCENT of the limit) for the
  * headroom and twice that for the inactive one, with a floor of
- * RC_CGROUP_MIN_HEADROOM (below it the forecast, not the threshold, must
- * act). Explicit user values should not be passed through this.
+ * RC_CGROUP_MIN_HEADROOM. The reserves are small because the outlook
+ * (core/outlook.h) adds what the executor is expected to need on top:
+ * its spikes and its trend over the lead time; a quarter of the limit
+ * kept free on top of that evicted where everything fits. Explicit user
+ * values should not be passed through this.
  */
-#define RC_CGROUP_PERCENT      25
+#define RC_CGROUP_PERCENT      4
 #define RC_CGROUP_MIN_HEADROOM (16 * RC_MIB)
 void policy_thresholds_scale(uint64_t cg_limit, struct rc_thresholds *t);
 
@@ -104,6 +115,7 @@ struct rc_entry {
 	uint64_t used_generation;
 	uint64_t cost_ns; /* 0 = unknown */
 	uint32_t flags;	  /* RAMCACHE_F_* */
+	uint32_t reuse;	  /* later prompts that used it again (core/reuse.h) */
 };
 
 enum rc_score_policy {
@@ -137,7 +149,9 @@ uint32_t policy_entry_age(uint64_t generation, uint64_t used_generation);
 
 /*
  * Score of one entry: higher = evict earlier within its class. Always
- * finite and >= 0. Does not include the class ordering below.
+ * finite and >= 0. Does not include the class ordering below. Divided by
+ * 1 + reuse: an entry later prompts of this session used again is likely
+ * to be used again (a shared upstream node), whatever the policy.
  */
 double policy_score(const struct rc_entry *e, uint64_t generation,
 		    enum rc_score_policy policy);
@@ -290,28 +304,12 @@ int policy_domain_forecast(uint64_t headroom, const struct rc_growth *g,
 struct rc_plan {
 	bool evict;
 	enum rc_phase phase;
-	uint64_t deficit;	     /* bytes to free: threshold - predicted */
-	uint64_t predicted;	     /* the headroom compared (see below) */
+	uint64_t deficit;	     /* bytes to free: the shortfall + margin */
+	uint64_t predicted;	     /* the lowest headroom expected */
 	enum ramcache_reason reason; /* valid when evict */
 };
 
-/* A forecast from fewer samples than this is no forecast. */
-#define RC_PLAN_MIN_SAMPLES 2
-
-/*
- * Decide from the headroom now and, if f is not NULL and has at least
- * RC_PLAN_MIN_SAMPLES samples, the forecast headroom at the horizon; the
- * lower of the two ("predicted") is compared:
- *   < headroom_min: RC_PHASE_HEADROOM, deficit = headroom_min - it
- *   < inactive_min: RC_PHASE_INACTIVE, deficit = inactive_min - it
- *   else no eviction.
- * The reason is RAMCACHE_REASON_RECLAIM if reclaiming (the kernel already
- * reclaims for the target), else HEADROOM / INACTIVE when the headroom
- * now is below the threshold, else FORECAST (only the forecast is).
- */
-void policy_plan_eviction(uint64_t headroom, const struct rc_forecast *f,
-			  const struct rc_thresholds *t, bool reclaiming,
-			  struct rc_plan *p);
+/* core/outlook.h makes the plan (outlook_plan()). */
 
 /* ------------------------------------------------------------------ */
 /* Pressure level                                                      */

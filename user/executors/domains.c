@@ -24,44 +24,61 @@ static void gather(const struct targets *ts, int dom, bool evicting,
 	}
 }
 
-/* The domain's headroom now and its forecast (false: none yet). */
-static bool outlook(const struct domain *d, const struct domain_env *env,
-		    uint64_t *headroom, struct rc_forecast *f)
+/* The outlook of a domain of several: their growth added up. */
+static void shared_view(const struct domain *d, const struct domain_env *env,
+			uint64_t headroom, struct rc_view *v)
 {
 	struct rc_growth g[RC_MAX_TARGETS];
+	struct rc_forecast f;
 
-	*headroom = UINT64_MAX;
-	for (int k = 0; k < d->n; k++)
-		if (d->m[k]->sm.headroom < *headroom)
-			*headroom = d->m[k]->sm.headroom;
-	if (d->n == 1)
-		return !sampler_forecast(&d->m[0]->sm, env->window_ns,
-					 env->horizon_ns, f);
+	memset(v, 0, sizeof(*v));
+	v->headroom = v->settled = v->low = headroom;
+	v->lead_ns = env->horizon_ns;
 	for (int k = 0; k < d->n; k++)
 		target_growth(d->m[k], env->window_ns, &g[k]);
-	return !policy_domain_forecast(*headroom, g, (size_t)d->n,
-				       env->horizon_ns, f);
+	if (policy_domain_forecast(headroom, g, (size_t)d->n, env->horizon_ns,
+				   &f))
+		return;
+	v->trend = f.rate;
+	v->low = f.at_horizon < headroom ? f.at_horizon : headroom;
+	v->has_eta = f.has_eta;
+	v->eta_ns = f.eta_ns;
 }
 
-/* The plan the domain's headroom and forecast make; its headroom. */
-static uint64_t plan(const struct domain *d, const struct domain_env *env,
-		     uint32_t why, struct rc_plan *p)
+/* The domain's headroom now (the least of its members') and its outlook. */
+static void outlook(const struct domain *d, const struct domain_env *env,
+		    uint64_t now, struct rc_view *v)
 {
-	struct rc_forecast f;
-	uint64_t headroom;
-	bool has_f = outlook(d, env, &headroom, &f);
+	uint64_t headroom = UINT64_MAX;
 
-	/* members share the limit, so their thresholds are the same */
-	policy_plan_eviction(headroom, has_f ? &f : NULL, &d->m[0]->thr,
-			     why != 0, p);
+	if (d->n == 1) {
+		sampler_view(&d->m[0]->sm, now, env->horizon_ns, v);
+		return;
+	}
 	for (int k = 0; k < d->n; k++)
-		evictor_set_plan(&d->m[k]->ev, headroom,
+		if (d->m[k]->sm.headroom < headroom)
+			headroom = d->m[k]->sm.headroom;
+	shared_view(d, env, headroom, v);
+}
+
+/* The plan the domain's outlook makes; its headroom. */
+static uint64_t plan(const struct domain *d, const struct domain_env *env,
+		     uint64_t now, uint32_t why, struct rc_plan *p)
+{
+	struct rc_view v;
+
+	outlook(d, env, now, &v);
+	/* members share the limit, so their thresholds are the same */
+	outlook_plan(&v, &d->m[0]->thr, why != 0, p);
+	for (int k = 0; k < d->n; k++)
+		evictor_set_plan(&d->m[k]->ev, v.headroom,
 				 p->evict ? p->deficit : 0);
-	return headroom;
+	return v.headroom;
 }
 
 int domains_outlook(const struct targets *ts, int dom,
-		    const struct domain_env *env, struct domain_outlook *o)
+		    const struct domain_env *env, uint64_t now,
+		    struct domain_outlook *o)
 {
 	struct domain d;
 	const struct target *t;
@@ -75,8 +92,8 @@ int domains_outlook(const struct targets *ts, int dom,
 	/* the nearest limit's own size is not read; the tightest one is */
 	o->limit = t->domain && t->sm.has_cg ? t->sm.cs.limit
 					     : t->sm.mi.mem_total;
-	if (!outlook(&d, env, &o->headroom, &o->f))
-		memset(&o->f, 0, sizeof(o->f));
+	outlook(&d, env, now, &o->v);
+	o->headroom = o->v.headroom;
 	return 0;
 }
 
@@ -145,7 +162,7 @@ static void evaluate(const struct domain *d, const struct domain_env *env,
 	uint64_t pending = 0;
 	struct rc_plan p;
 
-	ep.headroom = plan(d, env, why, &p);
+	ep.headroom = plan(d, env, now, why, &p);
 	if (!p.evict)
 		return;
 	/* what a member has out counts for no more than it holds */

@@ -25,12 +25,17 @@ struct domain_outlook {
 	const char *name; /* the limiting cgroup's path, or "machine" */
 	uint64_t limit;	  /* bytes: the limit, or the machine's RAM */
 	uint64_t headroom;
-	struct rc_forecast f; /* zero when there is none yet */
+	struct rc_view v; /* the outlook (core/outlook.h) */
 };
 
-/* Domain index @dom of @ts: 0, or -ENOENT when no target is in it. */
+/*
+ * Domain index @dom of @ts at @now_ns: 0, or -ENOENT when no target is in
+ * it. A domain of one executor has that executor's outlook; several add up
+ * their RSS growth (policy_domain_forecast) over --horizon.
+ */
 int domains_outlook(const struct targets *ts, int dom,
-		    const struct domain_env *env, struct domain_outlook *o);
+		    const struct domain_env *env, uint64_t now_ns,
+		    struct domain_outlook *o);
 
 /*
  * Plan every domain of @ts at @now_ns and post what each needs. @why is

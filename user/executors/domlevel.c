@@ -22,17 +22,18 @@ void domlevel_kswapd(struct domain_levels *dl, unsigned int nid, bool awake)
 }
 
 int domlevel_ctx(const struct targets *ts, int dom,
-		 const struct domain_env *env, struct level_ctx *c)
+		 const struct domain_env *env, uint64_t now_ns,
+		 struct level_ctx *c)
 {
 	struct domain_outlook o;
 	const struct target *only = NULL;
 	int n = 0;
 
-	if (domains_outlook(ts, dom, env, &o))
+	if (domains_outlook(ts, dom, env, now_ns, &o))
 		return -ENOENT;
 	c->headroom = o.headroom;
-	c->has_eta = o.f.has_eta;
-	c->eta_ns = o.f.has_eta ? o.f.eta_ns : 0;
+	c->has_eta = o.v.has_eta;
+	c->eta_ns = o.v.has_eta ? o.v.eta_ns : 0;
 	c->cg = NULL;
 	c->cg_ino = 0;
 	for (int i = 0; i < RC_MAX_TARGETS; i++) {

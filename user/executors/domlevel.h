@@ -26,12 +26,13 @@ void domlevel_kswapd(struct domain_levels *dl, unsigned int nid, bool awake);
 
 /*
  * Fill @c (its BPF stall counters already set by the caller) with
- * domain @dom's inputs: least headroom of its members, its forecast ETA,
+ * domain @dom's inputs: least headroom of its members, its outlook's ETA,
  * its members' thresholds, and the counters of its limiting cgroup when a
  * member sits in it. -ENOENT when no target is in @dom.
  */
 int domlevel_ctx(const struct targets *ts, int dom,
-		 const struct domain_env *env, struct level_ctx *c);
+		 const struct domain_env *env, uint64_t now_ns,
+		 struct level_ctx *c);
 
 /*
  * Evaluate domain @dom at @now_ns with @c (a watch starts afresh when

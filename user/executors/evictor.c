@@ -239,6 +239,20 @@ static void drop_page(struct evictor *ev, const char *why)
 	ev->stalled = false;
 }
 
+/*
+ * How long an eviction took to make room, for the outlook's lead time:
+ * post -> RSS drop, else post -> ack (the executor's clock).
+ */
+static void lead_sample(struct evictor *ev, const struct inflight *f)
+{
+	if (!ev->outlook || f->ack.status != RAMCACHE_ACK_EVICTED)
+		return;
+	if (f->freed_ns > f->issue_ns)
+		outlook_latency(ev->outlook, f->freed_ns - f->issue_ns);
+	else if (f->ack.ack_ns >= f->issue_ns)
+		outlook_latency(ev->outlook, f->ack.ack_ns - f->issue_ns);
+}
+
 /* Emit evict_done for commands that are complete; drop them. */
 static void complete(struct evictor *ev, uint64_t now)
 {
@@ -260,11 +274,16 @@ static void complete(struct evictor *ev, uint64_t now)
 				metrics_evict_freed(ev->m, ev->mslot,
 						    f->freed_ns - f->issue_ns);
 			}
+			lead_sample(ev, f);
 			done_event(ev, f, ramcache_status_name(f->ack.status));
 			retire(ev, i);
 			continue;
 		}
 		if (now - f->issue_ns > ev->cfg.ack_timeout_ns) {
+			/* no answer is the slowest answer */
+			if (ev->outlook)
+				outlook_latency(ev->outlook,
+						ev->cfg.ack_timeout_ns);
 			ev->st.timeouts++;
 			metrics_command_timeout(ev->m, ev->mslot);
 			cool(ev, f->id, now + COOL_TIMEOUT_NS);
@@ -289,6 +308,10 @@ static void accept_ack(struct evictor *ev, struct inflight *f,
 	if (f->ack.status == RAMCACHE_ACK_EVICTED) {
 		ev->st.bytes_freed += f->ack.bytes_freed;
 		metrics_bytes_evicted(ev->m, ev->mslot, f->ack.bytes_freed);
+		/* what it freed is ours, not the executor's rhythm */
+		if (ev->outlook)
+			outlook_freed(ev->outlook, f->issue_ns, now,
+				      f->ack.bytes_freed);
 	}
 	if (f->ack.ack_ns >= f->issue_ns) {
 		hist_add(&ev->ack_hist, (f->ack.ack_ns - f->issue_ns) / 1000);
@@ -424,6 +447,48 @@ static void heartbeat(struct evictor *ev, uint64_t now)
 	control_write_agent(&ev->ctl, &a);
 }
 
+/* Entries @ev->entries[0, n) as the planner sees them, reuse included. */
+static void to_rc(struct evictor *ev, int n, uint64_t cap)
+{
+	for (int i = 0; i < n; i++) {
+		if (cap && ev->entries[i].bytes > cap)
+			ev->entries[i].bytes = cap;
+		ev->rce[i].id = ev->entries[i].id;
+		ev->rce[i].bytes = ev->entries[i].bytes;
+		ev->rce[i].last_use_ns = ev->entries[i].last_use_ns;
+		ev->rce[i].used_generation = ev->entries[i].used_generation;
+		ev->rce[i].cost_ns = ev->entries[i].cost_ns;
+		ev->rce[i].flags = ev->entries[i].flags;
+	}
+	reuse_note(&ev->reuse, ev->rce, (size_t)n);
+	for (int i = 0; i < n; i++)
+		ev->rce[i].reuse = reuse_hits(&ev->reuse, ev->rce[i].id);
+}
+
+/*
+ * The executor changed its table: note which entries later prompts used
+ * again (a window of a big table per change, as evictor_candidates()).
+ */
+static void note_reuse(struct evictor *ev)
+{
+	struct ctl_exec ex;
+	uint32_t slots = 0;
+	int n;
+
+	if (ev->stalled || control_read_exec(&ev->ctl, &ex) ||
+	    ex.entries_seq == ev->reuse_seq || (ex.entries_seq & 1))
+		return;
+	n = control_read_entries_window(&ev->ctl, ev->reuse_start,
+					EVICT_MAX_SCORED, ev->entries, &slots);
+	if (n < 0)
+		return;
+	ev->reuse_seq = ex.entries_seq;
+	ev->reuse_start = ev->reuse_start + EVICT_MAX_SCORED < slots
+				  ? ev->reuse_start + EVICT_MAX_SCORED
+				  : 0;
+	to_rc(ev, n, 0);
+}
+
 void evictor_tick(struct evictor *ev, uint64_t now)
 {
 	int err;
@@ -444,6 +509,7 @@ void evictor_tick(struct evictor *ev, uint64_t now)
 	}
 	heartbeat(ev, now);
 	check_exec(ev, now);
+	note_reuse(ev);
 	read_acks(ev, now);
 	complete(ev, now);
 }
@@ -516,16 +582,7 @@ int evictor_candidates(struct evictor *ev, uint64_t now, uint64_t cap,
 	ev->win_start = ev->win_start + EVICT_MAX_SCORED < slots
 				? ev->win_start + EVICT_MAX_SCORED
 				: 0;
-	for (int i = 0; i < n; i++) {
-		if (cap && ev->entries[i].bytes > cap)
-			ev->entries[i].bytes = cap;
-		ev->rce[i].id = ev->entries[i].id;
-		ev->rce[i].bytes = ev->entries[i].bytes;
-		ev->rce[i].last_use_ns = ev->entries[i].last_use_ns;
-		ev->rce[i].used_generation = ev->entries[i].used_generation;
-		ev->rce[i].cost_ns = ev->entries[i].cost_ns;
-		ev->rce[i].flags = ev->entries[i].flags;
-	}
+	to_rc(ev, n, cap);
 	ev->pick_now = now;
 	m->entries = ev->rce;
 	m->nr_entries = (size_t)n;
@@ -562,6 +619,8 @@ bool evictor_post(struct evictor *ev, uint32_t idx, const struct evict_post *p)
 	fl->rss_peak = ev->rss;
 	memcpy(fl->label, e->label, sizeof(fl->label));
 	ev->st.sent++;
+	if (ev->outlook)
+		outlook_posted(ev->outlook, p->now);
 	evict_event(ev, e, seq, p);
 	return true;
 }
@@ -582,17 +641,17 @@ void evictor_set_plan(struct evictor *ev, uint64_t headroom, uint64_t target)
 	ev->target = target;
 }
 
-void evictor_evaluate(struct evictor *ev, uint64_t now, uint64_t headroom,
-		      const struct rc_forecast *f, uint32_t why)
+void evictor_evaluate(struct evictor *ev, uint64_t now, const struct rc_view *v,
+		      uint32_t why)
 {
-	struct evict_post p = { .headroom = headroom, .now = now };
+	struct evict_post p = { .headroom = v->headroom, .now = now };
 	struct rc_domain_member m;
 	struct rc_plan plan;
 	uint64_t pending, covered;
 	int n;
 
-	policy_plan_eviction(headroom, f, &ev->thr, why != 0, &plan);
-	evictor_set_plan(ev, headroom, plan.evict ? plan.deficit : 0);
+	outlook_plan(v, &ev->thr, why != 0, &plan);
+	evictor_set_plan(ev, v->headroom, plan.evict ? plan.deficit : 0);
 	if (!plan.evict || !ev->open || ev->stalled)
 		return;
 	pending = evictor_pending(ev);

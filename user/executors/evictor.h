@@ -15,6 +15,8 @@
 
 #include "page/control.h"
 #include "core/hist.h"
+#include "core/outlook.h"
+#include "core/reuse.h"
 #include "out/metrics.h"
 #include "out/out.h"
 #include "core/policy.h"
@@ -100,6 +102,14 @@ struct evictor {
 	uint64_t acks_bad_told, acks_lost_told; /* of ctl.acks_bad/lost */
 	bool stalled;	    /* executor heartbeat stale: nothing is posted */
 	uint32_t win_start; /* first slot of the table's next window */
+	/*
+	 * The target's outlook (may be NULL): told when a command goes out,
+	 * what it freed and how long that took.
+	 */
+	struct rc_outlook *outlook;
+	struct rc_reuse reuse; /* of the page's entries, this session */
+	uint32_t reuse_seq;    /* entries_seq of the last table noted */
+	uint32_t reuse_start;  /* next window of a big table to note */
 };
 
 /*
@@ -124,12 +134,12 @@ void evictor_tick(struct evictor *ev, uint64_t now_ns);
 uint64_t evictor_next_ns(const struct evictor *ev);
 
 /*
- * Decide with the current @headroom and its forecast @f (may be NULL) and
- * post commands. @why is the trigger (enum ramcache_reason) when the
- * kernel is already reclaiming, 0 otherwise.
+ * Decide with the outlook's view @v (outlook_plan()) and post commands.
+ * @why is the trigger (enum ramcache_reason) when the kernel is already
+ * reclaiming, 0 otherwise.
  */
-void evictor_evaluate(struct evictor *ev, uint64_t now_ns, uint64_t headroom,
-		      const struct rc_forecast *f, uint32_t why);
+void evictor_evaluate(struct evictor *ev, uint64_t now_ns,
+		      const struct rc_view *v, uint32_t why);
 
 /* What a post is part of, for its evict event. */
 struct evict_post {

@@ -209,6 +209,7 @@ static void setup_evictor(struct target *t, const struct target_env *env)
 			"failed to set up eviction for pid %d: %s; monitoring only",
 			t->pid, strerror(-err));
 	t->ev.rss = t->sm.rss;
+	t->ev.outlook = &t->sm.outlook;
 	t->ev.tag = &t->tag;
 	t->ev.mslot = (unsigned int)t->slot;
 	t->evicting = !err;

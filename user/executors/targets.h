@@ -22,6 +22,7 @@
 #include "proc/match.h"
 #include "out/metrics.h"
 #include "out/out.h"
+#include "core/samples.h"
 #include "proc/sampler.h"
 
 /* How often each target's cgroup is looked up again (it may be moved). */

@@ -142,12 +142,14 @@ static int read_stat(const char *dir, const char *pfx, struct rc_cgroup_mem *m)
 	char buf[RC_CGFILE_MAX];
 	int err;
 
-	m->inactive_file = 0;
+	m->inactive_file = m->mapped_file = 0;
 	memset(e, 0, sizeof(*e));
 	err = read_optional(dir, "memory.stat", buf, sizeof(buf));
 	if (err <= 0)
 		return err;
 	stat_key(buf, pfx, "inactive_file", &m->inactive_file);
+	if (!stat_key(buf, pfx, "mapped_file", &m->mapped_file))
+		stat_key(buf, "", "file_mapped", &m->mapped_file);
 	e->has_refault =
 		stat_key(buf, pfx, "workingset_refault_anon",
 			 &e->refault_anon) &&
@@ -416,6 +418,7 @@ int cgroup_read(const struct rc_cgroup *cg, struct rc_cgroup_state *st)
 	st->nearest_depth = -1;
 	st->usage = st->self.usage;
 	st->inactive_file = st->self.inactive_file;
+	st->mapped_file = st->self.mapped_file;
 	snprintf(dir, sizeof(dir), "%s", cg->path);
 	/* A parent's limit binds its children: walk up to the mount. */
 	for (;;) {
@@ -434,13 +437,16 @@ int cgroup_read(const struct rc_cgroup *cg, struct rc_cgroup_state *st)
 				return err;
 		}
 		if (m.limit != RC_UNLIMITED) {
-			room = policy_headroom(UINT64_MAX, m.limit, m.usage,
-					       m.inactive_file);
+			room = policy_headroom(
+				UINT64_MAX, m.limit, m.usage,
+				policy_reclaimable(m.inactive_file,
+						   m.mapped_file));
 			if (room < best) {
 				best = room;
 				st->limit = m.limit;
 				st->usage = m.usage;
 				st->inactive_file = m.inactive_file;
+				st->mapped_file = m.mapped_file;
 				st->limit_depth = depth;
 				err = cgroup_dir_ino(dir, &st->limit_ino);
 				if (err)

@@ -71,10 +71,11 @@ struct rc_cgroup_mem {
 	uint64_t limit;		/* RC_UNLIMITED if none ("max", >= 2^60) */
 	uint64_t usage;		/* memory.current / memory.usage_in_bytes */
 	uint64_t inactive_file; /* v1: total_inactive_file if present */
-	uint64_t swap_usage;	/* v1: memsw.usage - usage */
-	uint64_t swap_limit;	/* v1: memsw.limit - limit; RC_UNLIMITED */
-	uint64_t oom_kill;	/* memory.events / memory.oom_control */
-	struct rc_psi psi;	/* v2 memory.pressure, else not available */
+	uint64_t mapped_file; /* file pages mapped by a process (v2 file_mapped) */
+	uint64_t swap_usage; /* v1: memsw.usage - usage */
+	uint64_t swap_limit; /* v1: memsw.limit - limit; RC_UNLIMITED */
+	uint64_t oom_kill;   /* memory.events / memory.oom_control */
+	struct rc_psi psi;   /* v2 memory.pressure, else not available */
 	struct rc_cgroup_events ev;
 };
 
@@ -86,12 +87,13 @@ struct rc_cgroup_state {
 	struct rc_cgroup_mem self;
 	/*
 	 * Of the cgroup or ancestor (up to the hierarchy root) with the
-	 * smallest limit - usage + inactive_file; limit = RC_UNLIMITED and
-	 * the cgroup's own usage when no level has a limit.
+	 * smallest policy_headroom(); limit = RC_UNLIMITED and the cgroup's
+	 * own usage when no level has a limit.
 	 */
 	uint64_t limit;
 	uint64_t usage;
 	uint64_t inactive_file;
+	uint64_t mapped_file;
 	uint64_t limit_ino; /* 0 when unlimited */
 	int limit_depth;    /* 0 = the cgroup itself, 1 = parent, ... */
 	/*

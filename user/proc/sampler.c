@@ -17,7 +17,7 @@ int sampler_init(struct sampler *s, pid_t pid, const char *proc_root,
 
 int sampler_read(struct sampler *s, uint64_t now_ns)
 {
-	uint64_t limit = RC_UNLIMITED, usage = 0, inactive = 0;
+	uint64_t limit = RC_UNLIMITED, usage = 0, room = 0;
 	int err = meminfo_read(s->proc_root, &s->mi);
 
 	if (err)
@@ -25,20 +25,21 @@ int sampler_read(struct sampler *s, uint64_t now_ns)
 	if (s->has_cg && !cgroup_read(&s->cg, &s->cs)) {
 		limit = s->cs.limit;
 		usage = s->cs.usage;
-		inactive = s->cs.inactive_file;
+		room = policy_reclaimable(s->cs.inactive_file,
+					  s->cs.mapped_file);
 	}
-	s->headroom =
-		policy_headroom(s->mi.mem_available, limit, usage, inactive);
+	s->headroom = policy_headroom(s->mi.mem_available, limit, usage, room);
 	s->read_headroom = s->headroom;
 	s->read_rss = s->rss;
-	samples_push(&s->ring, now_ns, s->headroom);
+	s->sampled = true;
+	outlook_push(&s->outlook, now_ns, s->headroom);
 	return 0;
 }
 
 void sampler_rss(struct sampler *s, uint64_t ts_ns, uint64_t rss)
 {
 	s->rss = rss;
-	if (!s->read_rss || !s->ring.count)
+	if (!s->read_rss || !s->sampled)
 		return;
 	/* what the target took since the last read came out of headroom */
 	if (rss >= s->read_rss)
@@ -47,16 +48,11 @@ void sampler_rss(struct sampler *s, uint64_t ts_ns, uint64_t rss)
 				      : 0;
 	else
 		s->headroom = s->read_headroom + (s->read_rss - rss);
-	samples_push(&s->ring, ts_ns, s->headroom);
+	outlook_push(&s->outlook, ts_ns, s->headroom);
 }
 
-int sampler_forecast(const struct sampler *s, uint64_t window_ns,
-		     uint64_t horizon_ns, struct rc_forecast *f)
+void sampler_view(const struct sampler *s, uint64_t now_ns, uint64_t horizon_ns,
+		  struct rc_view *v)
 {
-	struct rc_sample tmp[RC_SAMPLES_LEN];
-	unsigned int n = samples_copy(&s->ring, tmp);
-
-	if (!n)
-		return -ENODATA;
-	return policy_forecast(tmp, n, window_ns, horizon_ns, f);
+	outlook_view(&s->outlook, now_ns, s->headroom, horizon_ns, v);
 }

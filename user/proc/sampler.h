@@ -3,7 +3,7 @@
  * Headroom of the target: read from /proc/meminfo and its memory cgroup on
  * every tick, and between reads moved by the RSS changes the BPF programs
  * report, so a fast allocation is seen at the next rss_stat event, not at
- * the next tick. Keeps the recent samples for the forecast.
+ * the next tick. Feeds every figure to the target's outlook (core/outlook.h).
  */
 #ifndef RAMCACHE_SAMPLER_H
 #define RAMCACHE_SAMPLER_H
@@ -14,8 +14,8 @@
 
 #include "proc/cgroup.h"
 #include "proc/meminfo.h"
+#include "core/outlook.h"
 #include "core/policy.h"
-#include "core/samples.h"
 
 struct sampler {
 	const char *proc_root;
@@ -28,7 +28,8 @@ struct sampler {
 	uint64_t read_headroom; /* at the last file read */
 	uint64_t read_rss; /* target RSS at the last file read, 0 unknown */
 	uint64_t rss;	   /* latest target RSS from BPF */
-	struct rc_samples ring; /* headroom */
+	bool sampled;	   /* a file read was made */
+	struct rc_outlook outlook; /* of the headroom */
 };
 
 /* Find @pid's memory cgroup (0: system only). */
@@ -41,8 +42,8 @@ int sampler_read(struct sampler *s, uint64_t now_ns);
 /* The target's RSS is now @rss (BPF, at @ts_ns): adjust and add a sample. */
 void sampler_rss(struct sampler *s, uint64_t ts_ns, uint64_t rss);
 
-/* Forecast @horizon_ns ahead from the last @window_ns of samples. */
-int sampler_forecast(const struct sampler *s, uint64_t window_ns,
-		     uint64_t horizon_ns, struct rc_forecast *f);
+/* The outlook at @now_ns with the headroom now (outlook_view()). */
+void sampler_view(const struct sampler *s, uint64_t now_ns, uint64_t horizon_ns,
+		  struct rc_view *v);
 
 #endif /* RAMCACHE_SAMPLER_H */

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "outlook.h"
+#include "core/outlook.h"
 
 #define N RC_OUTLOOK_BUCKETS
 
@@ -30,12 +30,12 @@ static int64_t adjusted(const struct rc_outlook *o, uint64_t headroom)
 	return to_i64(headroom) - to_i64(o->freed);
 }
 
-void rc_outlook_init(struct rc_outlook *o)
+void outlook_init(struct rc_outlook *o)
 {
 	memset(o, 0, sizeof(*o));
 }
 
-void rc_outlook_push(struct rc_outlook *o, uint64_t t, uint64_t headroom)
+void outlook_push(struct rc_outlook *o, uint64_t t, uint64_t headroom)
 {
 	int64_t a = adjusted(o, headroom);
 	uint64_t start = t - t % RC_OUTLOOK_BUCKET_NS;
@@ -67,15 +67,15 @@ static void quiet_until(struct rc_outlook *o, uint64_t t)
 		o->quiet_until = t;
 }
 
-void rc_outlook_posted(struct rc_outlook *o, uint64_t now)
+void outlook_posted(struct rc_outlook *o, uint64_t now)
 {
 	quiet_until(o, now + RC_OUTLOOK_QUIET_NS);
 	if (o->count && newest(o)->t + RC_OUTLOOK_BUCKET_NS > now)
 		newest(o)->quiet = true;
 }
 
-void rc_outlook_freed(struct rc_outlook *o, uint64_t post, uint64_t now,
-		      uint64_t bytes)
+void outlook_freed(struct rc_outlook *o, uint64_t post, uint64_t now,
+		   uint64_t bytes)
 {
 	/* what the executor gave back while the command was out was ours */
 	for (unsigned int i = 0; i < o->count; i++) {
@@ -90,7 +90,7 @@ void rc_outlook_freed(struct rc_outlook *o, uint64_t post, uint64_t now,
 	quiet_until(o, now + RC_OUTLOOK_QUIET_NS);
 }
 
-void rc_outlook_latency(struct rc_outlook *o, uint64_t ns)
+void outlook_latency(struct rc_outlook *o, uint64_t ns)
 {
 	o->lat[o->lat_head] = ns;
 	o->lat_head = (o->lat_head + 1) % RC_OUTLOOK_LEAD_LATS;
@@ -105,7 +105,7 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-uint64_t rc_outlook_lead(const struct rc_outlook *o, uint64_t horizon)
+uint64_t outlook_lead(const struct rc_outlook *o, uint64_t horizon)
 {
 	uint64_t v[RC_OUTLOOK_LEAD_LATS], p90, lead;
 
@@ -208,8 +208,8 @@ static uint64_t taken(double rate, uint64_t ns)
 	return b >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)b;
 }
 
-uint32_t rc_outlook_view(const struct rc_outlook *o, uint64_t now,
-			 uint64_t headroom, uint64_t horizon, struct rc_view *v)
+uint32_t outlook_view(const struct rc_outlook *o, uint64_t now,
+		      uint64_t headroom, uint64_t horizon, struct rc_view *v)
 {
 	int64_t a = adjusted(o, headroom), top;
 	uint64_t rest, need;
@@ -218,7 +218,7 @@ uint32_t rc_outlook_view(const struct rc_outlook *o, uint64_t now,
 
 	memset(v, 0, sizeof(*v));
 	v->headroom = v->settled = v->low = headroom;
-	v->lead_ns = rc_outlook_lead(o, horizon);
+	v->lead_ns = outlook_lead(o, horizon);
 	if (!o->count)
 		return 0;
 	top = settled(o, now, a);
@@ -241,15 +241,15 @@ uint32_t rc_outlook_view(const struct rc_outlook *o, uint64_t now,
 	return used;
 }
 
-uint64_t rc_plan_margin(const struct rc_thresholds *t)
+uint64_t outlook_margin(const struct rc_thresholds *t)
 {
-	uint64_t m = t->headroom_min / RC_PLAN_MARGIN_DIV;
+	uint64_t m = t->headroom_min / RC_OUTLOOK_MARGIN_DIV;
 
-	return m > RC_PLAN_MARGIN_MIN ? m : RC_PLAN_MARGIN_MIN;
+	return m > RC_OUTLOOK_MARGIN_MIN ? m : RC_OUTLOOK_MARGIN_MIN;
 }
 
-void rc_plan_shortfall(const struct rc_view *v, const struct rc_thresholds *t,
-		       bool reclaiming, struct rc_plan *p)
+void outlook_plan(const struct rc_view *v, const struct rc_thresholds *t,
+		  bool reclaiming, struct rc_plan *p)
 {
 	uint64_t thr, deficit;
 
@@ -264,7 +264,7 @@ void rc_plan_shortfall(const struct rc_view *v, const struct rc_thresholds *t,
 	} else {
 		return;
 	}
-	deficit = thr - v->low + rc_plan_margin(t);
+	deficit = thr - v->low + outlook_margin(t);
 	p->evict = true;
 	p->deficit = deficit < thr - v->low ? UINT64_MAX : deficit;
 	if (reclaiming)

@@ -32,7 +32,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "policy.h"
+#include "core/policy.h"
 
 #define RC_OUTLOOK_BUCKET_NS   250000000ULL    /* one history slot */
 #define RC_OUTLOOK_BUCKETS     480	       /* 2 min of slots */
@@ -78,36 +78,36 @@ struct rc_view {
 	uint32_t slots;	  /* history the view is made from */
 };
 
-void rc_outlook_init(struct rc_outlook *o);
+void outlook_init(struct rc_outlook *o);
 
 /* The headroom was @headroom at @t_ns (samples in time order). */
-void rc_outlook_push(struct rc_outlook *o, uint64_t t_ns, uint64_t headroom);
+void outlook_push(struct rc_outlook *o, uint64_t t_ns, uint64_t headroom);
 
 /*
  * A command posted at @post_ns was done at @now_ns and freed @bytes (0:
  * nothing freed). The bytes are taken out of the series from now on; the
  * time from the post to RC_OUTLOOK_QUIET_NS after now teaches no spike.
  */
-void rc_outlook_freed(struct rc_outlook *o, uint64_t post_ns, uint64_t now_ns,
-		      uint64_t bytes);
+void outlook_freed(struct rc_outlook *o, uint64_t post_ns, uint64_t now_ns,
+		   uint64_t bytes);
 
 /* A command was posted at @now_ns: nothing is learnt while it is out. */
-void rc_outlook_posted(struct rc_outlook *o, uint64_t now_ns);
+void outlook_posted(struct rc_outlook *o, uint64_t now_ns);
 
 /* A command took @ns from its post until its memory was freed (or acked). */
-void rc_outlook_latency(struct rc_outlook *o, uint64_t ns);
+void outlook_latency(struct rc_outlook *o, uint64_t ns);
 
 /* The lead time now: see above; @horizon_ns until enough are measured. */
-uint64_t rc_outlook_lead(const struct rc_outlook *o, uint64_t horizon_ns);
+uint64_t outlook_lead(const struct rc_outlook *o, uint64_t horizon_ns);
 
 /*
  * The view at @now_ns with the headroom now @headroom. Without history
  * (no sample pushed), low = headroom and no trend. Returns the number of
  * slots it used.
  */
-uint32_t rc_outlook_view(const struct rc_outlook *o, uint64_t now_ns,
-			 uint64_t headroom, uint64_t horizon_ns,
-			 struct rc_view *v);
+uint32_t outlook_view(const struct rc_outlook *o, uint64_t now_ns,
+		      uint64_t headroom, uint64_t horizon_ns,
+		      struct rc_view *v);
 
 /*
  * When to evict, and how much. The lowest headroom expected (v->low) is
@@ -115,16 +115,16 @@ uint32_t rc_outlook_view(const struct rc_outlook *o, uint64_t now_ns,
  *   < headroom_min: RC_PHASE_HEADROOM (inactive entries, then active ones)
  *   < inactive_min: RC_PHASE_INACTIVE (inactive entries only)
  * and the bytes asked for are the shortfall, reserve - low, plus the
- * margin rc_plan_margin() (so that the next spike's first samples do not
+ * margin outlook_margin() (so that the next spike's first samples do not
  * ask again at once); never a refill of the headroom to a threshold. The
  * reason is RECLAIM when the kernel already reclaims for the target, else
  * HEADROOM / INACTIVE when the headroom now is below the reserve, else
  * FORECAST.
  */
-#define RC_PLAN_MARGIN_MIN (16 * RC_MIB)
-#define RC_PLAN_MARGIN_DIV 4 /* margin: a quarter of headroom_min, or MIN */
-uint64_t rc_plan_margin(const struct rc_thresholds *t);
-void rc_plan_shortfall(const struct rc_view *v, const struct rc_thresholds *t,
-		       bool reclaiming, struct rc_plan *p);
+#define RC_OUTLOOK_MARGIN_MIN (16 * RC_MIB)
+#define RC_OUTLOOK_MARGIN_DIV 4 /* margin: a quarter of headroom_min, or MIN */
+uint64_t outlook_margin(const struct rc_thresholds *t);
+void outlook_plan(const struct rc_view *v, const struct rc_thresholds *t,
+		  bool reclaiming, struct rc_plan *p);
 
 #endif /* RAMCACHE_OUTLOOK_H */

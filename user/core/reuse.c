@@ -2,11 +2,11 @@
 /* Reuse of an executor's entries in this session; see reuse.h. */
 #include <string.h>
 
-#include "reuse.h"
+#include "core/reuse.h"
 
 #define MASK (RC_REUSE_SLOTS - 1)
 
-void rc_reuse_init(struct rc_reuse *r)
+void reuse_init(struct rc_reuse *r)
 {
 	memset(r, 0, sizeof(*r));
 }
@@ -26,7 +26,7 @@ static struct rc_reuse_slot *find(const struct rc_reuse *r, uint64_t id)
 	return (struct rc_reuse_slot *)&r->s[i];
 }
 
-void rc_reuse_note(struct rc_reuse *r, const struct rc_entry *e, size_t n)
+void reuse_note(struct rc_reuse *r, const struct rc_entry *e, size_t n)
 {
 	for (size_t k = 0; k < n; k++) {
 		struct rc_reuse_slot *s;
@@ -36,7 +36,7 @@ void rc_reuse_note(struct rc_reuse *r, const struct rc_entry *e, size_t n)
 		s = find(r, e[k].id);
 		if (!s->id) {
 			if (r->n >= RC_REUSE_SLOTS / 4 * 3) {
-				rc_reuse_init(r);
+				reuse_init(r);
 				s = find(r, e[k].id);
 			}
 			s->id = e[k].id;
@@ -52,7 +52,7 @@ void rc_reuse_note(struct rc_reuse *r, const struct rc_entry *e, size_t n)
 	}
 }
 
-uint32_t rc_reuse_hits(const struct rc_reuse *r, uint64_t id)
+uint32_t reuse_hits(const struct rc_reuse *r, uint64_t id)
 {
 	const struct rc_reuse_slot *s = id ? find(r, id) : NULL;
 

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "policy.h"
+#include "core/policy.h"
 
 #define RC_REUSE_SLOTS 8192 /* power of two */
 
@@ -31,12 +31,12 @@ struct rc_reuse {
 	size_t n;
 };
 
-void rc_reuse_init(struct rc_reuse *r);
+void reuse_init(struct rc_reuse *r);
 
 /* Note the entries of one read of the table (any window of it). */
-void rc_reuse_note(struct rc_reuse *r, const struct rc_entry *e, size_t n);
+void reuse_note(struct rc_reuse *r, const struct rc_entry *e, size_t n);
 
 /* Later prompts that used entry @id again (0 if never seen). */
-uint32_t rc_reuse_hits(const struct rc_reuse *r, uint64_t id);
+uint32_t reuse_hits(const struct rc_reuse *r, uint64_t id);
 
 #endif /* RAMCACHE_REUSE_H */
