@@ -236,7 +236,7 @@ def drive(i, ui, cg_usage, a, out):
             return
 
 
-def main():
+def parse():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--comfyui", required=True, help="a ComfyUI checkout")
     ap.add_argument("--commit", default=None, help="its commit id, for the record")
@@ -259,38 +259,149 @@ def main():
                          "those under the parent cgroup (--cgroup)")
     ap.add_argument("--no-agent", action="store_true", help="the control run")
     ap.add_argument("--json", help="write the summary here")
-    a = ap.parse_args()
-    if os.geteuid() != 0:
-        raise SystemExit("real_comfyui_multi.py: needs root (memory cgroups, agent)")
-    n = a.instances
-    comfy = os.path.abspath(a.comfyui)
-    fam = rc.cache_ram_form(comfy)
-    cmdline = rc.recommended(comfy)
-    scratch = rc.Scratch(comfy, package=True, test_nodes=False)
-    results = []
-    summary = {"comfyui": comfy, "commit": a.commit, "cache_ram": fam,
-               "args": cmdline, "instances": n, "agent": not a.no_agent,
-               "favour_first": a.favour_first, "machine": a.machine,
-               "checks": results}
-    per_prompt = 2 * a.side * a.side * 3 * 4 * a.batch
-    print(f"{n} x ComfyUI ({a.commit or 'commit not given'}), {fam}: main.py --cpu "
-          f"{' '.join(cmdline)}", flush=True)
+    return ap.parse_args()
 
+
+def idle_usage(comfy, scratch, cmdline, port):
+    """One instance's memory once it is up and idle."""
     with rctest.Memcg(64 << 30, name=f"ramcache-real-multi-{os.getpid()}-probe") as probe:
-        ui = rc.ComfyUI(comfy, scratch, cmdline, probe, a.port, "probe.log")
+        ui = rc.ComfyUI(comfy, scratch, cmdline, probe, port, "probe.log")
         try:
             ui.wait_up()
             time.sleep(1)
-            idle = rc.cg_usage(probe)
+            return rc.cg_usage(probe)
         finally:
             ui.stop()
+
+
+def attach(a, uis, parent, results):
+    """The agent, --all in the parent cgroup, attached to every instance."""
+    pids = [ui.pid for ui in uis]
+    rctest.AGENT = a.agent
+    extra = ["--weight", f"{pids[0]}={a.favour_first:g}"] if a.favour_first else []
+    scope = [] if a.machine else ["--cgroup", parent.rel]
+    ag = rctest.Agent("--all", *scope, "--headroom", a.headroom, "--inactive", a.inactive,
+                      *extra)
+    end = time.monotonic() + 20
+    att = []
+    while time.monotonic() < end:
+        att = [ui.http.get("/ramcache/status")["attached"] for ui in uis]
+        if all(att):
+            break
+        time.sleep(0.2)
+    check(results, "the agent attaches to every instance", all(att), att)
+    return ag
+
+
+def run_all(uis, parent, a):
+    """Every instance's prompts, the instances at once."""
+    runs = [[] for _ in uis]
+    threads = [threading.Thread(target=drive, args=(i, ui, parent.usage, a, runs[i]))
+               for i, ui in enumerate(uis)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return runs
+
+
+def per_instance(ag, pids):
+    evicts = [e for e in ag.of_type("evict") if e.get("pid") in pids]
+    dones = [e for e in ag.of_type("evict_done") if e.get("pid") in pids]
+    per = {}
+    for i, pid in enumerate(pids):
+        ev = [d for d in dones if d["pid"] == pid and d.get("status") == "evicted"]
+        sts = {}
+        for d in dones:
+            if d["pid"] == pid:
+                sts[d.get("status")] = sts.get(d.get("status"), 0) + 1
+        acks = sorted(d["ack_latency_ns"] / 1e6 for d in ev if "ack_latency_ns" in d)
+        per[f"gpu{i}"] = {"pid": pid, "commands": sum(e["pid"] == pid for e in evicts),
+                          "statuses": sts, "evicted": len(ev),
+                          "bytes_freed": sum(d.get("bytes_freed", 0) for d in ev),
+                          "ack_ms_p50": acks[len(acks) // 2] if acks else None}
+    return evicts, per
+
+
+def agent_checks(results, summary, ag, pages, pids, parent):
+    """Acks per instance, one memory domain, the ranking across instances."""
+    time.sleep(1)
+    pages.stop()
+    evicts, per = per_instance(ag, pids)
+    summary["per_instance"] = per
+    check(results, "each instance's commands were acked evicted with RSS freed",
+          all(v["evicted"] and v["bytes_freed"] > 0 for v in per.values()), per)
+    targets = [e for e in ag.of_type("target")
+               if e.get("state") == "attached" and e.get("pid") in pids]
+    doms = sorted({str(e.get("domain")) for e in targets})
+    summary["domains"] = doms
+    check(results, "one memory domain: the parent cgroup",
+          {e["pid"] for e in targets} == set(pids) and doms == [parent.rel],
+          {"attached": [e.get("pid") for e in targets], "domains": doms})
+    batches = {}
+    for e in evicts:
+        batches.setdefault(e["ts_ns"], set()).add(e["pid"])
+    compared, worse = ranking(evicts, pages, pids)
+    summary["ranking"] = {"evaluations": len(batches),
+                          "mixed": sum(len(p) > 1 for p in batches.values()),
+                          "compared": compared, "worse": len(worse), "examples": worse[:5],
+                          "scores_reported": sum("score" in e for e in evicts)}
+    check(results, "the entries taken were the lowest-value ones across the instances",
+          compared >= len(evicts) // 2 and not worse, summary["ranking"])
+
+
+def outcome_checks(results, summary, uis, parent, runs, a):
+    alive = [ui.alive() for ui in uis]
+    ooms = summary["oom_kills"] = parent.oom_kills()
+    ok_counts = [sum(p["ok"] for p in r) for r in runs]
+    all_ok = all(k == a.prompts for k in ok_counts) and all(alive)
+    if a.no_agent:
+        check(results, "control run: without the agent the instances do not fit",
+              not all_ok or ooms > 0, {"prompts_ok": ok_counts, "alive": alive, "oom_kills": ooms})
+        return
+    check(results, "every prompt of every instance ran", all_ok,
+          {"prompts_ok": ok_counts, "alive": alive})
+    check(results, "0 OOM kills in the parent cgroup", ooms == 0, ooms)
+
+
+def stop_all(results, summary, uis, ag, pages, a):
+    if pages is not None:
+        pages.stop()
+    if ag is not None:
+        ag.stop()
+        summary["agent_events"] = [e for e in ag.events if e.get("type") not in (
+            "rss", "reclaim", "fault_burst", "kswapd")][:5000]
+        summary["agent_stderr"] = ag.stderr[-50:]
+    codes = summary["exit"] = [ui.stop() for ui in uis]
+    texts = [ui.text() for ui in uis]
+    trace = re.compile(r'File "[^"]*(custom_nodes/ramcache_bpf|' + re.escape(rc.PKG) + r')/')
+    if not a.no_agent and uis:
+        check(results, "Ctrl-C: every instance stops cleanly",
+              all(code == 0 and "Stopped server" in t and not trace.search(t)
+                  for code, t in zip(codes, texts)), codes)
+    summary["log_tails"] = [t[-800:] for t in texts]
+
+
+def main():
+    a = parse()
+    if os.geteuid() != 0:
+        raise SystemExit("real_comfyui_multi.py: needs root (memory cgroups, agent)")
+    n, comfy = a.instances, os.path.abspath(a.comfyui)
+    fam, cmdline = rc.cache_ram_form(comfy), rc.recommended(comfy)
+    scratch = rc.Scratch(comfy, package=True, test_nodes=False)
+    results = []
+    summary = {"comfyui": comfy, "commit": a.commit, "cache_ram": fam, "args": cmdline,
+               "instances": n, "agent": not a.no_agent, "favour_first": a.favour_first,
+               "machine": a.machine, "checks": results}
+    per_prompt = 2 * a.side * a.side * 3 * 4 * a.batch
+    print(f"{n} x ComfyUI ({a.commit or 'commit not given'}), --cache-ram form {fam}: "
+          f"main.py --cpu {' '.join(cmdline)}", flush=True)
+    idle = idle_usage(comfy, scratch, cmdline, a.port)
     limit = n * (idle + a.room_mib * MiB)
-    summary.update(idle_bytes=idle, limit_bytes=limit,
-                   cache_bytes=n * per_prompt * a.prompts)
+    summary.update(idle_bytes=idle, limit_bytes=limit, cache_bytes=n * per_prompt * a.prompts)
     print(f"idle {idle / MiB:.0f} MiB each; parent limit {limit / MiB:.0f} MiB; "
           f"the workflows cache {n * per_prompt * a.prompts / MiB:.0f} MiB "
           f"({n} x {a.prompts} prompts x {per_prompt / MiB:.0f} MiB)", flush=True)
-
     ag = pages = None
     uis = []
     with Parent(limit, n) as parent:
@@ -298,107 +409,18 @@ def main():
             for i in range(n):
                 uis.append(rc.ComfyUI(comfy, scratch, cmdline, child_cgroup(parent, i),
                                       a.port + i, f"gpu{i}.log"))
-            https = [ui.http for ui in uis]
             for ui in uis:
                 ui.wait_up()
-            pids = [ui.pid for ui in uis]
-            summary["pids"] = pids
+            pids = summary["pids"] = [ui.pid for ui in uis]
             if not a.no_agent:
-                rctest.AGENT = a.agent
-                extra = ["--weight", f"{pids[0]}={a.favour_first:g}"] \
-                    if a.favour_first else []
-                scope = [] if a.machine else ["--cgroup", parent.rel]
-                ag = rctest.Agent("--all", *scope, "--headroom", a.headroom,
-                                  "--inactive", a.inactive, *extra)
-                end = time.monotonic() + 20
-                att = []
-                while time.monotonic() < end:
-                    att = [h.get("/ramcache/status")["attached"] for h in https]
-                    if all(att):
-                        break
-                    time.sleep(0.2)
-                check(results, "the agent attaches to every instance", all(att), att)
+                ag = attach(a, uis, parent, results)
                 pages = Pages(pids)
-            runs = [[] for _ in range(n)]
-            threads = [threading.Thread(target=drive, args=(i, uis[i],
-                                                            parent.usage, a, runs[i]))
-                       for i in range(n)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            summary["prompts"] = runs
-            alive = [ui.proc.poll() is None for ui in uis]
-            ooms = parent.oom_kills()
-            summary["oom_kills"] = ooms
-            ok_counts = [sum(p["ok"] for p in r) for r in runs]
-            all_ok = all(k == a.prompts for k in ok_counts) and all(alive)
-            if a.no_agent:
-                check(results, "control run: without the agent the instances do not fit",
-                        not all_ok or ooms > 0,
-                        {"prompts_ok": ok_counts, "alive": alive, "oom_kills": ooms})
-            else:
-                check(results, "every prompt of every instance ran", all_ok,
-                        {"prompts_ok": ok_counts, "alive": alive})
-                check(results, "0 OOM kills in the parent cgroup", ooms == 0, ooms)
-                time.sleep(1)
-                pages.stop()
-                evicts = [e for e in ag.of_type("evict") if e.get("pid") in pids]
-                dones = [e for e in ag.of_type("evict_done") if e.get("pid") in pids]
-                per = {}
-                for i, pid in enumerate(pids):
-                    ev = [d for d in dones if d["pid"] == pid and d.get("status") == "evicted"]
-                    sts = {}
-                    for d in dones:
-                        if d["pid"] == pid:
-                            sts[d.get("status")] = sts.get(d.get("status"), 0) + 1
-                    per[f"gpu{i}"] = {
-                        "pid": pid,
-                        "commands": sum(e["pid"] == pid for e in evicts),
-                        "statuses": sts, "evicted": len(ev),
-                        "bytes_freed": sum(d.get("bytes_freed", 0) for d in ev),
-                        "ack_ms_p50": sorted(d["ack_latency_ns"] / 1e6 for d in ev
-                                             if "ack_latency_ns" in d)[len(ev) // 2]
-                        if ev else None}
-                summary["per_instance"] = per
-                check(results, "each instance's commands were acked evicted with RSS freed",
-                        all(v["evicted"] and v["bytes_freed"] > 0 for v in per.values()), per)
-                targets = [e for e in ag.of_type("target")
-                           if e.get("state") == "attached" and e.get("pid") in pids]
-                doms = sorted({str(e.get("domain")) for e in targets})
-                summary["domains"] = doms
-                check(results, "one memory domain: the parent cgroup",
-                        {e["pid"] for e in targets} == set(pids) and doms == [parent.rel],
-                        {"attached": [e.get("pid") for e in targets], "domains": doms})
-                batches = {}
-                for e in evicts:
-                    batches.setdefault(e["ts_ns"], set()).add(e["pid"])
-                mixed = sum(len(p) > 1 for p in batches.values())
-                compared, worse = ranking(evicts, pages, pids)
-                summary["ranking"] = {"evaluations": len(batches), "mixed": mixed,
-                                      "compared": compared, "worse": len(worse),
-                                      "examples": worse[:5],
-                                      "scores_reported": sum("score" in e for e in evicts)}
-                check(results, "the entries taken were the lowest-value ones across "
-                        "the instances", compared >= len(evicts) // 2 and not worse,
-                        summary["ranking"])
+            runs = summary["prompts"] = run_all(uis, parent, a)
+            outcome_checks(results, summary, uis, parent, runs, a)
+            if not a.no_agent:
+                agent_checks(results, summary, ag, pages, pids, parent)
         finally:
-            if pages is not None:
-                pages.stop()
-            if ag is not None:
-                ag.stop()
-                summary["agent_events"] = [e for e in ag.events if e.get("type") not in (
-                    "rss", "reclaim", "fault_burst", "kswapd")][:5000]
-                summary["agent_stderr"] = ag.stderr[-50:]
-            rcs = [ui.stop() for ui in uis]
-            summary["exit"] = rcs
-            texts = [ui.text() for ui in uis]
-            if not a.no_agent and uis:
-                check(results, "Ctrl-C: every instance stops cleanly",
-                        all(rc == 0 and "Stopped server" in t and not re.search(
-                            r'File "[^"]*(custom_nodes/ramcache_bpf|' + re.escape(rc.PKG)
-                            + r')/', t) for rc, t in zip(rcs, texts)), rcs)
-            summary["log_tails"] = [t[-800:] for t in texts]
+            stop_all(results, summary, uis, ag, pages, a)
     scratch.cleanup()
     finish(results, summary, a.json)
 
