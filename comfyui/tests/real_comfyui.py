@@ -270,6 +270,7 @@ def record_stop(rec, cg, ui, events, prompts, ag, res):
            "wall_s": round(sum(p["wall_s"] for p in ps), 3),
            "executed": sum(len(p["executed"]) for p in ps),
            "cached": sum(len(p["cached"]) for p in ps),
+           "hits": hits(ps, prompts),
            "oom_kills": cg.oom_kills(), "peak_bytes": max((s[1] for s in samples), default=None),
            "alive": ui.alive()}
     spans = node_spans(events.msgs, prompts)
@@ -285,6 +286,14 @@ def record_stop(rec, cg, ui, events, prompts, ag, res):
                         "agent_events": ag.events if ag is not None else None,
                         "agent_stderr": ag.stderr[-50:] if ag is not None else None}
     return out
+
+
+def hits(ps, prompts):
+    """Nodes of the prompts that finished which ComfyUI did not have to
+    run: taken from its cache, or not needed because what reads them was
+    (ComfyUI 0.25 and newer skip them and list only the cached ones)."""
+    return sum(max(0, len(p) - len(set(r["executed"])))
+               for r, (_, p) in zip(ps, prompts) if r["ok"])
 
 
 def class_of(span, prompts):
@@ -332,8 +341,8 @@ def describe(r):
 def table_rows(results):
     """Markdown rows of @results (run_case dicts), in their order."""
     rows = ["| version | case | limit | configuration | prompts ok | wall s | executed / "
-            "cached | OOM kills | peak MiB | agent commands (by reason) | ack p50 / p99 ms "
-            "(core nodes) | exit |",
+            "hits (from cache) | OOM kills | peak MiB | agent commands (by reason) | "
+            "ack p50 / p99 ms (core nodes) | exit |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         ag = r.get("agent") or {}
@@ -342,7 +351,8 @@ def table_rows(results):
         rows.append(
             f"| {r['version']} | {r['case']} | {r['limit'] / rc.GiB:g} GiB | "
             f"{describe(r)} | {r.get('ok', 0)}/{r.get('count')} | "
-            f"{r.get('wall_s', 0):.1f} | {r.get('executed')} / {r.get('cached')} | "
+            f"{r.get('wall_s', 0):.1f} | {r.get('executed')} / {r.get('hits')} "
+            f"({r.get('cached')}) | "
             f"{r.get('oom_kills')} | {(r.get('peak_bytes') or 0) / rc.MiB:.0f} | "
             f"{ag.get('commands', '-') if ag else '-'}{' (' + reasons + ')' if reasons else ''} | "
             f"{fmt(core.get('p50'))} / {fmt(core.get('p99'))} | {r.get('exit')} |")
