@@ -27,7 +27,8 @@ status after Ctrl-C, and with the agent its commands by reason and status
 and their post -> ack latency (all, and those posted while a core node
 ran). --trace FILE keeps the run's record for replay: the agent's JSON
 events, the cgroup's usage, inactive file and ComfyUI's RSS every 20 ms,
-the page's entries whenever they change, and each node's start.
+the page's entries whenever they change, and each node's start;
+--tracerec FILE the forecast's text trace (tests/helpers/tracerec.py).
 
 `table` runs every (version, case, limit, configuration) --runs times,
 configurations in alternating turns, and writes DIR/results.json and
@@ -39,6 +40,7 @@ import json
 import os
 import shlex
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -210,7 +212,7 @@ def build_of(root):
 
 
 def run_case(tree, case, mode, cache, limit, agent_args=(), trace=False, log=print,
-             build=None):
+             build=None, tracerec=None):
     """One run of workload @case (real_workloads.WORKLOADS) in @tree, with
     the package and agent of checkout @build (default: this one); the
     result as a dict (see the module's doc)."""
@@ -232,22 +234,70 @@ def run_case(tree, case, mode, cache, limit, agent_args=(), trace=False, log=pri
             rctest.AGENT = agent
             ui.agent = rctest.Agent("--pid", ui.pid, *agent_args)
             res["attached"] = rc.wait_attached(ui)
-        rec = record_start(cg, ui, mode, trace)
-        res["prompts"] = drive(ui, events, prompts, mode, log)
+        what = f"real ComfyUI {res['version']}, {case}, {mode}, {' '.join(args) or cache}, " \
+            f"limit {limit >> 20} MiB"
+        rec = record_start(cg, ui, mode, trace, tracerec, what)
+        res["prompts"] = drive(ui, events, prompts, mode, log, rec)
         res.update(record_stop(rec, cg, ui, events, prompts, ui.agent, res))
     return res
 
 
-def record_start(cg, ui, mode, trace):
+class TraceRec:
+    """The forecast's trace recorder (tests/helpers/tracerec.py, or
+    $RAMCACHE_TRACEREC) beside the run, writing its text format to @out;
+    note() adds a line to it (the prompts' starts)."""
+
+    def __init__(self, ui, cg, out, what):
+        script = os.environ.get("RAMCACHE_TRACEREC") or \
+            os.path.join(rc.ROOT, "tests", "helpers", "tracerec.py")
+        self.fifo = f"{out}.notes"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.fifo)
+        os.mkfifo(self.fifo)
+        self.proc = subprocess.Popen([rc.PYTHON, script, "--pid", str(ui.pid), "--cgroup",
+                                      cg.path, "--out", out, "--what", what,
+                                      "--notes", self.fifo])
+        self.fd = None
+        end = time.monotonic() + 10
+        while self.fd is None and time.monotonic() < end and self.proc.poll() is None:
+            try:
+                self.fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # ENXIO until the recorder opened its end
+                time.sleep(0.05)
+
+    def note(self, text):
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(self.fd, (text + "\n").encode())
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.fd is not None:
+            os.close(self.fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.fifo)
+
+
+def record_start(cg, ui, mode, trace, tracerec, what):
     rec = {"sampler": Trace(cg, ui.pid, 0.02 if trace else 0.1), "trace": trace}
     if trace and mode != "alone":
         rec["pages"] = PageWatch(ui.pid)
+    if tracerec:
+        rec["tracerec"] = TraceRec(ui, cg, tracerec, what)
     return rec
 
 
-def drive(ui, events, prompts, mode, log):
+def drive(ui, events, prompts, mode, log, rec):
     out = []
-    for name, p in prompts:
+    for i, (name, p) in enumerate(prompts):
+        if "tracerec" in rec:
+            rec["tracerec"].note(f"prompt {i} {name}")
         r = rc.run_prompt(ui, events, p)
         r["name"] = name
         if mode != "alone" and ui.alive():
@@ -264,6 +314,8 @@ def drive(ui, events, prompts, mode, log):
 def record_stop(rec, cg, ui, events, prompts, ag, res):
     """Totals, OOM kills, the agent's summary and Ctrl-C, after the prompts."""
     samples = rec["sampler"].stop()
+    if "tracerec" in rec:
+        rec["tracerec"].stop()
     pages = rec["pages"].stop() if "pages" in rec else None
     ps = res["prompts"]
     out = {"ok": sum(p["ok"] for p in ps), "count": len(prompts),
@@ -386,15 +438,18 @@ def run_table(a):
 
 def safe_run(tree, case, mode, cache, limit, a, build):
     trace = os.path.join(a.out, "traces") if a.traces else None
+    stem = f"{rc.tree_version(tree)}-{case}-{limit >> 20}M-{mode}-{cache}-{time.time():.0f}"
+    if trace:
+        os.makedirs(trace, exist_ok=True)
     try:
         r = run_case(tree, case, mode, cache, limit, a.agent_arg, trace=bool(trace),
-                     build=build)
+                     build=build, tracerec=a.tracerec and trace and
+                     os.path.join(trace, stem + ".trace"))
     except Exception as e:  # one failed run must not lose the others
         return {"case": case, "version": rc.tree_version(tree), "mode": mode, "cache": cache,
                 "args": comfy_args(tree, cache), "limit": limit, "error": repr(e)}
     if trace and "trace" in r:
-        os.makedirs(trace, exist_ok=True)
-        name = f"{r['version']}-{case}-{limit >> 20}M-{mode}-{cache}-{time.time():.0f}.json"
+        name = stem + ".json"
         with open(os.path.join(trace, name), "w") as f:
             json.dump(r.pop("trace"), f)
         r["trace_file"] = os.path.join(trace, name)
@@ -426,6 +481,9 @@ def parse(argv):
     run.add_argument("--limit", default="6G")
     run.add_argument("--json", help="write the result here (default: stdout)")
     run.add_argument("--trace", help="write the run's record here")
+    run.add_argument("--tracerec", metavar="FILE",
+                     help="write the forecast's text trace here (tests/helpers/tracerec.py "
+                          "beside the run, or $RAMCACHE_TRACEREC)")
     run.add_argument("--build", metavar="ROOT",
                      help="the package and agent of another (built) checkout")
     tab = sub.add_parser("table", help="the comparison table")
@@ -436,6 +494,9 @@ def parse(argv):
                      help="only these configurations, e.g. alone:default agent:recommended")
     tab.add_argument("--runs", type=int, default=1)
     tab.add_argument("--traces", action="store_true", help="keep each run's record")
+    tab.add_argument("--tracerec", action="store_true",
+                     help="with --traces: also the forecast's text trace of each run "
+                          "(tests/helpers/tracerec.py)")
     tab.add_argument("--out", required=True)
     tab.add_argument("--build", action="append", default=[], metavar="NAME=ROOT",
                      help="the package and agent of checkout ROOT (built), named NAME "
@@ -500,7 +561,7 @@ def main(argv=None):
     tree = os.path.abspath(a.comfyui) if a.comfyui else rc.unpack(a.version)
     r = run_case(tree, a.case, a.mode, a.cache, parse_size(a.limit), a.agent_arg,
                  trace=bool(a.trace), log=lambda s: print(s, file=sys.stderr, flush=True),
-                 build=a.build and os.path.abspath(a.build))
+                 build=a.build and os.path.abspath(a.build), tracerec=a.tracerec)
     if a.trace:
         with open(a.trace, "w") as f:
             json.dump(r.pop("trace"), f)
