@@ -87,6 +87,12 @@ endif
 endif
 endif
 
+# The most executors one agent follows: the size of the BPF side's tables
+# and of the agent's (bpf/tablesize.h). A power of two, 64 to 1024; build
+# each size into its own OUTPUT.
+MAX_EXECUTORS ?= 64
+RC_BUILD_H := $(OUTPUT)/rc_build.h
+
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))
 SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
@@ -185,7 +191,14 @@ $(OUTPUT) $(OUTPUT)/obj/user $(OUTPUT)/obj/lib $(OUTPUT)/obj/demo \
 $(OUTPUT)/tests $(OUTPUT)/bench:
 	$(Q)mkdir -p $@
 
-$(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(VMLINUX_DIR)/vmlinux.h | $(OUTPUT)
+# Rewritten only when MAX_EXECUTORS changes: what includes it (-MMD) is
+# rebuilt then, and only then.
+$(RC_BUILD_H): FORCE | $(OUTPUT)
+	$(Q)echo '#define RC_MAX_TARGETS $(MAX_EXECUTORS)' > $@.new && \
+		{ cmp -s $@.new $@ && rm $@.new || mv $@.new $@; }
+FORCE:
+
+$(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(VMLINUX_DIR)/vmlinux.h $(RC_BUILD_H) | $(OUTPUT)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 	$(Q)$(LLVM_STRIP) -g $@ # DWARF: the agent embeds the object; BTF stays

@@ -11,10 +11,11 @@
 #ifndef __VMLINUX_H__
 #include <linux/types.h>
 #endif
+#include "tablesize.h"
 
 #define RC_DISCOVER_NAME     "ramcache"
-#define RC_DISCOVER_NAME_LEN 9	/* with its NUL */
-#define RC_DISCOVER_MAX	     64 /* followed executors: RC_MAX_TARGETS */
+#define RC_DISCOVER_NAME_LEN 9		    /* with its NUL */
+#define RC_DISCOVER_MAX	     RC_MAX_TARGETS /* followed executors */
 
 enum rc_discover_kind {
 	RC_DISC_PAGE = 1, /* memfd_create("ramcache") called, no page yet */

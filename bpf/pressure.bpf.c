@@ -50,14 +50,10 @@ volatile __u32 learn_slot;
 /* mm's filed so far: each entry's gen */
 __u64 learn_gen;
 
-/*
- * Every slot's counters, per CPU, in one entry: the fault path looks it up
- * with a constant key, which the CPU does while the mm is still being
- * looked up, and then indexes it by slot.
- */
+/* Every slot's counters, per CPU: the key is the slot. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, RC_MAX_TARGETS);
 	__type(key, __u32);
 	__type(value, struct rc_counters);
 } counters SEC(".maps");
@@ -344,6 +340,12 @@ static __always_inline void mm_learn(__u32 slot, __u64 key)
 	t->mm_key = 0;
 	if (!key)
 		return;
+	/* two mm's keys differ above the slot bits only if their objects lie
+	 * that far apart: an mm_struct is over 1 KiB on a 64-bit kernel */
+	if (bpf_core_type_size(struct mm_struct) < RC_MAX_TARGETS) {
+		stat_inc(RC_STAT_MM_INDEX_FULL);
+		return;
+	}
 	t->woke_pages = 0;
 	t->quiet = 0;
 	if (mm_index_add(key, slot))
@@ -378,11 +380,9 @@ static __always_inline int current_slot(bool btf)
 	return m ? mm_slot_of(m) : -1;
 }
 
-static __always_inline struct rc_counters *counters_here(void)
+static __always_inline struct rc_counters *counters_of(__u32 slot)
 {
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&counters, &zero);
+	return bpf_map_lookup_elem(&counters, &slot);
 }
 
 static __always_inline __u32 tgid_of(int slot)
@@ -410,17 +410,20 @@ static __always_inline int handle_exec(bool btf)
 	__u32 tgid;
 	__u64 key;
 
+	__u32 i;
+
 	if (!filter_tgid)
 		return 0;
 	/* a task without memory files none */
 	key = current_mm_num() ? current_key(btf) : 0;
 	tgid = bpf_get_current_pid_tgid() >> 32;
-	for (__u32 i = 0; i < RC_MAX_TARGETS; i++) {
-		if (targets[i].tgid == tgid) {
-			mm_learn(i, key);
-			return 0;
-		}
-	}
+	/* the loop only compares: one mm_learn() after it for the verifier
+	 * to follow, however big the table */
+	for (i = 0; i < RC_MAX_TARGETS; i++)
+		if (targets[i].tgid == tgid)
+			break;
+	if (i < RC_MAX_TARGETS)
+		mm_learn(i, key);
 	return 0;
 }
 
@@ -486,12 +489,13 @@ static __always_inline int fault_count(struct rc_track *t, int slot, __u64 mask,
  */
 static __noinline int fault_tracked(struct rc_mm *m, __u32 slot)
 {
-	struct rc_counters *c = counters_here();
+	struct rc_counters *c;
 
+	slot &= RC_SLOT_MASK;
+	c = counters_of(slot);
 	if (!c)
 		return 0;
-	slot &= RC_SLOT_MASK;
-	return fault_count(&c->fault[slot], slot, m->check_mask, &m->gen);
+	return fault_count(&c->fault, slot, m->check_mask, &m->gen);
 }
 
 /*
@@ -511,9 +515,9 @@ TP_BOTH(fault, "page_fault_user", handle_fault(btf), unsigned long address,
 /* The whole system, when nothing is filtered: every fault is slot 0's. */
 static __always_inline int handle_fault_all(void)
 {
-	struct rc_counters *c = counters_here();
+	struct rc_counters *c = counters_of(0);
 
-	return c ? fault_count(&c->fault[0], 0, burst_check_mask, NULL) : 0;
+	return c ? fault_count(&c->fault, 0, burst_check_mask, NULL) : 0;
 }
 
 TP_BOTH(fault_all, "page_fault_user", handle_fault_all(), unsigned long address,
@@ -581,9 +585,9 @@ static __always_inline int handle_reclaim_end(__u32 kind,
 					   : RC_STAT_MEMCG_RECLAIMS);
 
 	who = current_slot(false);
-	c = who >= 0 ? counters_here() : NULL;
+	c = who >= 0 ? counters_of(who & RC_SLOT_MASK) : NULL;
 	if (c && kind < RC_RECLAIM_KINDS) {
-		struct rc_stalls *st = &c->stall[who & RC_SLOT_MASK];
+		struct rc_stalls *st = &c->stall;
 
 		st->count[kind]++;
 		st->ns[kind] += lat;

@@ -6,10 +6,12 @@
 #ifndef RAMCACHE_PRESSURE_H
 #define RAMCACHE_PRESSURE_H
 
+#include "tablesize.h"
+
 #define RC_COMM_LEN   16
 #define RC_HIST_SLOTS 32
 /* memory cgroups watched for reclaim: at most one per target */
-#define RC_MAX_MEMCGS 64
+#define RC_MAX_MEMCGS RC_MAX_TARGETS
 
 /* Kinds of event in the ring buffer; each starts with struct rc_event_hdr. */
 enum rc_event_type {
@@ -100,12 +102,14 @@ struct rc_rss {
  * rss_stat programs identify a tracked process from the mm alone: plain
  * loads, no helper call, no map lookup, no per-CPU state to keep up to date.
  */
-#define RC_MAX_TARGETS 64
-#define RC_SLOT_MASK   63ULL /* keys of two mm's differ above these bits */
-#define RC_MM_BITS     9
-#define RC_MM_SLOTS    (1 << RC_MM_BITS)
-#define RC_MM_PROBES   8
-/* Keys of entries that hold no mm; a real mm's key is never below 64. */
+#define RC_SLOT_MASK \
+	((1ULL << RC_TARGET_BITS) - 1) /* keys of two mm's
+							* differ above these */
+/* an eighth full at most, so that a lookup rarely goes past one entry */
+#define RC_MM_BITS   (RC_TARGET_BITS + 3)
+#define RC_MM_SLOTS  (1 << RC_MM_BITS)
+#define RC_MM_PROBES 8
+/* Keys of entries that hold no mm; a real mm's key is above RC_SLOT_MASK. */
 #define RC_MM_FREE 0ULL /* never used: a lookup stops here */
 #define RC_MM_TOMB 1ULL /* removed: lookups go on past it */
 #define RC_MM_BUSY 2ULL /* being filled in by mm_learn */
@@ -149,10 +153,13 @@ struct rc_stalls {
 	__u64 pages[RC_RECLAIM_KINDS];
 };
 
-/* The value of the one-entry per-CPU counters map: every slot's counters. */
+/*
+ * A slot's entry of the per-CPU counters map (key: the slot). Apart per
+ * slot, not one entry for all: a per-CPU value is at most 32 KiB.
+ */
 struct rc_counters {
-	struct rc_track fault[RC_MAX_TARGETS];
-	struct rc_stalls stall[RC_MAX_TARGETS];
+	struct rc_track fault;
+	struct rc_stalls stall;
 };
 
 /*

@@ -166,17 +166,16 @@ static void reap(pid_t pid)
 static __u64 slot_faults(struct fixture *f, __u32 slot)
 {
 	struct rc_counters *v = calloc(f->b.ncpus, sizeof(*v));
-	__u32 zero = 0;
 	__u64 n = 0;
 
 	if (!v ||
-	    bpf_map__lookup_elem(f->b.skel->maps.counters, &zero, sizeof(zero),
+	    bpf_map__lookup_elem(f->b.skel->maps.counters, &slot, sizeof(slot),
 				 v, sizeof(*v) * f->b.ncpus, 0)) {
 		free(v);
 		return ~0ULL;
 	}
 	for (int c = 0; c < f->b.ncpus; c++)
-		n += v[c].fault[slot].faults;
+		n += v[c].fault.faults;
 	free(v);
 	return n;
 }

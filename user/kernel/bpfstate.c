@@ -92,20 +92,19 @@ static int slot_of(const struct bpfstate *b, pid_t tgid)
 static int read_counters(struct bpfstate *b, __u32 slot, struct track_totals *t)
 {
 	struct rc_counters *v = calloc(b->ncpus, sizeof(*v));
-	__u32 zero = 0;
 	int err;
 
 	if (!v)
 		return -ENOMEM;
 	memset(t, 0, sizeof(*t));
-	err = bpf_map__lookup_elem(b->skel->maps.counters, &zero, sizeof(zero),
+	err = bpf_map__lookup_elem(b->skel->maps.counters, &slot, sizeof(slot),
 				   v, sizeof(*v) * b->ncpus, 0);
 	for (int c = 0; !err && c < b->ncpus; c++) {
-		t->faults += v[c].fault[slot].faults;
+		t->faults += v[c].fault.faults;
 		for (int k = 0; k < RC_RECLAIM_KINDS; k++) {
-			t->reclaim_count[k] += v[c].stall[slot].count[k];
-			t->reclaim_ns[k] += v[c].stall[slot].ns[k];
-			t->reclaim_pages[k] += v[c].stall[slot].pages[k];
+			t->reclaim_count[k] += v[c].stall.count[k];
+			t->reclaim_ns[k] += v[c].stall.ns[k];
+			t->reclaim_pages[k] += v[c].stall.pages[k];
 		}
 	}
 	free(v);

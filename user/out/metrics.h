@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tablesize.h"
+
 /* Finite histogram bounds, 1us..10s in 1-2.5-5 steps; +Inf is implicit. */
 #define METRICS_HIST_BOUNDS 22
 
@@ -60,8 +62,8 @@ struct metrics_hist {
  * bounded by METRICS_SLOTS and METRICS_DOMAINS however many processes come
  * and go. Binding a slot replaces its labels and zeroes its counters.
  */
-#define METRICS_SLOTS	64 /* = RC_MAX_TARGETS */
-#define METRICS_DOMAINS 64
+#define METRICS_SLOTS	RC_MAX_TARGETS
+#define METRICS_DOMAINS RC_MAX_TARGETS
 /* Label text as stored, sanitised, NUL included; longer input is cut. */
 #define METRICS_COMM_LEN   64
 #define METRICS_CGROUP_LEN 256
@@ -212,7 +214,7 @@ void metrics_snapshot(struct metrics *m, struct metrics_values *out);
  * longest labels and largest values. Pure: no lock, no I/O.
  */
 #define METRICS_RENDER_SIZE (16 * 1024)
-#define METRICS_RENDER_MAX  (4 * 1024 * 1024)
+#define METRICS_RENDER_MAX  (RC_MAX_TARGETS * 64 * 1024) /* 4 MiB at 64 */
 int metrics_render(const struct metrics_values *v, char *buf, size_t len);
 
 /*
