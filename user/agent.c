@@ -94,6 +94,7 @@ struct agent {
 	uint64_t next_cg_ns;	/* when to look for cgroup moves again */
 	uint64_t rss_wake;	/* bytes of RSS movement that wake the loop */
 	pid_t refused_told;	/* --match: last refused pid warned about */
+	bool taking;		/* take_waiting() is running */
 	/* eviction latency of every target followed, for --hist */
 	struct hist ack_hist, freed_hist;
 	bool had_evictor;
@@ -676,6 +677,8 @@ static void find_match(struct agent *a, uint64_t now)
 	out_target_pick(&a->out, pid, t->comm, s.pattern, &r);
 }
 
+static void take_waiting(struct agent *a);
+
 /* Stop following @t, telling why (@state: exited, exec). */
 static void drop_target(struct agent *a, struct target *t, const char *state)
 {
@@ -687,8 +690,10 @@ static void drop_target(struct agent *a, struct target *t, const char *state)
 	if (target_detach(&a->ts, &a->env, t, &a->ack_hist, &a->freed_hist))
 		a->had_evictor = true;
 	out_target(&a->out, state, pid, comm);
-	if (a->o->follow == FOLLOW_ALL)
+	if (a->o->follow == FOLLOW_ALL) {
 		admission_place_freed(&a->adm, now_ns());
+		take_waiting(a);
+	}
 	/* its domain's gauges went with it: the machine's stand in now */
 	if (!a->ts.n) {
 		report_err(a, &a->read_err, sampler_read(&a->sys, now_ns()),
@@ -775,6 +780,33 @@ static bool uid_refused(struct agent *a, pid_t pid, uint64_t now)
 }
 
 /*
+ * --all: every place is taken: @pid waits for the next one that frees,
+ * told once (a `control` event and ramcache_executors_refused_total).
+ */
+static void no_place(struct agent *a, pid_t pid)
+{
+	char path[64], why[160];
+	struct control_info c = { .state = "refused",
+				  .path = path,
+				  .discovery = "memfd",
+				  .pid = pid,
+				  .ns_pid = pid,
+				  .why = why };
+
+	admission_refused(&a->adm);
+	if (!admission_wait(&a->adm, pid))
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	snprintf(why, sizeof(why),
+		 "no place: following %d executors, the most this agent can "
+		 "(MAX_EXECUTORS); it takes the next place that frees",
+		 RC_MAX_TARGETS);
+	out_control(&a->out, &c);
+	metrics_executor_refused(&a->m);
+	metrics_set_waiting(&a->m, (uint64_t)a->adm.nwaiting);
+}
+
+/*
  * --all: follow @pid if the rules accept it and it holds a page that
  * passes every check; @how it was found. Nothing is held for a process
  * whose page is not there (yet): the uprobe's are looked at again for
@@ -803,17 +835,39 @@ static bool adopt(struct agent *a, pid_t pid, const char *how)
 	if (uid_refused(a, pid, now))
 		return true;
 	err = target_attach(&a->ts, &a->env, pid, sp, &t);
+	if (err == -ENOSPC) {
+		no_place(a, pid);
+		return true;
+	}
 	if (err) {
-		if (err == -ENOSPC)
-			admission_refused(&a->adm);
 		if (err != -EACCES && admission_may_warn(&a->adm, now))
 			attach_failed(a, pid, err);
 		return true;
 	}
 	discover_follow(&a->disc, pid, true);
+	admission_settled(&a->adm, pid);
+	metrics_set_waiting(&a->m, (uint64_t)a->adm.nwaiting);
 	out_target_found(&a->out, pid, &t->tag, t->weight, how);
 	wake_now(a, now);
 	return true;
+}
+
+/*
+ * A place freed: the executors refused one for lack of it take it, the
+ * longest waiting first, at once (not at the next look through /proc).
+ */
+static void take_waiting(struct agent *a)
+{
+	pid_t pid;
+
+	if (a->taking)
+		return; /* a target reaped in adopt() frees a place too */
+	a->taking = true;
+	while (a->ts.n < RC_MAX_TARGETS &&
+	       (pid = admission_next_waiting(&a->adm)))
+		adopt(a, pid, "waiting");
+	a->taking = false;
+	metrics_set_waiting(&a->m, (uint64_t)a->adm.nwaiting);
 }
 
 /* The uprobe's reports whose page was not ready: once more each tick. */
@@ -972,6 +1026,18 @@ static void check_drops(struct agent *a, uint64_t now)
 	a->next_drop_warn_ns = now + DROP_WARN_NS;
 }
 
+/* Executors that exited while waiting for a place wait no more. */
+static void prune_waiting(struct agent *a)
+{
+	int n = a->adm.nwaiting;
+
+	for (int i = n - 1; i >= 0; i--)
+		if (kill(a->adm.waiting[i], 0) && errno == ESRCH)
+			admission_settled(&a->adm, a->adm.waiting[i]);
+	if (a->adm.nwaiting != n)
+		metrics_set_waiting(&a->m, (uint64_t)a->adm.nwaiting);
+}
+
 /* Follow cgroup moves of every target, once a second. */
 static void recheck_cgroups(struct agent *a, uint64_t now)
 {
@@ -982,6 +1048,7 @@ static void recheck_cgroups(struct agent *a, uint64_t now)
 	a->next_cg_ns = now + TARGET_CGROUP_PERIOD_NS;
 	for_each_target(a, t, i)
 		target_recheck_cgroup(&a->ts, &a->env, t, now);
+	prune_waiting(a);
 }
 
 /* Read meminfo and the cgroups of every target (and the system's). */

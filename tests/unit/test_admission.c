@@ -217,6 +217,26 @@ TEST(a_full_pending_list_forgets_the_oldest)
 	ASSERT_EQ(pids[RC_MAX_TARGETS - 1], 100 + RC_MAX_TARGETS, "newest");
 }
 
+TEST(executors_refused_for_lack_of_a_place_take_the_next_in_order)
+{
+	struct admission ad = fresh();
+
+	ASSERT_EQ(admission_next_waiting(&ad), 0, "nobody waits");
+	ASSERT_TRUE(admission_wait(&ad, 100), "100 waits: tell it");
+	ASSERT_TRUE(admission_wait(&ad, 200), "200 waits");
+	ASSERT_FALSE(admission_wait(&ad, 100), "told once");
+	ASSERT_EQ(ad.nwaiting, 2, "each once");
+	admission_settled(&ad, 200); /* followed another way, or gone */
+	ASSERT_TRUE(admission_wait(&ad, 300), "300 waits");
+	ASSERT_EQ(admission_next_waiting(&ad), 100, "the longest waiting");
+	ASSERT_EQ(admission_next_waiting(&ad), 300, "then the next");
+	ASSERT_EQ(admission_next_waiting(&ad), 0, "then nobody");
+	for (int i = 0; i <= RC_MAX_TARGETS; i++)
+		admission_wait(&ad, 1000 + i);
+	ASSERT_EQ(ad.nwaiting, RC_MAX_TARGETS, "bounded");
+	ASSERT_EQ(admission_next_waiting(&ad), 1001, "the oldest forgotten");
+}
+
 TEST(a_target_without_a_page_goes_after_a_while)
 {
 	uint64_t since = 0;

@@ -124,6 +124,35 @@ void admission_settled(struct admission *ad, pid_t pid)
 		if (ad->pend[i].pid != pid)
 			ad->pend[k++] = ad->pend[i];
 	ad->npend = k;
+	k = 0;
+	for (int i = 0; i < ad->nwaiting; i++)
+		if (ad->waiting[i] != pid)
+			ad->waiting[k++] = ad->waiting[i];
+	ad->nwaiting = k;
+}
+
+bool admission_wait(struct admission *ad, pid_t pid)
+{
+	for (int i = 0; i < ad->nwaiting; i++)
+		if (ad->waiting[i] == pid)
+			return false;
+	if (ad->nwaiting == RC_MAX_TARGETS) /* full: the oldest goes */
+		memmove(ad->waiting, ad->waiting + 1,
+			(size_t)--ad->nwaiting * sizeof(ad->waiting[0]));
+	ad->waiting[ad->nwaiting++] = pid;
+	return true;
+}
+
+pid_t admission_next_waiting(struct admission *ad)
+{
+	pid_t pid;
+
+	if (!ad->nwaiting)
+		return 0;
+	pid = ad->waiting[0];
+	memmove(ad->waiting, ad->waiting + 1,
+		(size_t)--ad->nwaiting * sizeof(ad->waiting[0]));
+	return pid;
 }
 
 uint64_t admission_lost(struct admission *ad, uint64_t lost, uint64_t now)

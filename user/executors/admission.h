@@ -56,6 +56,9 @@ struct admission {
 	uint64_t lost;	       /* kernel reports lost, as last acted on */
 	bool scan_for_lost;    /* this look makes up for lost reports */
 	bool refused;	       /* an executor was refused a place since */
+	/* refused for lack of a place, oldest first: they take the next */
+	pid_t waiting[RC_MAX_TARGETS];
+	int nwaiting;
 	struct {
 		pid_t pid;
 		uint64_t until_ns;
@@ -98,6 +101,20 @@ enum admission_verdict admission_check(struct admission *ad, uid_t uid, int n,
 /* An executor was refused a place for lack of one. */
 void admission_refused(struct admission *ad);
 
+/*
+ * @pid was refused a place because every one is taken: it waits for the
+ * next one that frees (oldest first; when RC_MAX_TARGETS wait, the oldest
+ * is forgotten, and a look through /proc finds it again). Returns true
+ * when it was not waiting yet: tell the refusal once.
+ */
+bool admission_wait(struct admission *ad, pid_t pid);
+
+/*
+ * The executor to offer a freed place to (the longest waiting), taken
+ * off the list, or 0 when none waits.
+ */
+pid_t admission_next_waiting(struct admission *ad);
+
 /* True at most every ADMISSION_WARN_NS: tell a refusal now. */
 bool admission_may_warn(struct admission *ad, uint64_t now);
 
@@ -121,7 +138,7 @@ uint64_t admission_pend(struct admission *ad, pid_t pid, uint64_t now);
  */
 int admission_pending(struct admission *ad, uint64_t now, pid_t *pids);
 
-/* @pid is followed, or never can be: stop looking at it. */
+/* @pid is followed, or never can be: stop looking at it (and waiting). */
 void admission_settled(struct admission *ad, pid_t pid);
 
 /*

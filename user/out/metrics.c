@@ -414,6 +414,20 @@ void metrics_set_ringbuf_drops(struct metrics *m, uint64_t total)
 	pthread_mutex_unlock(&m->lock);
 }
 
+void metrics_executor_refused(struct metrics *m)
+{
+	pthread_mutex_lock(&m->lock);
+	m->v.refused++;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_set_waiting(struct metrics *m, uint64_t waiting)
+{
+	pthread_mutex_lock(&m->lock);
+	m->v.waiting = waiting;
+	pthread_mutex_unlock(&m->lock);
+}
+
 void metrics_set_level(struct metrics *m, uint32_t level)
 {
 	pthread_mutex_lock(&m->lock);
@@ -641,6 +655,9 @@ static const struct u64_metric counters[] = {
 	U64_METRIC("ramcache_evaluations_total",
 		   "Eviction decisions made (rate-limited, not one per event).",
 		   struct metrics_values, evaluations),
+	U64_METRIC("ramcache_executors_refused_total",
+		   "Executors refused a place because every one was taken.",
+		   struct metrics_values, refused),
 };
 
 static const struct u64_metric exec_counters[] = {
@@ -895,6 +912,9 @@ static void render_gauges(struct textbuf *o, const struct metrics_values *v)
 		"Resident set size of the attached executors, summed.", a.rss);
 	put_u64(o, "ramcache_executors", "gauge",
 		"Executors the agent is attached to.", a.executors);
+	put_u64(o, "ramcache_executors_waiting", "gauge",
+		"Executors refused a place, waiting for the next one to free.",
+		v->waiting);
 	render_exec_gauges(o, v);
 	render_domains(o, v);
 	put_header(o, "ramcache_build_info", "gauge",

@@ -121,7 +121,9 @@ struct metrics_values {
 	uint64_t evicted_bytes;
 	uint64_t oom_kills; /* every OOM kill on the machine */
 	uint64_t ringbuf_drops;
-	uint32_t level; /* enum ramcache_level, the agent's overall */
+	uint64_t refused; /* executors refused a place: every one taken */
+	uint64_t waiting; /* of those, still waiting for one */
+	uint32_t level;	  /* enum ramcache_level, the agent's overall */
 	int64_t headroom_bytes;
 	struct metrics_exec exec[METRICS_SLOTS];
 	struct metrics_domain dom[METRICS_DOMAINS];
@@ -199,6 +201,9 @@ void metrics_evaluation(struct metrics *m);
 void metrics_oom_kill(struct metrics *m);
 /* Total ring-buffer drops as summed from the BPF stats map. */
 void metrics_set_ringbuf_drops(struct metrics *m, uint64_t total);
+/* An executor was refused a place (every one taken); @waiting wait now. */
+void metrics_executor_refused(struct metrics *m);
+void metrics_set_waiting(struct metrics *m, uint64_t waiting);
 /* The agent's overall level (enum ramcache_level) and headroom. */
 void metrics_set_level(struct metrics *m, uint32_t level);
 void metrics_set_headroom(struct metrics *m, int64_t bytes);

@@ -139,6 +139,7 @@ void out_start(struct out *o, const struct start_info *s)
 			json_str(&w, "control", s->control);
 		json_u64(&w, "headroom", s->headroom);
 		json_u64(&w, "inactive", s->inactive);
+		json_u64(&w, "max_executors", RC_MAX_TARGETS);
 		json_object_begin(&w, "probes");
 		for (int i = 0; i < NR_PROBES; i++)
 			json_str(&w, s->probes->p[i].tp,

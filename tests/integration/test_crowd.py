@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""One `--all` agent, no tuning, and more executors than one.
+
+- The table of followed executors is full (64 by default): the next
+  executor is refused a place with a `control` event and a metric, and is
+  taken the moment a place frees, not at the next look through /proc.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import promtext  # noqa: E402
+from rctest import (HELPERS, Agent, ParentMemcg, main,  # noqa: E402
+                    require_root, test)
+
+EXECUTOR = os.path.join(HELPERS, "executor")
+
+
+def start_executor(dom):
+    p = subprocess.Popen([EXECUTOR, "--entries", "8"], stdin=subprocess.PIPE,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         preexec_fn=dom.preexec(0))
+    return p
+
+
+def scrape(port):
+    return promtext.parse(promtext.fetch(f"127.0.0.1:{port}"))
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def target(agent, pid, state, timeout=30):
+    return agent.wait_for(lambda e: e.get("type") == "target"
+                          and e.get("pid") == pid
+                          and e.get("state") == state, timeout)
+
+
+@test
+def the_executor_past_the_table_waits_for_a_place():
+    """--all with the table full: the next executor gets a `control`
+    event `refused` saying why, ramcache_executors_refused_total and
+    ramcache_executors_waiting count it, and when one of the others exits
+    it is the very next executor attached (no look through /proc first)."""
+    require_root()
+    port = free_port()
+    procs = []
+    with ParentMemcg(1 << 40, 1, "places") as dom:
+        agent = Agent("--all", "--cgroup", dom.rel, "--interval", "10s",
+                      "--metrics", f"127.0.0.1:{port}")
+        try:
+            start = agent.wait_type("start", timeout=60)
+            assert start, agent.stderr
+            places = start.get("max_executors", 64)
+            for _ in range(places):
+                procs.append(start_executor(dom))
+            for p in procs:
+                assert target(agent, p.pid, "attached"), (
+                    p.pid, agent.stderr[-5:])
+            extra = start_executor(dom)
+            procs.append(extra)
+            ev = agent.wait_for(lambda e: e.get("type") == "control"
+                                and e.get("pid") == extra.pid
+                                and e.get("state") == "refused", 30)
+            assert ev, ("no control refused for the executor past the "
+                        f"table: {agent.of_type('warning')[-3:]}")
+            assert str(places) in ev.get("reason", ""), ev
+            m = scrape(port)
+            assert m.get("ramcache_executors") == places, m.get(
+                "ramcache_executors")
+            assert m.get("ramcache_executors_waiting") == 1, m.get(
+                "ramcache_executors_waiting")
+            assert m.get("ramcache_executors_refused_total", 0) >= 1
+            gone = procs[0]
+            gone.kill()
+            gone.wait()
+            assert target(agent, gone.pid, "exited"), agent.events[-5:]
+            assert target(agent, extra.pid, "attached"), (
+                "the waiting executor was never taken")
+            after = [e for e in agent.of_type("target")
+                     if e["state"] == "attached"]
+            assert after[-1]["pid"] == extra.pid, after[-3:]
+            assert after[-1].get("discovery") == "waiting", after[-1]
+            end = time.monotonic() + 10
+            while time.monotonic() < end:
+                if scrape(port).get("ramcache_executors_waiting") == 0:
+                    break
+                time.sleep(0.2)
+            assert scrape(port).get("ramcache_executors_waiting") == 0
+            print(f"# {places} places: the executor past them refused, "
+                  f"then taken when pid {gone.pid} exited")
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+            for p in procs:
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+            agent.stop()
+
+
+main()
