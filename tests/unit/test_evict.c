@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * The evictor on a real control page (made by libramcache): what it posts
- * is what the planner, policy_plan_eviction(), decides for the same inputs.
+ * is what the planner, outlook_plan(), decides for the same inputs.
  */
 #include <unistd.h>
 
@@ -106,6 +106,39 @@ TEST(evaluate_posts_what_the_planner_decides)
 		fflush(r.out.f);
 		ASSERT_TRUE(strstr(r.log, "\"type\":\"evict\""), r.log);
 		ASSERT_TRUE(strstr(r.log, "\"forecast\":41943040"), r.log);
+	}
+	rig_down(&r);
+}
+
+/*
+ * The target's outlook hears of each command: nothing is learnt while it
+ * is out, what it freed is taken out of the executor's rhythm, and its
+ * answer time feeds the lead time.
+ */
+TEST(the_outlook_hears_of_each_command)
+{
+	static struct rc_outlook o;
+	struct rc_view v = { .headroom = 100 * MiB, .low = 100 * MiB };
+	struct ramcache_command cmd;
+	struct rig r;
+	uint64_t now;
+
+	outlook_init(&o);
+	if (rig_up(&r)) {
+		r.ev.outlook = &o;
+		now = ramcache_now_ns();
+		outlook_push(&o, now, 100 * MiB);
+		evictor_evaluate(&r.ev, now, &v, 0);
+		ASSERT_TRUE(o.quiet_until > now, "quiet while out");
+		ASSERT_EQ(ramcache_poll(r.rc, &cmd), 1, "posted");
+		ramcache_ack(r.rc, &cmd, RAMCACHE_ACK_EVICTED, 0);
+		evictor_tick(&r.ev, ramcache_now_ns());
+		ASSERT_EQ(o.nr_lat, 1, "its answer time measured");
+		evictor_evaluate(&r.ev, ramcache_now_ns(), &v, 0);
+		ASSERT_EQ(ramcache_poll(r.rc, &cmd), 1, "posted again");
+		ramcache_ack(r.rc, &cmd, RAMCACHE_ACK_EVICTED, 30 * MiB);
+		evictor_tick(&r.ev, ramcache_now_ns());
+		ASSERT_EQ(o.freed, 30 * MiB, "what it freed is ours");
 	}
 	rig_down(&r);
 }
