@@ -119,9 +119,11 @@ def method(cfg):
             "websocket's executing messages): taken from its cache, or not needed "
             "because what reads them was. The 10-prompt run: EmptyImage 1024x1024x16 -> ImageInvert -> "
             "ImageScale -> PreviewImage, ~384 MiB cached per prompt. Long node: a test "
-            "node growing RAM by 768 MiB over 10 s in ProgressBar steps after a prompt "
-            "that cached 384 MiB; large batch: ImageScaleBy lanczos x1.5 of 48 "
-            "1024x1024 images after the same. post -> ack: the agent's evict_done "
+            "node, first of its prompt (so no ComfyUI check runs before it), growing "
+            "RAM by 1 GiB over 10 s in ProgressBar steps after a prompt that cached 384 "
+            "MiB, three times; large batch: ImageScaleBy lanczos x1.5 of 16 1024x1024 "
+            "images (~1 GiB at its peak, no progress hook) after the same: both fit "
+            "in 1.5 GiB only once the earlier output is gone. post -> ack: the agent's evict_done "
             "ack_latency_ns of commands posted while a core node ran")
 
 
