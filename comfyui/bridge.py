@@ -19,7 +19,7 @@ import threading
 import time
 import weakref
 
-from . import compat, evict, ownpolicy, sizing
+from . import compat, evict, ownmemory, ownpolicy, sizing
 from .reclaim import Reclaim
 from .window import NodeWindow
 from . import page as pagemod
@@ -87,6 +87,9 @@ class Bridge:
         self._last_use = {}  # entry id -> (used_generation, mono ns, wall)
         self._labels = {}  # entry id -> label, kept while the entry lives
         self._gone_labels = {}  # entry id -> label of an entry just evicted
+        self._pin_eids = {}  # ownmemory pool -> entry id
+        self.mm = None  # comfy.model_management, set by hooks.install
+        self._gen = 0  # the generation last published
         self._newly_inactive = 0  # entries the last publish saw go inactive
         # command flow
         self.window = NodeWindow()
@@ -266,11 +269,38 @@ class Bridge:
         return self._labels[eid]
 
     def publish(self):
-        """Mirror the outputs cache into the page: add, update, remove."""
+        """Mirror the outputs cache, and ComfyUI's pinned memory, into the
+        page: add, update, remove."""
         if self.page is None:
             return
         outputs = self.outputs()
         k = compat.kind(outputs)
+        self._say_kind(outputs, k)
+        gen = evict.generation(outputs)
+        if gen is None:
+            gen = self.prompts
+        self._gen = gen
+        now = time.monotonic_ns()
+        names = evict.node_of_key(outputs) if k != "null" else {}
+        dynprompt = getattr(outputs, "dynprompt", None) or self.dynprompt
+        rows = []
+        for cache, key, value in (evict.walk(outputs) if k != "null" else ()):
+            row = self._row(outputs, cache, key, value, gen, now)
+            if row is not None:
+                label = self._label(row[0], names, cache, key, dynprompt)
+                rows.append((row[0], row[1], label))
+        rows += self._pin_rows(gen, now)
+        seen = {r[0] for r in rows}
+
+        def was_active(eid):
+            prev = self._published.get(eid)  # (row, label)
+            return prev is None or prev[0][3] & pagemod.F_ACTIVE
+        self._newly_inactive = sum(1 for eid, row, _ in rows
+                                   if not row[3] & pagemod.F_ACTIVE and was_active(eid))
+        self._write(rows, [eid for eid in self._published if eid not in seen], gen)
+        self._drop_ids([e for e in self._where if e not in seen])
+
+    def _say_kind(self, outputs, k):
         ex = self.executor() if self.executor else None
         if ex is not None and not hasattr(ex, "caches"):
             self.say_once("old", logging.WARNING, "this ComfyUI has no "
@@ -285,61 +315,78 @@ class Bridge:
         else:
             self.say_once("kind", logging.INFO, "publishing ComfyUI's %s output "
                           "cache (%s)", k, type(outputs).__name__)
-        gen = evict.generation(outputs)
-        if gen is None:
-            gen = self.prompts
-        now = time.monotonic_ns()
-        now_wall = time.time()
-        names = evict.node_of_key(outputs) if k != "null" else {}
-        dynprompt = getattr(outputs, "dynprompt", None) or self.dynprompt
-        seen = set()
+
+    def _row(self, outputs, cache, key, value, gen, now):
+        """(entry id, (bytes, last use, used generation, flags, cost)) of one
+        cache entry, or None for an unhashable key."""
+        try:
+            eid = self._entry_id(cache, key)
+        except TypeError:
+            return None
+        memo = self._sizes.get(eid)
+        if memo is None or memo[0] != id(value):
+            nbytes, has_model, plain = sizing.entry_size(value)
+            memo = self._sizes[eid] = (id(value), nbytes, has_model, plain)
+        ug = evict.used_generation(outputs, key)
+        ug = gen if ug is None else ug
+        # last use: RAMPressureCache's wall stamp on the page's clock, else
+        # when we first saw this generation; unchanged stays put
+        wall = evict.last_use_wall(outputs, key)
+        prev = self._last_use.get(eid)
+        if prev and prev[0] == ug and prev[2] == wall:
+            last = prev[1]
+        elif wall is not None:
+            last = evict.wall_to_mono_ns(wall, time.time(), now)
+        else:
+            last = now
+        self._last_use[eid] = (ug, last, wall)
+        flags = pagemod.F_ACTIVE if evict.is_active(outputs, key) else 0
+        if memo[2]:
+            flags |= pagemod.F_MODEL
+        cost = int(float(getattr(value, "exec_time", 0) or 0) * 1e9)
+        return eid, (memo[1], last, ug, flags, cost)
+
+    def _pin_rows(self, gen, now):
+        """ComfyUI's pinned memory as entries (ownmemory.py): one per pool
+        that holds any."""
         rows = []
-        for cache, key, value in (evict.walk(outputs) if k != "null" else ()):
-            try:
-                eid = self._entry_id(cache, key)
-            except TypeError:
-                continue  # unhashable key
-            seen.add(eid)
-            memo = self._sizes.get(eid)
-            if memo is None or memo[0] != id(value):
-                nbytes, has_model, plain = sizing.entry_size(value)
-                memo = self._sizes[eid] = (id(value), nbytes, has_model, plain)
-            ug = evict.used_generation(outputs, key)
-            ug = gen if ug is None else ug
-            # last use: RAMPressureCache's wall stamp on the page's clock,
-            # else when we first saw this generation; unchanged stays put
-            wall = evict.last_use_wall(outputs, key)
-            prev = self._last_use.get(eid)
-            if prev and prev[0] == ug and prev[2] == wall:
-                last = prev[1]
-            elif wall is not None:
-                last = evict.wall_to_mono_ns(wall, now_wall, now)
-            else:
-                last = now
-            self._last_use[eid] = (ug, last, wall)
-            flags = pagemod.F_ACTIVE if evict.is_active(outputs, key) else 0
-            if memo[2]:
-                flags |= pagemod.F_MODEL
-            cost = int(float(getattr(value, "exec_time", 0) or 0) * 1e9)
-            row = (memo[1], last, ug, flags, cost)
-            rows.append((eid, row, cache, key))
-        def was_active(eid):
-            prev = self._published.get(eid)  # (row, label)
-            return prev is None or prev[0][3] & pagemod.F_ACTIVE
-        self._newly_inactive = sum(1 for eid, row, _, _ in rows
-                                   if not row[3] & pagemod.F_ACTIVE and was_active(eid))
-        gone = [eid for eid in self._published if eid not in seen]
+        for pool, n in ownmemory.pins(self.mm).items():
+            if n <= 0:
+                continue
+            eid = self._pin_eids.get(pool)
+            if eid is None:
+                eid = self._pin_eids[pool] = self._next_id
+                self._next_id += 1
+            prev = self._published.get(eid)
+            last = prev[0][1] if prev and prev[0][0] == n else now
+            active = pool == "prompt"
+            flags = pagemod.F_MODEL | (pagemod.F_ACTIVE if active else 0)
+            rows.append((eid, (n, last, gen if active else max(0, gen - 1), flags, 0),
+                         ownmemory.POOLS[pool]))
+        return rows
+
+    def refresh_pins(self):
+        """ComfyUI's free_pins ran (its own or ours): the pin entries follow."""
+        if self.page is None or not self._pin_eids:
+            return
+        with self.window.lock:
+            rows = self._pin_rows(self._gen, time.monotonic_ns())
+            seen = {r[0] for r in rows}
+            self._write(rows, [e for e in self._pin_eids.values()
+                               if e in self._published and e not in seen], None)
+
+    def _write(self, rows, gone, gen):
+        """One change of the table: the agent reads all of it or none."""
         with self.pub_lock:
             if self.page is None:
                 return
-            self.page.set_generation(gen)
-            # one change of the table: the agent reads all of it or none
+            if gen is not None:
+                self.page.set_generation(gen)
             with self.page.batch():
                 for eid in gone:
                     self.page.remove(eid)
                     del self._published[eid]
-                for eid, row, cache, key in rows:
-                    label = self._label(eid, names, cache, key, dynprompt)
+                for eid, row, label in rows:
                     if self._published.get(eid) == (row, label):
                         continue
                     if self.page.publish(eid, row[0], row[1], row[2], row[3], label,
@@ -348,7 +395,6 @@ class Bridge:
                     else:
                         self.say_once("full", logging.WARNING,
                                       "control page full, some entries are not published")
-        self._drop_ids([e for e in self._where if e not in seen])
 
     def _forget(self, eids):
         """Entries that left the cache: off the page and the maps (under
@@ -471,8 +517,8 @@ class Bridge:
         with self.window.lock:
             if in_node and self.window.node is None:
                 return [], list(cmds)
+            before = self.reclaim.read_rss()  # before: pins go inside _take
             results, values, later = self._take(cmds, in_node)
-            before = self.reclaim.read_rss()
         estimates = {r[0].seq: r[3] for r in results if r[1] == pagemod.ACK_EVICTED}
         values.clear()  # the last references: the memory goes now
         if estimates:
@@ -494,7 +540,11 @@ class Bridge:
             return [[c, pagemod.ACK_NOT_FOUND, 0, 0] for c in cmds], [], []
         keep = evict.needed(outputs, self.running, self.dynprompt, self.execution_list)
         results, values, later, gone = [], [], [], []
+        pools = {eid: pool for pool, eid in self._pin_eids.items()}
         for c in cmds:
+            if c.entry_id in pools:
+                self._take_pins(c, pools[c.entry_id], in_node, results, later)
+                continue
             where = self._where.get(c.entry_id)
             cache = where[0]() if where else None
             if cache is None or where[1] not in getattr(cache, "cache", {}):
@@ -515,6 +565,22 @@ class Bridge:
             results.append([c, pagemod.ACK_EVICTED, 0, memo[1]])
         self._forget(gone)
         return results, values, later
+
+    def _take_pins(self, c, pool, in_node, results, later):
+        """A command for ComfyUI's pinned memory: its own free_pins, on its
+        worker thread only (it walks the loaded models and their buffers):
+        held for the worker while a node runs, "busy" between prompts (the
+        worker may be unloading models outside any prompt)."""
+        if in_node:
+            later.append(c)
+            return
+        if not self.on_executor_thread():
+            results.append([c, pagemod.ACK_BUSY, 0, 0])
+            return
+        n = ownmemory.pins(self.mm).get(pool, 0)
+        freed = ownmemory.free(self.mm, pool, n) if n else 0
+        self._gone_labels[c.entry_id] = ownmemory.POOLS[pool]
+        results.append([c, pagemod.ACK_EVICTED if freed else pagemod.ACK_NOT_FOUND, 0, freed])
 
     def _record(self, results, freed, total, in_node):
         done_ns = time.monotonic_ns()

@@ -18,6 +18,8 @@ load before the prompt worker starts):
   comfy.memory_management.extra_ram_release (newer versions)
                                      model loads: commands are served before
                                      the weights are read, moved or pinned
+  comfy.model_management.free_pins   (0.25.0 and newer) the pinned-memory
+                                     entries follow ComfyUI's own frees
 
 Nothing here may let an exception escape into ComfyUI's worker thread except
 InterruptProcessingException: a worker thread that dies leaves a server that
@@ -237,6 +239,19 @@ def _wrap_safe_point(where):
     return wrap
 
 
+def _wrap_free_pins(orig):
+    """ComfyUI's free_pins (its own release, or a command's): the pin
+    entries on the page follow at once."""
+    @functools.wraps(orig)
+    def free_pins(*args, **kwargs):
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            _guard("pins freed", BRIDGE.refresh_pins)
+    setattr(free_pins, _MARK, True)
+    return free_pins
+
+
 def _wrap_set_hook(orig):
     @functools.wraps(orig)
     def set_progress_bar_global_hook(function):
@@ -304,7 +319,9 @@ def install():
     _patch(comfy.utils, "load_torch_file", _wrap_safe_point("model file load"))
     try:
         import comfy.model_management as mm
+        BRIDGE.mm = mm
         _patch(mm, "load_models_gpu", _wrap_safe_point("model load"))
+        _patch(mm, "free_pins", _wrap_free_pins)  # 0.25.0 and newer
     except Exception:
         pass
     try:

@@ -29,6 +29,7 @@ ITEMS = [
     ("comfy/model_management.py", None, "throw_exception_if_processing_interrupted", None),
     ("comfy/model_management.py", None, "load_models_gpu", None),
     ("comfy/model_management.py", None, "free_pins", "newest"),
+    ("comfy/model_management.py", None, "current_loaded_models", None),
     ("comfy/memory_management.py", None, "extra_ram_release", "newest"),
     ("comfy/memory_management.py", None, "set_ram_cache_release_state", "newest"),
     ("comfy_execution/caching.py", "BasicCache", "cache", None),

@@ -8,6 +8,7 @@ unless the agent asks for bytes; malloc_trim only where it returns memory;
 the status says all of it."""
 import gc
 import threading
+import time
 
 import env
 from env import MiB, node
@@ -15,6 +16,7 @@ from fakeagent import FakeAgent
 from rctest import main, test
 
 import comfy.memory_management as cmm
+import comfy.model_management
 from comfy_execution import caching
 
 pkg = env.load_package()
@@ -252,6 +254,92 @@ def malloc_trim_runs_only_where_it_returns_memory():
     r.trim = trim_returns
     assert r.returned(100 * MiB, 16 * MiB, True) == 10 * MiB and log == ["trim"]
     assert r.trims_returned == 1
+
+
+def dynamic_model(mib, state="earlier"):
+    """A dynamic-VRAM model (CUDA only upstream) holding mib MiB of pinned
+    host RAM, loaded in ComfyUI's model list."""
+    from comfy.model_patcher import ModelPatcherDynamic
+    m = ModelPatcherDynamic(env.faketorch.Module(), pins=[env.faketorch.mib(1)
+                                                          for _ in range(mib)])
+    m.model.dynamic_pins[m.load_device]["current_prompt"] = state == "prompt"
+    comfy.model_management.current_loaded_models.insert(
+        0, comfy.model_management.LoadedModel(m))
+    return m
+
+
+def pin_entries(a):
+    return {e["label"]: e for e in a.entries().values() if e["label"].startswith("pins:")}
+
+
+@test
+def comfyuis_pinned_memory_is_on_the_page_and_freed_by_its_own_free_pins():
+    """Pins of models the prompt does not use: an inactive model entry; of
+    the prompt's models: active. A command for them runs ComfyUI's
+    free_pins on its worker thread (held while a node's code runs, served
+    at the node's next safe point); what ComfyUI frees itself leaves the
+    page at once."""
+    mm = comfy.model_management
+    set_available(ROOM)
+    w = default_worker()
+    a = agent()
+    calls = []
+    orig = mm.free_pins
+    log = {}
+    try:
+        a.start_heartbeat()
+        old = dynamic_model(8)
+        dynamic_model(2, state="prompt")
+        ok, _ = w.run(two_node_prompt("pins"), ["s"], "pins")
+        assert ok
+        pins = pin_entries(a)
+        assert set(pins) == {"pins:earlier workflows", "pins:this prompt"}, pins
+        early, now = pins["pins:earlier workflows"], pins["pins:this prompt"]
+        assert early["bytes"] == 8 * MiB and now["bytes"] == 2 * MiB, pins
+        assert early["flags"] & lib.F_MODEL and not early["flags"] & lib.F_ACTIVE, early
+        assert now["flags"] & lib.F_ACTIVE, now
+
+        def spy(*args, **kwargs):
+            calls.append((args, kwargs))
+            return orig(*args, **kwargs)
+        mm.free_pins = spy  # ComfyUI's function, as the package finds it
+
+        def load():
+            log["seq"] = a.post(early["id"])
+            assert a.wait_taken(log["seq"])
+            time.sleep(0.05)
+            log["held"] = a.ack(log["seq"])  # not the listener's to free
+            mm.load_models_gpu([])  # a safe point of the worker
+            log["ack"] = a.wait_ack(log["seq"], 2)
+            return 1
+        env.CALLS["load"] = load
+        ok, msgs = w.run({"c": node("Call", tag="load", value="pins"),
+                          "s": node("Sink", value=["c", 0])}, ["s"], "pins-load")
+        assert ok, msgs
+        assert log["held"] is None, log
+        assert log["ack"] and log["ack"]["status"] == lib.ACK_EVICTED, log
+        assert log["ack"]["bytes_freed"] >= 4 * MiB, log
+        assert calls and calls[0][0][0] == 8 * MiB, calls  # ComfyUI's own function
+        assert old.loaded_ram_size() == 0
+        assert "pins:earlier workflows" not in pin_entries(a)
+
+        dynamic_model(4)  # ComfyUI frees it itself, in a node
+        ok, _ = w.run(two_node_prompt("pins-again"), ["s"], "pins-again")
+        assert ok and pin_entries(a)["pins:earlier workflows"]["bytes"] == 4 * MiB
+
+        def comfy_frees():
+            mm.free_pins(64 * MiB)
+            log["listed"] = "pins:earlier workflows" in pin_entries(a)
+            return 1
+        env.CALLS["frees"] = comfy_frees
+        ok, _ = w.run({"c": node("Call", tag="frees", value="x"),
+                       "s": node("Sink", value=["c", 0])}, ["s"], "pins-comfy")
+        assert ok and log["listed"] is False, log
+    finally:
+        mm.free_pins = orig
+        mm.current_loaded_models.clear()
+        a.stop_heartbeat()
+        w.stop()
 
 
 @test

@@ -86,6 +86,7 @@ def status_json_before_and_after_the_agent_attaches():
                 "execution.PromptExecutor.reset", "execution.execute",
                 "execution.get_output_data", "comfy.utils.set_progress_bar_global_hook", "comfy.utils.load_torch_file",
                 "comfy.model_management.load_models_gpu",
+                "comfy.model_management.free_pins",
                 "comfy.memory_management.extra_ram_release"], st["hooks"]
             # ComfyUI's own policy, and what the package sets aside of it
             own = {r["what"].split(" (")[0]: r for r in st["own_policy"]}

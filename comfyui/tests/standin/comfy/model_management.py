@@ -38,7 +38,31 @@ def should_free_pins_for_ram_pressure(shortfall):
     return shortfall > 0  # upstream's answer off Windows
 
 
+class LoadedModel:
+    def __init__(self, model):
+        self.model = model
+        self.device = model.load_device
+
+
+# Models loaded by load_models_gpu, newest first. Dynamic-VRAM models
+# (comfy_aimdo) need CUDA; the tests put stand-ins of them here to play
+# pinned host memory, which real ComfyUI on this machine never has.
+current_loaded_models = []
+
+
 def free_pins(size, evict_active=False, loaded=False):
-    """Pinned host memory exists only with CUDA (comfy_aimdo); on CPU, as
-    in real ComfyUI here, there is none to free."""
-    return 0
+    """0.25.0's free_pins: the pinned RAM of dynamic models, oldest loaded
+    first, those in use only with evict_active (0.33.0 orders the same
+    models in tiers: not the running prompt's first)."""
+    freed_total = 0
+    for loaded_model in reversed(current_loaded_models):
+        if size <= 0:
+            return freed_total
+        model = loaded_model.model
+        state = model.model.dynamic_pins[model.load_device] if model.is_dynamic() else None
+        if state is not None and (evict_active or not (state["active"] or
+                                                       state["current_prompt"])):
+            freed = model.partially_unload_ram(size)
+            freed_total += freed
+            size -= freed
+    return freed_total
