@@ -93,7 +93,8 @@ def run(tree, agent=True):
     """The run every check reads: a dict of what was seen. agent=False is
     the control run (the checks that need the agent must then fail)."""
     out = {"tree": tree, "args": rc.recommended(tree)}
-    with rctest.Memcg(8 << 30, swap_limit=0) as cg, \
+    name = f"ramcache-test-{os.getpid()}-real-{rc.tree_version(tree)}"
+    with rctest.Memcg(8 << 30, swap_limit=0, name=name) as cg, \
             rc.started(tree, out["args"], cg, test_nodes=False) as ui:
         out["idle"] = rc.cg_usage(cg)
         cg._w("memory.max" if cg.version == 2 else "memory.limit_in_bytes",
