@@ -496,39 +496,54 @@ class Bridge:
         "busy" for all when serving failed: each command gets its ack.
         Returns the commands left for the worker (in_node only)."""
         results = [(c, pagemod.ACK_BUSY, 0) for c in cmds]
-        later = []
+        later, release = [], None
         try:
-            results, later = self.serve(cmds, in_node=in_node)
+            results, later, release = self.serve(cmds, in_node=in_node)
         finally:
             for r in results:
-                sink(*r)
+                sink(*r[:3])
+        if release is not None:
+            release()
         return later
 
     def serve(self, cmds, in_node=False):
-        """Evict for each command: ([(cmd, status, bytes_freed)], commands
-        left for the worker). in_node: from the listener thread while a node
-        runs, which frees only plain data (tensors and containers: nothing
-        of ComfyUI's or a node's runs when they go) and leaves the rest, and
-        everything once the window has closed, to the worker."""
+        """Evict for each command: ([[cmd, status, bytes_freed, bytes]],
+        commands left for the worker, what is left to do after the acks or
+        None). in_node: from the listener thread while a node runs, which
+        frees only plain data (tensors and containers: nothing of ComfyUI's
+        or a node's runs when they go) and leaves the rest, and everything
+        once the window has closed, to the worker."""
         if not self.page.agent_alive():
             self.say_once("dead", logging.INFO, "agent gone: commands left "
                           "unanswered by eviction, ComfyUI's own policy applies")
-            return [(c, pagemod.ACK_BUSY, 0) for c in cmds], []
+            return [(c, pagemod.ACK_BUSY, 0) for c in cmds], [], None
         with self.window.lock:
             if in_node and self.window.node is None:
-                return [], list(cmds)
+                return [], list(cmds), None
             before = self.reclaim.read_rss()  # before: pins go inside _take
             results, values, later = self._take(cmds, in_node)
-        estimates = {r[0].seq: r[3] for r in results if r[1] == pagemod.ACK_EVICTED}
-        values.clear()  # the last references: the memory goes now
-        if estimates:
-            # the process's RSS drop, split by the entries' sizes: memory
-            # actually returned (more than the entries: other garbage went
-            # with them; less: storage shared with a live tensor)
-            total = sum(estimates.values())
-            freed = self.reclaim.returned(before, total, may_collect=not in_node)
-            self._record(results, freed, total, in_node)
-        return [tuple(r[:3]) for r in results], later
+        evicted = [r for r in results if r[1] == pagemod.ACK_EVICTED]
+        total = sum(r[3] for r in evicted)
+
+        def release():
+            values.clear()  # the last references: the memory goes now
+            if evicted:
+                # the process's RSS drop, split by the entries' sizes: memory
+                # actually returned (more than the entries: other garbage went
+                # with them; less: storage shared with a live tensor)
+                freed = self.reclaim.returned(before, total, may_collect=not in_node)
+                self._record(results, freed, total, in_node)
+        if not in_node:
+            release()
+            return results, later, None
+        # Inside a node the ack goes as soon as the entries are out of the
+        # cache, with their bytes: unmapping 200 MB takes 20 ms of CPU, and
+        # hundreds of ms on a loaded machine, which the agent sees in its
+        # own RSS readings (command -> ack -> memory freed).
+        for r in results:
+            if r[1] == pagemod.ACK_EVICTED:
+                r[2] = r[3]
+        return results, later, release
 
     def _take(self, cmds, in_node):
         """Under the window's lock: remove what may go. [cmd, status, freed,
@@ -590,15 +605,17 @@ class Bridge:
                 continue
             c = r[0]
             share = r[3] / total if total else 1 / n
-            r[2] = int(freed * share)
+            measured = int(freed * share)
+            if not in_node:  # in a node the ack went with the entries' bytes
+                r[2] = measured
             self.evicted_total += 1
             self.evicted_bytes += r[3]
-            self.freed_total += r[2]
+            self.freed_total += measured
             if in_node:
                 self.served_in_node += 1
             self.evictions.append({
                 "id": c.entry_id, "label": self._gone_labels.pop(c.entry_id, "?"),
-                "bytes": r[3], "rss_drop": r[2],
+                "bytes": r[3], "rss_drop": measured,
                 "reason": pagemod.REASONS.get(c.reason, "unknown"),
                 "latency_ms": round(max(0, done_ns - c.issue_ns) / 1e6, 3)
                 if c.issue_ns else None,
