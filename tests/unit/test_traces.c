@@ -425,6 +425,25 @@ TEST(climb_that_turns_asks_little)
 	trace_free(&tr);
 }
 
+/*
+ * Issue 29's session in real ComfyUI 0.33.0 where everything fits
+ * (2.5 GiB): the blur's and the prompt ends' releases teach no spike
+ * bigger than a node takes, nothing is evicted.
+ */
+TEST(fits_in_comfyui_033_evicts_nothing)
+{
+	struct replay_cfg c = comfy_cfg(GIB(2.5));
+	struct trace tr;
+	struct replay r;
+
+	if (!trace_load("comfy033-session", &tr))
+		return;
+	replay(&tr, &c, &r);
+	say("0.33 fits", &r);
+	ASSERT_EQ(r.n, 0, "commands");
+	trace_free(&tr);
+}
+
 /* Where everything fits (3 GiB) and with room (6 GiB): nothing evicted. */
 TEST(fits_evicts_nothing)
 {

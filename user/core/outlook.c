@@ -157,24 +157,54 @@ static double slope(const struct rc_outlook *o, uint64_t now, uint64_t window,
 	return sxx > 0 ? sxy / sxx : 0;
 }
 
-/* The most headroom given back within RC_OUTLOOK_GIVEBACK_NS, lately. */
+/*
+ * The most the executor took within RC_OUTLOOK_GIVEBACK_NS of slot @i's
+ * low and gave back within as long after it: min(drop into it, rise out of
+ * it). A long climb released at once (a prompt's end) is no spike: little
+ * of it was taken quickly. 0 when a command was out around it.
+ */
+static int64_t dip(const struct rc_outlook *o, unsigned int i)
+{
+	const struct rc_outlook_slot *d = slot_at(o, i);
+	int64_t before = d->hi, after = INT64_MIN;
+
+	for (unsigned int k = i; k-- > 0;) {
+		const struct rc_outlook_slot *s = slot_at(o, k);
+
+		if (s->quiet || d->t - s->t > RC_OUTLOOK_GIVEBACK_NS)
+			break;
+		if (s->hi > before)
+			before = s->hi;
+	}
+	for (unsigned int k = i + 1; k < o->count; k++) {
+		const struct rc_outlook_slot *s = slot_at(o, k);
+
+		if (s->quiet)
+			return 0;
+		if (s->t - d->t > RC_OUTLOOK_GIVEBACK_NS)
+			break;
+		if (s->hi > after)
+			after = s->hi;
+	}
+	if (after == INT64_MIN)
+		return 0;
+	return (before < after ? before : after) - d->lo;
+}
+
+/* The largest spike (dip()) of the last RC_OUTLOOK_SPIKE_NS. */
 static uint64_t spike(const struct rc_outlook *o, uint64_t now)
 {
 	int64_t best = 0;
 
-	for (unsigned int j = 1; j < o->count; j++) {
-		const struct rc_outlook_slot *b = slot_at(o, j);
+	for (unsigned int i = 0; i < o->count; i++) {
+		const struct rc_outlook_slot *d = slot_at(o, i);
+		int64_t v;
 
-		if (b->quiet || !within(b, now, RC_OUTLOOK_SPIKE_NS))
+		if (d->quiet || !within(d, now, RC_OUTLOOK_SPIKE_NS))
 			continue;
-		for (unsigned int i = j; i-- > 0;) {
-			const struct rc_outlook_slot *a = slot_at(o, i);
-
-			if (a->quiet || b->t - a->t > RC_OUTLOOK_GIVEBACK_NS)
-				break;
-			if (b->hi - a->lo > best)
-				best = b->hi - a->lo;
-		}
+		v = dip(o, i);
+		if (v > best)
+			best = v;
 	}
 	return (uint64_t)best;
 }

@@ -12,9 +12,10 @@
  *   - the trend: the least-squares slope over the last RC_OUTLOOK_TREND_NS
  *     of the highest headroom of each RC_OUTLOOK_BUCKET_NS: a climb moves
  *     it at its rate, a spike of a fraction of a second only a little;
- *   - the spike: the most headroom the executor gave back within
- *     RC_OUTLOOK_GIVEBACK_NS of taking it, over the last RC_OUTLOOK_SPIKE_NS
- *     (memory freed by the agent's own commands never counts: it is taken
+ *   - the spike: the most memory the executor took within
+ *     RC_OUTLOOK_GIVEBACK_NS and gave back within as long, over the last
+ *     RC_OUTLOOK_SPIKE_NS (a long climb released at once is no spike;
+ *     memory freed by the agent's own commands never counts: it is taken
  *     out of the series, and the time around each command is not learnt
  *     from). The executor is expected to take that much again.
  * The lowest headroom expected within the lead time L is then
