@@ -159,6 +159,7 @@ struct demo_stats {
 	unsigned int prompts;
 	uint64_t computed, hits, model_loads;
 	uint64_t acks, acks_evicted, acks_busy, acks_not_found;
+	uint64_t held; /* commands held while their entry was in use */
 	uint64_t local_evictions;
 	uint64_t psi_events;
 	uint64_t evicted, bytes_evicted;

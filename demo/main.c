@@ -47,6 +47,7 @@ static void report_done(const struct demo_opts *o, const struct demo_stats *st)
 		json_u64("acks", st->acks);
 		json_u64("acks_evicted", st->acks_evicted);
 		json_u64("acks_busy", st->acks_busy);
+		json_u64("held", st->held);
 		json_u64("acks_not_found", st->acks_not_found);
 		json_u64("local_evictions", st->local_evictions);
 		json_u64("psi_events", st->psi_events);

@@ -12,7 +12,9 @@
  * a node waits on its "GPU" (a sleep the command thread wakes). At each the
  * executor beats its heartbeat and obeys queued agent commands; between
  * nodes the local policy checks its own available memory. An entry a node
- * is using is marked busy first, so a command for it is answered busy.
+ * is using is marked busy (active on the page) first: a command for it is
+ * held and obeyed at the first safe point after the node is done with it
+ * (docs/control-page.md, "Busy entries").
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -45,6 +47,9 @@ struct run {
 	uint64_t start_ns;
 	bool agent_alive; /* as of the last safe point */
 	bool said_local;
+	/* commands for entries in use, obeyed when they no longer are */
+	struct ramcache_command held[RAMCACHE_DEFAULT_RING];
+	unsigned int nr_held;
 };
 
 static const char *const node_names[] = {
@@ -117,13 +122,20 @@ static void serve_command(struct run *r, const struct ramcache_command *cmd)
 	uint64_t bytes = 0;
 	int err;
 
+	if (e && e->busy && !(e->flags & RAMCACHE_F_PINNED) &&
+	    r->nr_held < RAMCACHE_DEFAULT_RING) {
+		r->held[r->nr_held++] =
+			*cmd; /* until the node is done with it */
+		r->st->held++;
+		return;
+	}
 	if (e)
 		snprintf(label, sizeof(label), "%s", e->label);
 	if (!e) {
 		status = RAMCACHE_ACK_NOT_FOUND;
 	} else if (e->flags & RAMCACHE_F_PINNED) {
 		status = RAMCACHE_ACK_PINNED;
-	} else if (e->busy) {
+	} else if (e->busy) { /* more held than the ring: never */
 		status = RAMCACHE_ACK_BUSY;
 	} else {
 		bytes = cache_evict(&r->cache, e);
@@ -144,6 +156,26 @@ static void serve_command(struct run *r, const struct ramcache_command *cmd)
 		     ramcache_now_ns() - cmd->issue_ns);
 }
 
+/* The held commands whose entries are no longer in use (or gone). */
+static void serve_held(struct run *r)
+{
+	unsigned int n = r->nr_held, k = 0;
+	struct ramcache_command cmds[RAMCACHE_DEFAULT_RING];
+
+	memcpy(cmds, r->held, n * sizeof(cmds[0]));
+	r->nr_held = 0;
+	for (unsigned int i = 0; i < n; i++) {
+		struct demo_entry *e =
+			cache_find_id(&r->cache, cmds[i].entry_id);
+
+		if (e && e->busy)
+			r->held[k++] = cmds[i];
+		else
+			serve_command(r, &cmds[i]);
+	}
+	r->nr_held += k;
+}
+
 /*
  * A safe point: called often, even inside long copies. Keeps the heartbeat
  * fresh and obeys the agent's queued commands (none but with --policy
@@ -162,6 +194,7 @@ static void tick(void *arg)
 		ramcache_heartbeat(r->rc);
 		r->last_beat_ns = now;
 	}
+	serve_held(r);
 	while (cmdq_pop(&r->cmdq, &cmd))
 		serve_command(r, &cmd);
 }
