@@ -299,8 +299,10 @@ static void oom_of_target(struct agent *a, const void *data, size_t len)
 	if (len < sizeof(*k))
 		return;
 	t = targets_find(&a->ts, (pid_t)k->victim_pid);
-	if (t)
-		metrics_exec_oom_kill(&a->m, (unsigned int)t->slot);
+	if (!t)
+		return;
+	metrics_exec_oom_kill(&a->m, (unsigned int)t->slot);
+	t->ev.oom_killed = true; /* its page's end says so */
 }
 
 static int handle_event(void *ctx, void *data, size_t len)
@@ -456,6 +458,7 @@ static void fill_target(struct agent *a, struct target *t, double dt,
 		s->evict_sent = t->ev.st.sent;
 		s->evict_acked = t->ev.st.acked;
 		s->evict_timeouts = t->ev.st.timeouts;
+		s->evict_busy = t->ev.st.by_status[RAMCACHE_ACK_BUSY];
 		s->bytes_evicted = t->ev.st.bytes_freed;
 	}
 }

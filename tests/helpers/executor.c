@@ -3,6 +3,7 @@
  * executor: a minimal executor on libramcache for the hardening tests.
  *
  *   executor [--path P] [--entries N] [--bytes B] [--once] [--ms T]
+ *            [--wait-ms W]
  *
  * Creates the control page (default a memfd, --path for a file), publishes N
  * entries of B bytes (no memory behind them), then serves commands for T
@@ -11,9 +12,12 @@
  * wants memory keeps posting. JSON lines on stdout:
  *   {"type":"ready","pid":P,"uid":U,"path":"..."}
  *   {"type":"cmd","seq":S,"id":I,"t_ns":T}        one per command taken
- *   {"type":"agent","alive":true|false,"t_ns":T}   on every change
+ *   {"type":"agent","alive":true|false,"state":S,"t_ns":T}   on every change
+ *                                      (S: alive, none, died, silent)
  *   {"type":"done","cmds":N,"dups":D}               D: seqs seen twice
  * --once: create, publish, print ready and done, exit (privilege tests).
+ * --wait-ms: how long one ramcache_wait may sleep (default 20): the agent's
+ * death ends a wait at once, whatever its length.
  */
 #include <errno.h>
 #include <poll.h>
@@ -63,6 +67,9 @@ int main(int argc, char **argv)
 	uint64_t bytes = 64ULL << 20, next_id = 1, cmds = 0, dups = 0;
 	unsigned int entries = 16;
 	long ms = -1;
+	int wait_ms = 20;
+	static const char *const states[] = { "none", "alive", "died",
+					      "silent" };
 	bool once = false, alive = false;
 	static uint64_t seen[MAX_SEEN];
 	struct ramcache_command cmd;
@@ -79,6 +86,8 @@ int main(int argc, char **argv)
 			bytes = strtoull(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--ms") && i + 1 < argc)
 			ms = strtol(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--wait-ms") && i + 1 < argc)
+			wait_ms = (int)strtol(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--once"))
 			once = true;
 		else {
@@ -121,13 +130,16 @@ int main(int argc, char **argv)
 		ramcache_heartbeat(rc);
 		now_alive = ramcache_agent_alive(rc);
 		if (now_alive != alive) {
+			int st = ramcache_agent_state(rc);
+
 			alive = now_alive;
-			printf("{\"type\":\"agent\",\"alive\":%s,\"t_ns\":%llu}\n",
+			printf("{\"type\":\"agent\",\"alive\":%s,\"state\":\"%s\",\"t_ns\":%llu}\n",
 			       alive ? "true" : "false",
+			       st >= 0 && st < 4 ? states[st] : "?",
 			       (unsigned long long)ramcache_now_ns());
 			fflush(stdout);
 		}
-		err = ramcache_wait(rc, &cmd, 20);
+		err = ramcache_wait(rc, &cmd, wait_ms);
 		if (err < 0) {
 			fprintf(stderr, "executor: wait: %s\n", strerror(-err));
 			break;

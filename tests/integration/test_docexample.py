@@ -9,27 +9,16 @@ alive: it must be found, served and never OOM-killed.
 """
 import os
 import queue
-import re
 import subprocess
 import sys
 import tempfile
 import threading
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rctest import (AGENT, MiB, ROOT, Agent, Memcg, Skip, main,  # noqa: E402
+from docsrc import example_source  # noqa: E402
+from rctest import (AGENT, MiB, Agent, Memcg, Skip, main,  # noqa: E402
                     require_root, test, wait_event)
 
-DOC = os.path.join(ROOT, "docs", "control-page.md")
 LIMIT = 256 * MiB
-
-
-def example_source():
-    """The one ```python block under "### A complete executor"."""
-    text = open(DOC).read()
-    part = text.split("### A complete executor", 1)[1]
-    blocks = re.findall(r"```python\n(.*?)```", part, re.S)
-    assert blocks, "no python block under 'A complete executor'"
-    return blocks[0]
 
 
 class Example:

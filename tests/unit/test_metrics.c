@@ -510,7 +510,7 @@ TEST(series_bounded_under_churn)
 	metrics_exec_bind(&m, 0, 1, "one", NULL, 0);
 	per_exec = count_samples(render(&m)) - fixed;
 	printf("# series: %d fixed, %d per executor\n", fixed, per_exec);
-	ASSERT_EQ(per_exec, 69, "series per executor");
+	ASSERT_EQ(per_exec, 67, "series per executor");
 	metrics_domain_set(&m, 0, "machine", 1, 1, 1, 0);
 	ASSERT_EQ(count_samples(render(&m)) - fixed - per_exec, 5,
 		  "series per domain");

@@ -239,7 +239,7 @@ TEST(evict_events_json_fields)
 		s);
 	ASSERT_TRUE(
 		strstr(s,
-		       ",\"state\":\"dropped\",\"path\":\"/proc/5/fd/3\",\"discovery\":\"memfd\",\"pid\":5,\"ns_pid\":1,\"reason\":\"truncated\"}"),
+		       ",\"state\":\"dropped\",\"path\":\"/proc/5/fd/3\",\"discovery\":\"memfd\",\"pid\":5,\"ns_pid\":1,\"reason\":\"truncated\",\"inflight\":0}"),
 		s);
 	free(s);
 }

@@ -111,6 +111,27 @@ static uint64_t claim_cap(const struct domain *d, int k)
 	return rss > page ? rss : page;
 }
 
+/*
+ * Memory about to run out (below --headroom, where active entries may go)
+ * and the entries left cannot cover @deficit: each member says once what
+ * of its own is out of reach, instead of its active entries going one by
+ * one. The episode ends when a plan is covered again.
+ */
+static void tell_short(const struct domain *d, const struct rc_plan *p,
+		       uint64_t deficit, uint64_t covered)
+{
+	const struct target *t = d->m[0];
+	uint64_t limit = t->domain && t->sm.has_cg ? t->sm.cs.limit : 0;
+
+	for (int k = 0; k < d->n; k++) {
+		if (covered >= deficit)
+			evictor_short_over(&d->m[k]->ev);
+		else if (p->phase == RC_PHASE_HEADROOM)
+			evictor_cannot_free(&d->m[k]->ev, deficit,
+					    deficit - covered, limit);
+	}
+}
+
 /* Rank the entries of every member together and post the picks. */
 static void post(const struct domain *d, const struct domain_env *env,
 		 const struct rc_plan *p, uint64_t deficit,
@@ -141,6 +162,7 @@ static void post(const struct domain *d, const struct domain_env *env,
 		return;
 	n = policy_select_domain(mm, (size_t)d->n, deficit, p->phase,
 				 env->policy, picks, total, &covered);
+	tell_short(d, p, deficit, n >= 0 ? covered : 0);
 	ep->has_score = d->n > 1;
 	for (int i = 0; i < n; i++) {
 		uint32_t k = picks[i].member;
@@ -163,8 +185,11 @@ static void evaluate(const struct domain *d, const struct domain_env *env,
 	struct rc_plan p;
 
 	ep.headroom = plan(d, env, now, why, &p);
-	if (!p.evict)
+	if (!p.evict) {
+		for (int k = 0; k < d->n; k++)
+			evictor_short_over(&d->m[k]->ev);
 		return;
+	}
 	/* what a member has out counts for no more than it holds */
 	for (int k = 0; k < d->n; k++) {
 		uint64_t out = evictor_pending(&d->m[k]->ev);

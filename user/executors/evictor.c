@@ -13,9 +13,10 @@
 
 #define OPEN_RETRY_NS (NSEC_PER_SEC / 2)
 /* After an ack, how long to wait for the RSS drop before giving up on it. */
-#define FREED_WAIT_NS	NSEC_PER_SEC
-#define COOL_BUSY_NS	(2 * NSEC_PER_SEC)
-#define COOL_PINNED_NS	(60 * NSEC_PER_SEC)
+#define FREED_WAIT_NS  NSEC_PER_SEC
+#define COOL_PINNED_NS (60 * NSEC_PER_SEC)
+/* While commands are held, the table is looked at this often at most. */
+#define HELD_READ_NS	(NSEC_PER_SEC / 2)
 #define COOL_TIMEOUT_NS (30 * NSEC_PER_SEC)
 #define COOL_DRY_RUN_NS (5 * NSEC_PER_SEC)
 
@@ -31,6 +32,7 @@ int evictor_init(struct evictor *ev, const struct evict_cfg *cfg,
 	ev->tgt = *t;
 	ev->thr = *thr;
 	ev->ctl.fd = -1;
+	ev->pidfd = -1;
 	if (cfg->control)
 		snprintf(ev->path, sizeof(ev->path), "%s", cfg->control);
 	else
@@ -52,7 +54,7 @@ void evictor_free(struct evictor *ev)
 	ev->picks = NULL;
 }
 
-static void cool(struct evictor *ev, uint64_t id, uint64_t until)
+static struct cooldown *cool(struct evictor *ev, uint64_t id, uint64_t until)
 {
 	int slot = 0;
 
@@ -64,24 +66,38 @@ static void cool(struct evictor *ev, uint64_t id, uint64_t until)
 		if (ev->cool[i].until_ns < ev->cool[slot].until_ns)
 			slot = i;
 	}
+	memset(&ev->cool[slot], 0, sizeof(ev->cool[slot]));
 	ev->cool[slot].id = id;
 	ev->cool[slot].until_ns = until;
+	return &ev->cool[slot];
+}
+
+/* Answered busy: not again while it stays active (entry @f). */
+static void cool_busy(struct evictor *ev, const struct inflight *f)
+{
+	struct cooldown *c = cool(ev, f->id, UINT64_MAX);
+
+	c->until_inactive = true;
+	c->gen = f->used_gen;
+	c->bytes = f->bytes;
+}
+
+static void control_event_info(struct evictor *ev, struct control_info *c)
+{
+	c->path = ev->open ? ev->ctl.path : ev->path;
+	c->discovery = ev->cfg.control ? "path" : "memfd";
+	c->pid = ev->pid;
+	c->tag = ev->tag;
+	c->ns_pid = ev->tgt.ns_pid;
+	out_control(ev->out, c);
 }
 
 static void control_event(struct evictor *ev, const char *state,
 			  const char *why)
 {
-	struct control_info c = {
-		.state = state,
-		.path = ev->open ? ev->ctl.path : ev->path,
-		.discovery = ev->cfg.control ? "path" : "memfd",
-		.pid = ev->pid,
-		.tag = ev->tag,
-		.ns_pid = ev->tgt.ns_pid,
-		.why = why,
-	};
+	struct control_info c = { .state = state, .why = why, .status = -1 };
 
-	out_control(ev->out, &c);
+	control_event_info(ev, &c);
 }
 
 __attribute__((format(printf, 4, 5))) static void anomaly(struct evictor *ev,
@@ -95,12 +111,8 @@ __attribute__((format(printf, 4, 5))) static void anomaly(struct evictor *ev,
 	va_start(ap, fmt);
 	vsnprintf(detail, sizeof(detail), fmt, ap);
 	va_end(ap);
-	if (kind < METRICS_ANOM_NR)
-		metrics_anomaly(ev->m, ev->mslot, kind, 1);
-	out_anomaly(ev->out, ev->pid,
-		    kind < METRICS_ANOM_NR ? metrics_anomaly_name(kind)
-					   : "executor_resumed",
-		    seq, detail);
+	metrics_anomaly(ev->m, ev->mslot, kind, 1);
+	out_anomaly(ev->out, ev->pid, metrics_anomaly_name(kind), seq, detail);
 }
 
 static int grow_arrays(struct evictor *ev, uint32_t n)
@@ -168,6 +180,8 @@ static void try_open(struct evictor *ev, uint64_t now)
 	ev->open = true;
 	ev->last_why = CTL_OK;
 	ev->next_beat_ns = now;
+	/* before the first heartbeat: our death is news to the executor */
+	ev->locked = !control_take_lock(&ev->ctl);
 	control_event(ev, "attached", NULL);
 }
 
@@ -222,18 +236,44 @@ static void close_inflight(struct evictor *ev, const char *status)
 	memset(ev->recent, 0, sizeof(ev->recent));
 }
 
-static void drop_page(struct evictor *ev, const char *why)
+/*
+ * How the page ended, in the document's words ("How a page ends"): the
+ * executor exited or was killed, closed or replaced its page, or the file
+ * changed under us. None of these is a protocol anomaly.
+ */
+static const char *page_end(struct evictor *ev, struct control_info *c)
 {
-	bool replaced = ev->ctl.why == CTL_ERR_REPLACED;
-	int n = ev->nr_inflight;
+	struct ctl_exit ex;
+	struct stat st;
 
-	control_event(ev, "dropped", why);
+	if (ev->ctl.why == CTL_ERR_CHANGED)
+		return "changed";
+	if (ev->ctl.why == CTL_ERR_TRUNCATED)
+		return "truncated";
+	control_exit_read(RC_PROC_ROOT, ev->pid, ev->pidfd, &ex);
+	if (ex.exiting) {
+		const char *r =
+			control_exit_reason(&ex, &c->signal, &c->status);
+
+		c->oom_kill = ev->oom_killed && c->signal;
+		return r;
+	}
+	if (ev->ctl.memfd)
+		return control_link_is_page(ev->ctl.path) ? "replaced"
+							  : "closed";
+	return lstat(ev->ctl.path, &st) ? "closed" : "replaced";
+}
+
+static void drop_page(struct evictor *ev, const char *message)
+{
+	struct control_info c = { .state = "dropped", .status = -1 };
+
+	c.why = page_end(ev, &c);
+	c.message = message;
+	c.inflight = ev->nr_inflight;
+	control_event_info(ev, &c);
 	/* its commands can never be answered: the next page numbers anew */
-	if (replaced)
-		anomaly(ev, METRICS_ANOM_PAGE_RECREATED, 0,
-			"page %s replaced under the agent; %d commands in flight closed",
-			ev->path, n);
-	close_inflight(ev, replaced ? "page_recreated" : "page_dropped");
+	close_inflight(ev, "page_dropped");
 	control_close(&ev->ctl);
 	ev->open = false;
 	ev->stalled = false;
@@ -279,7 +319,14 @@ static void complete(struct evictor *ev, uint64_t now)
 			retire(ev, i);
 			continue;
 		}
-		if (now - f->issue_ns > ev->cfg.ack_timeout_ns) {
+		/* held for an entry still in use: no clock yet */
+		if (f->active && !ev->stalled) {
+			i++;
+			continue;
+		}
+		if (now - (f->active_ns > f->issue_ns ? f->active_ns
+						      : f->issue_ns) >
+		    ev->cfg.ack_timeout_ns) {
 			/* no answer is the slowest answer */
 			if (ev->outlook)
 				outlook_latency(ev->outlook,
@@ -319,7 +366,7 @@ static void accept_ack(struct evictor *ev, struct inflight *f,
 				  f->ack.ack_ns - f->issue_ns);
 	}
 	if (f->ack.status == RAMCACHE_ACK_BUSY)
-		cool(ev, f->id, now + COOL_BUSY_NS);
+		cool_busy(ev, f);
 	else if (f->ack.status == RAMCACHE_ACK_PINNED)
 		cool(ev, f->id, now + COOL_PINNED_NS);
 }
@@ -392,6 +439,16 @@ static void read_acks(struct evictor *ev, uint64_t now)
 	}
 }
 
+/* A hung executor is not an anomaly: a state of the page, told as such. */
+static void stall_event(struct evictor *ev, const char *state, const char *msg)
+{
+	struct control_info c = { .state = state,
+				  .message = msg,
+				  .status = -1 };
+
+	control_event_info(ev, &c);
+}
+
 /*
  * The executor's side as it is now: a hung executor (stale heartbeat) gets
  * no commands until it beats again; cmd_done ahead of cmd_head (it claims
@@ -407,19 +464,24 @@ static void check_exec(struct evictor *ev, uint64_t now)
 		return;
 	alive = control_exec_alive(&ex, now);
 	if (!alive && !ev->stalled) {
+		char msg[128];
+
 		ev->stalled = true;
-		anomaly(ev, METRICS_ANOM_EXECUTOR_STALLED, 0,
-			ex.heartbeat_ns && ex.heartbeat_ns < now
-				? "no executor heartbeat for %llu ms: not posting until it beats again"
-				: "executor heartbeat unset or in the future (%llu): not posting until it beats",
-			ex.heartbeat_ns && ex.heartbeat_ns < now
-				? (unsigned long long)(now - ex.heartbeat_ns) /
-					  1000000
-				: (unsigned long long)ex.heartbeat_ns);
+		if (ex.heartbeat_ns && ex.heartbeat_ns < now)
+			snprintf(
+				msg, sizeof(msg),
+				"no executor heartbeat for %llu ms: not posting until it beats again",
+				(unsigned long long)(now - ex.heartbeat_ns) /
+					1000000);
+		else
+			snprintf(
+				msg, sizeof(msg),
+				"executor heartbeat unset or in the future: not posting until it beats");
+		stall_event(ev, "stalled", msg);
 	} else if (alive && ev->stalled) {
 		ev->stalled = false;
-		anomaly(ev, METRICS_ANOM_NR, 0,
-			"executor heartbeat back: posting again");
+		stall_event(ev, "resumed",
+			    "executor heartbeat back: posting again");
 	}
 	if (ex.cmd_done > ev->ctl.cmd_head) {
 		anomaly(ev, METRICS_ANOM_CMD_DONE_AHEAD, ex.cmd_done,
@@ -447,6 +509,81 @@ static void heartbeat(struct evictor *ev, uint64_t now)
 	control_write_agent(&ev->ctl, &a);
 }
 
+/* Entry @id in the last window read, or NULL. */
+static const struct ctl_entry *read_entry(const struct evictor *ev, uint64_t id)
+{
+	for (int i = 0; i < ev->nr_read; i++)
+		if (ev->entries[i].id == id)
+			return &ev->entries[i];
+	return NULL;
+}
+
+/*
+ * What the last table read says of entries in use: a held command's entry
+ * still active (its clock waits) or not (its clock starts), an entry
+ * answered busy no longer active (it may be commanded again). Absent from
+ * a read of the whole table is no longer active.
+ */
+static void note_active(struct evictor *ev, uint64_t now)
+{
+	for (int i = 0; i < ev->nr_inflight; i++) {
+		struct inflight *f = &ev->inflight[i];
+		const struct ctl_entry *e = read_entry(ev, f->id);
+
+		if (f->acked || !f->active || (!e && !ev->read_whole))
+			continue;
+		f->active_ns = now;
+		if (!e || !(e->flags & RAMCACHE_F_ACTIVE))
+			f->active = false;
+	}
+	for (int i = 0; i < EVICT_MAX_COOLDOWN; i++) {
+		struct cooldown *c = &ev->cool[i];
+		const struct ctl_entry *e = read_entry(ev, c->id);
+
+		if (!c->until_inactive || (!e && !ev->read_whole))
+			continue;
+		if (!e || !(e->flags & RAMCACHE_F_ACTIVE) ||
+		    e->used_generation != c->gen)
+			memset(c, 0, sizeof(*c));
+	}
+}
+
+/*
+ * The window of the table at *@start into ev->entries (*@start moves on:
+ * a big table a window at a time), and what it says of entries in use;
+ * -errno.
+ */
+static int read_window(struct evictor *ev, uint64_t now, uint32_t *start)
+{
+	uint32_t slots = 0, first = *start;
+	int n;
+
+	n = control_read_entries_window(&ev->ctl, first, EVICT_MAX_SCORED,
+					ev->entries, &slots);
+	if (n < 0)
+		return n;
+	*start = first + EVICT_MAX_SCORED < slots ? first + EVICT_MAX_SCORED
+						  : 0;
+	ev->nr_read = n;
+	ev->read_whole = !first && slots <= EVICT_MAX_SCORED;
+	ev->held_read_ns = now;
+	note_active(ev, now);
+	return n;
+}
+
+/* Commands held or entries busy, and no read lately: look at the table. */
+static void refresh_held(struct evictor *ev, uint64_t now)
+{
+	bool waiting = false;
+
+	for (int i = 0; i < ev->nr_inflight && !waiting; i++)
+		waiting = ev->inflight[i].active && !ev->inflight[i].acked;
+	for (int i = 0; i < EVICT_MAX_COOLDOWN && !waiting; i++)
+		waiting = ev->cool[i].until_inactive;
+	if (waiting && now - ev->held_read_ns >= HELD_READ_NS)
+		read_window(ev, now, &ev->win_start);
+}
+
 /* Entries @ev->entries[0, n) as the planner sees them, reuse included. */
 static void to_rc(struct evictor *ev, int n, uint64_t cap)
 {
@@ -469,23 +606,18 @@ static void to_rc(struct evictor *ev, int n, uint64_t cap)
  * The executor changed its table: note which entries later prompts used
  * again (a window of a big table per change, as evictor_candidates()).
  */
-static void note_reuse(struct evictor *ev)
+static void note_reuse(struct evictor *ev, uint64_t now)
 {
 	struct ctl_exec ex;
-	uint32_t slots = 0;
 	int n;
 
 	if (ev->stalled || control_read_exec(&ev->ctl, &ex) ||
 	    ex.entries_seq == ev->reuse_seq || (ex.entries_seq & 1))
 		return;
-	n = control_read_entries_window(&ev->ctl, ev->reuse_start,
-					EVICT_MAX_SCORED, ev->entries, &slots);
+	n = read_window(ev, now, &ev->reuse_start);
 	if (n < 0)
 		return;
 	ev->reuse_seq = ex.entries_seq;
-	ev->reuse_start = ev->reuse_start + EVICT_MAX_SCORED < slots
-				  ? ev->reuse_start + EVICT_MAX_SCORED
-				  : 0;
 	to_rc(ev, n, 0);
 }
 
@@ -502,6 +634,10 @@ void evictor_tick(struct evictor *ev, uint64_t now)
 		}
 	}
 	err = control_check(&ev->ctl);
+	/* the descriptor closed, the page still open under another (a dup) */
+	if (err && ev->ctl.why == CTL_ERR_REPLACED && ev->ctl.memfd &&
+	    !control_refind(&ev->ctl, RC_PROC_ROOT, ev->pid))
+		err = control_check(&ev->ctl);
 	if (err) {
 		drop_page(ev, control_strerror(&ev->ctl, err));
 		complete(ev, now);
@@ -509,8 +645,9 @@ void evictor_tick(struct evictor *ev, uint64_t now)
 	}
 	heartbeat(ev, now);
 	check_exec(ev, now);
-	note_reuse(ev);
+	note_reuse(ev, now);
 	read_acks(ev, now);
+	refresh_held(ev, now);
 	complete(ev, now);
 }
 
@@ -568,20 +705,15 @@ int evictor_candidates(struct evictor *ev, uint64_t now, uint64_t cap,
 		       struct rc_domain_member *m)
 {
 	struct ctl_exec ex;
-	uint32_t slots = 0;
 	int n;
 
 	memset(m, 0, sizeof(*m));
 	if (!ev->open || ev->stalled || control_read_exec(&ev->ctl, &ex))
 		return 0;
 	/* a window of a big table at a time: bounded read and scoring */
-	n = control_read_entries_window(&ev->ctl, ev->win_start,
-					EVICT_MAX_SCORED, ev->entries, &slots);
+	n = read_window(ev, now, &ev->win_start);
 	if (n < 0)
 		return 0;
-	ev->win_start = ev->win_start + EVICT_MAX_SCORED < slots
-				? ev->win_start + EVICT_MAX_SCORED
-				: 0;
 	to_rc(ev, n, cap);
 	ev->pick_now = now;
 	m->entries = ev->rce;
@@ -617,6 +749,9 @@ bool evictor_post(struct evictor *ev, uint32_t idx, const struct evict_post *p)
 	fl->bytes = e->bytes;
 	fl->issue_ns = p->now;
 	fl->rss_peak = ev->rss;
+	fl->used_gen = e->used_generation;
+	fl->active = e->flags & RAMCACHE_F_ACTIVE;
+	fl->active_ns = p->now;
 	memcpy(fl->label, e->label, sizeof(fl->label));
 	ev->st.sent++;
 	if (ev->outlook)
@@ -691,15 +826,77 @@ void evictor_set_level(struct evictor *ev, uint32_t level)
 
 void evictor_finish(struct evictor *ev, uint64_t now)
 {
+	struct ctl_exit ex;
+
+	/* the executor is gone with its page open: the page's end is told */
+	if (ev->open &&
+	    !control_exit_read(RC_PROC_ROOT, ev->pid, ev->pidfd, &ex) &&
+	    ex.exiting) {
+		drop_page(ev, "the executor exited");
+		evictor_free(ev);
+		return;
+	}
 	for (int i = 0; i < ev->nr_inflight; i++)
 		done_event(ev, &ev->inflight[i],
 			   ev->inflight[i].acked ? "ack_only" : "unacked");
 	ev->nr_inflight = 0;
-	if (ev->open) {
-		struct ctl_agent gone = { 0 };
-
-		/* heartbeat 0: the executor falls back at once */
-		control_write_agent(&ev->ctl, &gone);
-	}
+	if (ev->open) /* heartbeat and lock 0: the executor falls back at once */
+		control_detach(&ev->ctl);
+	ev->open = false;
 	evictor_free(ev);
+}
+
+void evictor_cannot_free(struct evictor *ev, uint64_t wanted,
+			 uint64_t short_bytes, uint64_t limit)
+{
+	struct cannot_free_info c = {
+		.pid = ev->pid,
+		.ns_pid = ev->tgt.ns_pid,
+		.wanted = wanted,
+		.short_bytes = short_bytes,
+		.limit = limit,
+		.tag = ev->tag,
+	};
+	uint64_t most = 0;
+
+	if (ev->short_told || !ev->open)
+		return;
+	for (int i = 0; i < ev->nr_inflight; i++)
+		if (ev->inflight[i].active && !ev->inflight[i].acked)
+			c.held_bytes += ev->inflight[i].bytes;
+	for (int i = 0; i < EVICT_MAX_COOLDOWN; i++)
+		if (ev->cool[i].until_inactive)
+			c.busy_bytes += ev->cool[i].bytes;
+	for (int i = 0; i < ev->nr_read; i++) {
+		const struct ctl_entry *e = &ev->entries[i];
+
+		if (e->flags & RAMCACHE_F_PINNED)
+			c.pinned_bytes += e->bytes;
+		else if ((e->flags & RAMCACHE_F_ACTIVE) &&
+			 !unavailable(e->id, ev))
+			c.active_bytes += e->bytes;
+	}
+	c.why = "active";
+	most = c.active_bytes;
+	if (c.held_bytes > most) {
+		c.why = "held";
+		most = c.held_bytes;
+	}
+	if (c.busy_bytes > most) {
+		c.why = "busy";
+		most = c.busy_bytes;
+	}
+	if (c.pinned_bytes > most) {
+		c.why = "pinned";
+		most = c.pinned_bytes;
+	}
+	if (!most)
+		return; /* nothing of ours is out of reach */
+	ev->short_told = true;
+	out_cannot_free(ev->out, &c);
+}
+
+void evictor_short_over(struct evictor *ev)
+{
+	ev->short_told = false;
 }

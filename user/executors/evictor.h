@@ -38,16 +38,31 @@ struct inflight {
 	uint64_t issue_ns;
 	uint64_t rss_peak; /* highest RSS seen since the post */
 	uint64_t freed_ns; /* 0 until RSS dropped by half of bytes */
+	uint64_t used_gen; /* the entry's used_generation when posted */
+	/*
+	 * The entry was active when posted, and still is as of @active_ns:
+	 * the executor holds the command until its next safe point, and it
+	 * does not time out while the entry stays active.
+	 */
+	bool active;
+	uint64_t active_ns;
 	bool acked;
 	struct ctl_ack ack;
 	uint64_t acked_at_ns; /* our clock, when we read the ack */
 	char label[RAMCACHE_LABEL_LEN + 1];
 };
 
-/* An entry not to command again until @until_ns (busy, timed out). */
+/*
+ * An entry not to command again until @until_ns (timed out, pinned), or,
+ * when @until_inactive, until it stops being active: its flag cleared, its
+ * used_generation no longer @gen, or gone from the table (answered busy).
+ */
 struct cooldown {
 	uint64_t id;
 	uint64_t until_ns;
+	uint64_t gen;
+	uint64_t bytes;
+	bool until_inactive;
 };
 
 struct evict_stats {
@@ -100,8 +115,15 @@ struct evictor {
 	} recent[EVICT_RECENT];
 	unsigned int recent_head;
 	uint64_t acks_bad_told, acks_lost_told; /* of ctl.acks_bad/lost */
-	bool stalled;	    /* executor heartbeat stale: nothing is posted */
-	uint32_t win_start; /* first slot of the table's next window */
+	bool stalled;	       /* executor heartbeat stale: nothing is posted */
+	bool locked;	       /* we hold the page's agent_lock */
+	int pidfd;	       /* the executor's, owned by its target; or -1 */
+	bool oom_killed;       /* the OOM killer chose the executor */
+	bool short_told;       /* a cannot_free event for this episode is out */
+	uint64_t held_read_ns; /* when held commands were last looked at */
+	int nr_read;	       /* entries of the last window read */
+	bool read_whole;       /* that window was the whole table */
+	uint32_t win_start;    /* first slot of the table's next window */
 	/*
 	 * The target's outlook (may be NULL): told when a command goes out,
 	 * what it freed and how long that took.
@@ -179,6 +201,16 @@ void evictor_rss(struct evictor *ev, uint64_t ts_ns, uint64_t rss);
 
 /* Level to publish on the page. */
 void evictor_set_level(struct evictor *ev, uint32_t level);
+
+/*
+ * In a domain that needs @wanted bytes and can get @wanted - @short_bytes:
+ * say once per episode what of this executor's is out of reach (active,
+ * held, busy, pinned), from its last evictor_candidates() read. @limit is
+ * the domain's. evictor_short_over() ends the episode.
+ */
+void evictor_cannot_free(struct evictor *ev, uint64_t wanted,
+			 uint64_t short_bytes, uint64_t limit);
+void evictor_short_over(struct evictor *ev);
 
 /* Close the page and report commands still in flight as lost. */
 void evictor_finish(struct evictor *ev, uint64_t now_ns);

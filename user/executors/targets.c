@@ -210,6 +210,7 @@ static void setup_evictor(struct target *t, const struct target_env *env)
 			t->pid, strerror(-err));
 	t->ev.rss = t->sm.rss;
 	t->ev.outlook = &t->sm.outlook;
+	t->ev.pidfd = t->pidfd; /* how it ended, once it has */
 	t->ev.tag = &t->tag;
 	t->ev.mslot = (unsigned int)t->slot;
 	t->evicting = !err;

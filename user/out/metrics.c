@@ -72,8 +72,6 @@ static const char *const anomaly_names[METRICS_ANOM_NR] = {
 	[METRICS_ANOM_LATE_ACK] = "late_ack",
 	[METRICS_ANOM_ACK_OVERRUN] = "ack_overrun",
 	[METRICS_ANOM_CMD_DONE_AHEAD] = "cmd_done_ahead",
-	[METRICS_ANOM_EXECUTOR_STALLED] = "executor_stalled",
-	[METRICS_ANOM_PAGE_RECREATED] = "page_recreated",
 };
 
 const char *metrics_anomaly_name(unsigned int kind)

@@ -43,8 +43,6 @@ enum metrics_anomaly {
 	METRICS_ANOM_LATE_ACK,	      /* ack after the command timed out */
 	METRICS_ANOM_ACK_OVERRUN,     /* acks overwritten before being read */
 	METRICS_ANOM_CMD_DONE_AHEAD,  /* cmd_done > cmd_head */
-	METRICS_ANOM_EXECUTOR_STALLED, /* executor heartbeat went stale */
-	METRICS_ANOM_PAGE_RECREATED,   /* page replaced while attached */
 	METRICS_ANOM_NR,
 };
 

@@ -385,6 +385,7 @@ static void summary_json(struct out *o, const struct summary *s)
 	json_u64(&w, "evict_sent", s->evict_sent);
 	json_u64(&w, "evict_acked", s->evict_acked);
 	json_u64(&w, "evict_timeouts", s->evict_timeouts);
+	json_u64(&w, "evict_busy", s->evict_busy);
 	json_u64(&w, "bytes_evicted", s->bytes_evicted);
 	json_end(&w);
 }
@@ -692,12 +693,52 @@ void out_control(struct out *o, const struct control_info *c)
 		tag_json(&w, c->tag);
 		if (c->why)
 			json_str(&w, "reason", c->why);
+		if (c->message)
+			json_str(&w, "message", c->message);
+		if (c->signal)
+			json_u64(&w, "signal", (uint64_t)c->signal);
+		if (c->signal && c->oom_kill)
+			json_bool(&w, "oom_kill", true);
+		if (c->status >= 0 && c->why && !strcmp(c->why, "exited"))
+			json_u64(&w, "status", (uint64_t)c->status);
+		if (!strcmp(c->state, "dropped"))
+			json_u64(&w, "inflight", (uint64_t)c->inflight);
 		json_end(&w);
 		return;
 	}
 	text_line(o, "control page %s %s%s%s\n", SAFE_STR(safe, c->path),
 		  c->state, c->why ? ": " : "",
 		  c->why ? SAFE_STR(sw, c->why) : "");
+}
+
+void out_cannot_free(struct out *o, const struct cannot_free_info *c)
+{
+	struct jw w;
+
+	if (json_event(o, &w, "cannot_free")) {
+		json_u64(&w, "pid", c->pid);
+		json_u64(&w, "ns_pid", c->ns_pid);
+		tag_json(&w, c->tag);
+		json_u64(&w, "wanted", c->wanted);
+		json_u64(&w, "short", c->short_bytes);
+		json_u64(&w, "active_bytes", c->active_bytes);
+		json_u64(&w, "held_bytes", c->held_bytes);
+		json_u64(&w, "busy_bytes", c->busy_bytes);
+		json_u64(&w, "pinned_bytes", c->pinned_bytes);
+		json_u64(&w, "limit", c->limit);
+		json_str(&w, "why", c->why);
+		json_end(&w);
+		return;
+	}
+	text_line(
+		o,
+		"cannot free %llu MiB of %llu MiB from pid %d: %s (active %llu MiB, held %llu MiB, busy %llu MiB, pinned %llu MiB)\n",
+		(unsigned long long)(c->short_bytes >> 20),
+		(unsigned long long)(c->wanted >> 20), (int)c->pid, c->why,
+		(unsigned long long)(c->active_bytes >> 20),
+		(unsigned long long)(c->held_bytes >> 20),
+		(unsigned long long)(c->busy_bytes >> 20),
+		(unsigned long long)(c->pinned_bytes >> 20));
 }
 
 void out_evict(struct out *o, const struct evict_info *e)

@@ -89,6 +89,7 @@ struct summary {
 	bool has_limit_events, has_swap_events;
 	uint64_t memcg_high, memcg_max, swap_max, swap_fail;
 	uint64_t evict_sent, evict_acked, evict_timeouts; /* since start */
+	uint64_t evict_busy; /* acks that said busy, since start */
 	uint64_t bytes_evicted;
 };
 
@@ -142,15 +143,39 @@ void out_probe_warnings(struct out *o, const struct probes *ps);
 /* The control page was attached or dropped (@why: NULL or the reason). */
 /* The control page was attached, refused or dropped. */
 struct control_info {
-	const char *state;     /* attached, refused, dropped */
-	const char *path;      /* file, /proc/<pid>/fd/<n>, or where we look */
+	const char *state; /* attached, refused, dropped, stalled, resumed */
+	const char *path;  /* file, /proc/<pid>/fd/<n>, or where we look */
 	const char *discovery; /* "memfd" or "path" (--control) */
 	pid_t pid;	       /* the target, in our pid namespace */
 	pid_t ns_pid;	       /* the same process in its own namespace */
-	const char *why;       /* or NULL */
+	const char *why;       /* or NULL: refused: the message; dropped: */
+	const char *message;   /* exited, killed, closed ... and the message */
+	int signal;	       /* dropped, killed: the signal */
+	int status;	       /* dropped, exited: the status, -1 unknown */
+	bool oom_kill;	       /* dropped, killed: by the OOM killer */
+	int inflight;	       /* dropped: commands it closed */
 	const struct out_tag *tag; /* or NULL */
 };
 void out_control(struct out *o, const struct control_info *c);
+
+/*
+ * The agent needs bytes from an executor that it cannot get: what is left
+ * is in use (held, answered busy, or active), or pinned.
+ */
+struct cannot_free_info {
+	pid_t pid;
+	pid_t ns_pid;
+	uint64_t wanted;       /* bytes the agent needs (the deficit) */
+	uint64_t short_bytes;  /* of those, what it cannot get */
+	uint64_t active_bytes; /* entries flagged active, not commanded */
+	uint64_t held_bytes;   /* commands out for active entries */
+	uint64_t busy_bytes;   /* answered busy, still active */
+	uint64_t pinned_bytes;
+	uint64_t limit;	 /* the domain's limit, 0 none */
+	const char *why; /* held, busy, pinned or active: the most bytes */
+	const struct out_tag *tag; /* or NULL */
+};
+void out_cannot_free(struct out *o, const struct cannot_free_info *c);
 
 /* A command posted, or with seq 0 one --dry-run would post. */
 struct evict_info {

@@ -166,7 +166,6 @@ static void ctl_init(struct ctl *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
-	c->wake_map = MAP_FAILED;
 }
 
 /* The header and the rings of an open, type-checked file of size @st. */
@@ -174,7 +173,6 @@ static int adopt(struct ctl *c, const char *path, const struct stat *st,
 		 const struct ctl_target *t)
 {
 	unsigned char hdr[sizeof(struct ramcache_ctl)];
-	long page = sysconf(_SC_PAGESIZE);
 	int err;
 
 	err = read_at(c, hdr, sizeof(hdr), 0);
@@ -200,10 +198,9 @@ static int adopt(struct ctl *c, const char *path, const struct stat *st,
 			  sizeof(struct ramcache_ctl_entry));
 	if (!c->path || !c->table)
 		return fail(c, CTL_ERR_SYS, -ENOMEM);
-	c->wake_len = page > 0 ? (size_t)page : 4096;
-	c->wake_map = mmap(NULL, c->wake_len, PROT_READ, MAP_SHARED, c->fd, 0);
-	if (c->wake_map == MAP_FAILED)
-		return fail(c, CTL_ERR_SYS, -errno);
+	err = control_lock_map(&c->lock, c->fd);
+	if (err)
+		return fail(c, CTL_ERR_SYS, err);
 	return 0;
 }
 
@@ -296,13 +293,11 @@ int control_open_memfd(struct ctl *c, int fd, const char *link,
 
 void control_close(struct ctl *c)
 {
-	if (c->wake_map != MAP_FAILED && c->wake_map)
-		munmap(c->wake_map, c->wake_len);
+	control_lock_drop(&c->lock, -1);
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c->table);
 	free(c->path);
-	c->wake_map = MAP_FAILED;
 	c->fd = -1;
 	c->table = NULL;
 	c->path = NULL;
@@ -329,6 +324,23 @@ int control_check(struct ctl *c)
 	if (lstat(c->path, &st) || st.st_dev != c->dev || st.st_ino != c->ino)
 		return fail(c, CTL_ERR_REPLACED, -ESTALE);
 	return 0;
+}
+
+int control_take_lock(struct ctl *c)
+{
+	return control_lock_take(&c->lock, c->fd);
+}
+
+void control_detach(struct ctl *c)
+{
+	struct ctl_agent gone = { 0 };
+	struct stat st;
+
+	/* never write into a file that is no longer the page it was */
+	if (!fstat(c->fd, &st) && (uint64_t)st.st_size == c->lay.total_size &&
+	    !control_write_agent(c, &gone))
+		control_lock_drop(&c->lock, c->fd);
+	control_close(c);
 }
 
 int control_read_exec(struct ctl *c, struct ctl_exec *out)
@@ -408,7 +420,7 @@ int control_write_agent(struct ctl *c, const struct ctl_agent *a)
 
 int control_wake(struct ctl *c)
 {
-	char *word = (char *)c->wake_map + OFF(cmd_futex);
+	void *word = control_lock_addr(&c->lock, OFF(cmd_futex));
 
 	/* Shared futex: the kernel keys it by inode and offset. */
 	if (syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0) < 0)

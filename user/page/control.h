@@ -5,7 +5,8 @@
  * the page is read with pread() into private buffers (a truncated file gives
  * a short read, never SIGBUS, and nothing is read twice), parsed by pure
  * functions, and written with pwrite(). The only mapping is the first page,
- * used for nothing but the FUTEX_WAKE syscall.
+ * which the kernel alone touches: FUTEX_WAKE, and agent_lock at our death
+ * (control_lock.h).
  *
  * Every function returns 0 (or a count) on success and -errno on failure.
  * When a page is refused, c->why says why; control_strerror() gives the line to
@@ -19,6 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "page/control_lock.h"
 #include "ramcache/control.h"
 
 /* Why a page was refused or dropped. */
@@ -115,8 +117,7 @@ struct ctl_ack {
 
 struct ctl {
 	int fd;
-	void *wake_map; /* first page, only for FUTEX_WAKE */
-	size_t wake_len;
+	struct ctl_lock lock; /* agent_lock; its map serves FUTEX_WAKE too */
 	char *path; /* the file, or /proc/<pid>/fd/<n> of a discovered memfd */
 	bool memfd; /* found in the executor's fd table, not at a path */
 	dev_t dev;
@@ -158,6 +159,32 @@ int control_parse_nspid(const char *status, pid_t *inner);
 /* @outer uid through a uid_map's "inner outer count" lines; -ENOENT. */
 int control_parse_uid_map(const char *map, uint32_t outer, uint32_t *inner);
 
+/* How an executor ended (control_end.c). */
+struct ctl_exit {
+	bool exiting;  /* exiting, a zombie, or gone */
+	bool has_code; /* @code is known */
+	int code; /* wait status: signal in the low 7 bits, else status << 8 */
+};
+/* The exit fields of a /proc/<pid>/stat text; -EINVAL if it is not one. */
+int control_parse_stat_exit(const char *stat, struct ctl_exit *out);
+/*
+ * How process @pid (@pidfd, or -1) stands: from @proc/<pid>/stat, or when
+ * it is gone, from the pidfd (Linux 6.15 keeps the exit code of a reaped
+ * process there). Returns 0.
+ */
+int control_exit_read(const char *proc, pid_t pid, int pidfd,
+		      struct ctl_exit *out);
+/* "killed" (*sig set) or "exited" (*status set, or -1 when unknown). */
+const char *control_exit_reason(const struct ctl_exit *e, int *sig,
+				int *status);
+/*
+ * The memfd page @c is still open in @pid under another descriptor (a
+ * dup, Python's mmap): follow that one (c->path). -ENOENT if none.
+ */
+int control_refind(struct ctl *c, const char *proc, pid_t pid);
+/* True if the /proc/<pid>/fd/<n> @link names a ramcache memfd. */
+bool control_link_is_page(const char *link);
+
 /* I/O on one page. */
 
 /*
@@ -195,6 +222,17 @@ int control_open_at(struct ctl *c, const char *path,
 int control_open(struct ctl *c, const char *path, uid_t expect_uid,
 		 pid_t expect_pid);
 void control_close(struct ctl *c);
+/*
+ * Take agent_lock (before the first heartbeat): from then on the kernel
+ * tells the executor at once if this process dies. -errno when it cannot;
+ * the heartbeat still does, 1.5 s later.
+ */
+int control_take_lock(struct ctl *c);
+/*
+ * A clean detach: the agent side zeroed (heartbeat 0: no agent),
+ * agent_lock 0 and its waiters woken, then closed.
+ */
+void control_detach(struct ctl *c);
 /* Cheap per-cycle check: -ESTALE if truncated, resized or replaced. */
 int control_check(struct ctl *c);
 int control_read_exec(struct ctl *c, struct ctl_exec *out);
