@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""PressureCache under the real agent, in a scratch 256 MiB memory cgroup.
+
+A program caches 24 blobs of 16 MiB (384 MiB of real memory, one map
+each) and keeps them all: in a plain dict it is OOM-killed (shown first,
+so the case after it can fail); in a PressureCache whose own bound is out
+of reach (max_bytes 1 TiB) only the agent's commands can keep it alive,
+and they must: 0 OOM kills, entries evicted by the agent. Then the agent
+is killed with SIGKILL half way: the cache hears of it at once ("died",
+through agent_lock), keeps to its own bound from then on (here 96 MiB),
+and is not OOM-killed either.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from rctest import AGENT, MiB, ROOT, Agent, Memcg, Skip, main, require_root, test
+
+LIMIT = 256 * MiB
+PROGRAM = """
+import json, mmap, os, sys, time
+sys.path.insert(0, os.path.join(sys.argv[1], "python"))
+import ramcache
+
+kind, max_mib = sys.argv[2], int(sys.argv[3])
+if kind == "dict":
+    cache = {}
+else:
+    cache = ramcache.PressureCache("blobs", max_bytes=max_mib << 20)
+    states = []
+    cache._ex.on_agent.append(lambda st, t: states.append(st))
+print(json.dumps({"ready": os.getpid()}), flush=True)
+if kind != "dict":  # the agent first: it takes a second to attach
+    end = time.monotonic() + 20
+    while not cache.agent_alive and time.monotonic() < end:
+        time.sleep(0.02)
+print(json.dumps({"agent": kind != "dict" and cache.agent_alive}), flush=True)
+for i in range(24):
+    m = mmap.mmap(-1, 16 << 20)
+    for off in range(0, 16 << 20, 4096):
+        m[off] = 1
+    if kind == "dict":
+        cache[i] = m
+    else:
+        cache.set(i, m, cost=0.05)
+    print(json.dumps({"made": i + 1}), flush=True)
+    time.sleep(0.15)
+out = {"done": True, "left": len(cache)}
+if kind != "dict":
+    out.update(stats=dict(cache.stats), states=states, bytes=cache.bytes)
+print(json.dumps(out), flush=True)
+"""
+
+
+def run(kind, max_mib=1 << 20, kill_agent_at=None):
+    """The program in a fresh cgroup: (exit code, its lines, OOM kills,
+    the agent or None)."""
+    require_root()
+    if kind != "dict" and not os.access(AGENT, os.X_OK):
+        raise Skip(f"{AGENT} is not built")
+    with Memcg(LIMIT) as cg:
+        p = subprocess.Popen([sys.executable, "-c", PROGRAM, ROOT, kind, str(max_mib)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=cg.preexec())
+        agent = None
+        lines = []
+        try:
+            first = json.loads(p.stdout.readline() or "{}")
+            assert "ready" in first, p.stderr.read()
+            if kind != "dict":
+                agent = Agent("--pid", first["ready"], "--headroom", "48M",
+                              "--inactive", "96M")
+            for line in p.stdout:
+                ev = json.loads(line)
+                lines.append(ev)
+                if agent is not None and kill_agent_at and ev.get("made") == kill_agent_at:
+                    agent.proc.send_signal(signal.SIGKILL)
+            rc = p.wait(timeout=120)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            if agent is not None:
+                agent.stop()
+        return rc, lines, cg.oom_kills(), agent
+
+
+@test
+def a_plain_dict_is_oom_killed():
+    rc, lines, ooms, _ = run("dict")
+    assert rc == -signal.SIGKILL and ooms >= 1, (rc, ooms, lines[-2:])
+    made = max(e.get("made", 0) for e in lines)
+    print(f"# a dict: OOM-killed after {made} blobs of 16 MiB")
+
+
+@test
+def a_pressure_cache_under_the_agent_is_never_oom_killed():
+    rc, lines, ooms, agent = run("cache")
+    assert rc == 0 and ooms == 0, (rc, ooms, lines[-2:], agent.stderr[-5:])
+    assert lines[0] == {"agent": True}, lines[0]
+    done = lines[-1]
+    st = done["stats"]
+    assert st.get("evicted_by_agent", 0) >= 8, st  # 384 MiB never fit
+    assert done["bytes"] < LIMIT and st.get("evicted_lru", 0) == 0, done
+    acked = [e for e in agent.of_type("evict_done") if e["status"] == "evicted"]
+    assert len(acked) == st["evicted_by_agent"], (len(acked), st)
+    print(f"# PressureCache: {st['evicted_by_agent']} of 24 blobs evicted by the "
+          f"agent, {done['left']} kept, 0 OOM kills")
+
+
+@test
+def a_killed_agent_leaves_the_cache_to_its_own_bound():
+    rc, lines, ooms, agent = run("cache", max_mib=96, kill_agent_at=12)
+    assert rc == 0 and ooms == 0, (rc, ooms, lines[-2:])
+    done = lines[-1]
+    st = done["stats"]
+    assert done["states"][-1] == "died", done["states"]  # agent_lock, at once
+    assert st.get("fallbacks") == 1 and st.get("evicted_lru", 0) >= 1, st
+    assert done["bytes"] <= 96 * MiB, done
+    print(f"# agent killed at blob 12: {st.get('evicted_by_agent', 0)} evicted by it, "
+          f"then {st['evicted_lru']} by the cache's own bound (96 MiB)")
+
+
+main()
