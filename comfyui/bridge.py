@@ -96,6 +96,9 @@ class Bridge:
         self.reclaim = Reclaim()
         self.inbox = queue.Queue()
         self.deferred = collections.deque()  # for the worker only
+        self.held = collections.deque()  # their entry is in use: obeyed once not
+        self._agent_was_alive = False
+        self.agent_lost_ns = None  # when the agent was last seen to go
         self.served_in_node = 0  # evictions made while a node ran
         # ComfyUI's own policy (ownpolicy.py)
         self.own_wrapped = []
@@ -195,7 +198,7 @@ class Bridge:
               "entries": len(self._published),
               "evicted": self.evicted_total, "evicted_bytes": self.evicted_bytes,
               "rss_drop": self.freed_total, "settled": self.settled,
-              "served_in_node": self.served_in_node,
+              "served_in_node": self.served_in_node, "held": len(self.held),
               "comfy_freed": self.comfy_freed,
               "trims": self.reclaim.trims, "trims_returned": self.reclaim.trims_returned,
               "own_policy": None, "set_aside_calls": self.set_aside_calls,
@@ -426,11 +429,16 @@ class Bridge:
     def pending(self):
         return not self.inbox.empty() or bool(self.deferred)
 
-    def _drain(self):
-        """Commands waiting for the worker: those only it may serve first."""
+    def _drain(self, worker=True):
+        """The commands waiting: for the worker (or between prompts) all of
+        them, for the listener inside a node the new ones (what a node uses
+        stays in use until a node ends: the worker looks at held ones again
+        at its next safe point)."""
         cmds = []
-        while self.deferred:
-            cmds.append(self.deferred.popleft())
+        queues = (self.deferred, self.held) if worker else ()
+        for q in queues:
+            while q:
+                cmds.append(q.popleft())
         while True:
             try:
                 cmds.append(self.inbox.get_nowait())
@@ -493,35 +501,38 @@ class Bridge:
 
     def answer(self, cmds, sink, in_node=False):
         """serve(cmds) and pass every result to sink(cmd, status, freed),
-        "busy" for all when serving failed: each command gets its ack.
-        Returns the commands left for the worker (in_node only)."""
+        "busy" for all when serving failed: each command gets its ack, now
+        or, held, once its entry is no longer in use."""
         results = [(c, pagemod.ACK_BUSY, 0) for c in cmds]
-        later, release = [], None
+        later = held = ()
+        release = None
         try:
-            results, later, release = self.serve(cmds, in_node=in_node)
+            results, later, held, release = self.serve(cmds, in_node=in_node)
         finally:
             for r in results:
                 sink(*r[:3])
+        self.deferred.extend(later)
+        self.held.extend(held)
         if release is not None:
             release()
-        return later
 
     def serve(self, cmds, in_node=False):
         """Evict for each command: ([[cmd, status, bytes_freed, bytes]],
-        commands left for the worker, what is left to do after the acks or
-        None). in_node: from the listener thread while a node runs, which
-        frees only plain data (tensors and containers: nothing of ComfyUI's
-        or a node's runs when they go) and leaves the rest, and everything
-        once the window has closed, to the worker."""
+        commands left for the worker, commands held while their entry is in
+        use, what is left to do after the acks or None). in_node: from the
+        listener thread while a node runs, which frees only plain data
+        (tensors and containers: nothing of ComfyUI's or a node's runs when
+        they go) and leaves the rest, and everything once the window has
+        closed, to the worker."""
         if not self.page.agent_alive():
             self.say_once("dead", logging.INFO, "agent gone: commands left "
                           "unanswered by eviction, ComfyUI's own policy applies")
-            return [(c, pagemod.ACK_BUSY, 0) for c in cmds], [], None
+            return [(c, pagemod.ACK_BUSY, 0) for c in cmds], [], [], None
         with self.window.lock:
             if in_node and self.window.node is None:
-                return [], list(cmds), None
+                return [], list(cmds), [], None
             before = self.reclaim.read_rss()  # before: pins go inside _take
-            results, values, later = self._take(cmds, in_node)
+            results, values, later, held = self._take(cmds, in_node)
         evicted = [r for r in results if r[1] == pagemod.ACK_EVICTED]
         total = sum(r[3] for r in evicted)
 
@@ -535,7 +546,7 @@ class Bridge:
                 self._record(results, freed, total, in_node)
         if not in_node:
             release()
-            return results, later, None
+            return results, later, held, None
         # Inside a node the ack goes as soon as the entries are out of the
         # cache, with their bytes: unmapping 200 MB takes 20 ms of CPU, and
         # hundreds of ms on a loaded machine, which the agent sees in its
@@ -543,18 +554,19 @@ class Bridge:
         for r in results:
             if r[1] == pagemod.ACK_EVICTED:
                 r[2] = r[3]
-        return results, later, release
+        return results, later, held, release
 
     def _take(self, cmds, in_node):
         """Under the window's lock: remove what may go. [cmd, status, freed,
-        bytes] per command answered, the removed values, the commands
-        deferred."""
+        bytes] per command answered, the removed values, the commands left
+        for the worker, the commands held (their entry is in use: the
+        running node reads it, or a node still pending will)."""
         outputs = self.outputs()
         k = compat.kind(outputs)
         if k == "null":
-            return [[c, pagemod.ACK_NOT_FOUND, 0, 0] for c in cmds], [], []
+            return [[c, pagemod.ACK_NOT_FOUND, 0, 0] for c in cmds], [], [], []
         keep = evict.needed(outputs, self.running, self.dynprompt, self.execution_list)
-        results, values, later, gone = [], [], [], []
+        results, values, later, held, gone = [], [], [], [], []
         pools = {eid: pool for pool, eid in self._pin_eids.items()}
         for c in cmds:
             if c.entry_id in pools:
@@ -569,7 +581,7 @@ class Bridge:
             busy = (id(cache), key) in keep if keep is not None \
                 else evict.is_active(outputs, key)
             if busy:
-                results.append([c, pagemod.ACK_BUSY, 0, 0])
+                held.append(c)
                 continue
             memo = self._sizes.get(c.entry_id, (0, 0, False, False))
             if in_node and not memo[3]:
@@ -579,7 +591,7 @@ class Bridge:
             gone.append(c.entry_id)
             results.append([c, pagemod.ACK_EVICTED, 0, memo[1]])
         self._forget(gone)
-        return results, values, later
+        return results, values, later, held
 
     def _take_pins(self, c, pool, in_node, results, later):
         """A command for ComfyUI's pinned memory: its own free_pins, on its
@@ -686,27 +698,41 @@ class Bridge:
                 self.headroom_samples.append((now, self.page.headroom()))
             else:
                 self.headroom_samples.clear()
-        cmd = self.page.wait(WAIT_BUSY_MS if self.outstanding else WAIT_IDLE_MS)
+        waiting = self.outstanding > len(self.held)  # held ones wait for the worker
+        cmd = self.page.wait(WAIT_BUSY_MS if waiting else WAIT_IDLE_MS)
+        self._follow_agent()
         if cmd is not None:
-            if self.exec_lock.acquire(blocking=False):
-                try:  # no prompt runs: the cache is ours for a moment
-                    self.answer([cmd], self.page.ack)
-                finally:
-                    self.exec_lock.release()
-                return
             self.outstanding += 1
             self.inbox.put(cmd)
         if self.outstanding:
             self._serve_waiting()
 
+    def _follow_agent(self):
+        """Notice the agent's death or departure the moment page.wait()
+        returns: ComfyUI's own policy is back from then on (every wrapper
+        asks agent_alive()); said once per departure, with how it went."""
+        alive = self.page.agent_alive()
+        if alive == self._agent_was_alive:
+            return
+        self._agent_was_alive = alive
+        if alive:
+            self.agent_lost_ns = None
+            return
+        self.agent_lost_ns = time.monotonic_ns()
+        state = self.page.agent_state() if hasattr(self.page, "agent_state") else ""
+        how = {"died": "died", "silent": "went silent (no heartbeat for 1.5 s)",
+               "none": "detached"}.get(state, "is gone")
+        log.info("ramcache: the agent %s: ComfyUI's own RAM policy applies again; "
+                 "%d commands waiting are answered busy", how, self.outstanding)
+
     def _serve_waiting(self):
-        """Commands that wait for the worker: served from here inside a
-        node's window, or at once when the prompt that held them has ended
-        (no safe point of the worker comes before the next prompt)."""
+        """Commands that wait: served from here inside a node's window, or at
+        once between prompts (no safe point of the worker comes before the
+        next prompt)."""
         if not self.exec_lock.acquire(blocking=False):
             self._serve_in_node()
             return
-        try:
+        try:  # no prompt runs: the cache is ours for a moment
             cmds = self._drain()
             if cmds:
                 self.answer(cmds, self._ack_waiting)
@@ -718,22 +744,16 @@ class Bridge:
         self.outstanding -= 1
 
     def _serve_in_node(self):
-        """While a node's code runs, serve what waits in the inbox from this
-        thread (window.py); what only the worker may free waits for it."""
+        """While a node's code runs, serve what waits from this thread
+        (window.py); what only the worker may free waits for it."""
         with self.window.lock:
             if self.window.node is None:
                 return
-            cmds = []
-            while True:
-                try:
-                    cmds.append(self.inbox.get_nowait())
-                except queue.Empty:
-                    break
+            cmds = self._drain(worker=False)
         if not cmds:
             return
-
         try:  # serve() holds the window's lock only while it removes entries
-            self.deferred.extend(self.answer(cmds, self._ack_waiting, in_node=True))
+            self.answer(cmds, self._ack_waiting, in_node=True)
         except Exception:  # answered "busy"; keep listening
             self.say_once("err-in-node", logging.ERROR, "error serving a command "
                           "inside a node (further ones not logged)")

@@ -284,7 +284,7 @@ def evicts_inside_nodes_while_many_prompts_run():
         assert len(sts) == 1, (seq, sts)
         statuses[sts[0]] += 1  # KeyError: an unknown status
     assert len(ag.acks) == len(ag.posted), (len(ag.acks), len(ag.posted))
-    assert statuses[lib.ACK_EVICTED] > 0 and statuses[lib.ACK_BUSY] > 0, statuses
+    assert statuses[lib.ACK_EVICTED] > 0, statuses
     assert BRIDGE.served_in_node - in_node0 > 20, BRIDGE.served_in_node
     assert len(env.LOG.grep("ramcache: error")) == errors0, env.LOG.grep("ramcache: error")
     print(f"# {n} prompts in {took:.1f} s, {len(ran)} Mix runs of {2 * n}, {len(ag.posted)} commands, "

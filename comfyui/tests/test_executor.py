@@ -188,8 +188,8 @@ def publishes_and_evicts_subcache_entries():
 
 @test
 def handles_graph_expansion():
-    """Children of an expanded node: published, protected while the parent
-    still waits for them, evictable afterwards."""
+    """Children of an expanded node: published; a command for one is held
+    while the expansion still runs on it, obeyed once nothing needs it."""
     a = agent()
     a.start_heartbeat()
     try:
@@ -200,28 +200,29 @@ def handles_graph_expansion():
 
                 def step(i):
                     if i == 1:
-                        x1, _ = entry_for(w, "x1")
+                        x1, key = entry_for(w, "x1")
                         log["seq"] = a.post(x1)
                         assert a.wait_taken(log["seq"])
+                        log["entry"] = a.entries()[x1]
+                        log["holder"] = pkg.evict.locate(outputs(w), "x1")[0]
+                        log["key"] = key
+                    if i == 2:
+                        time.sleep(0.05)
+                        log["during"] = a.ack(log["seq"])  # x2 runs on it: held
                 env.STEP_HOOK[:] = [step]
                 p = {"e": node("Expand", mib=3, tag=kind), "s": node("Sink", value=["e", 0])}
                 ok, msgs = w.run(p, ["s"], "p1")
                 assert ok, (kind, msgs)
-                ack = a.wait_ack(log["seq"])
-                assert ack["status"] == lib.ACK_BUSY, (kind, ack)  # x2 runs on it
-                out = outputs(w)
-                eid, key = entry_for(w, "x1")
-                e = a.entries()[eid]
+                assert log["during"] is None, (kind, log["during"])
+                e = log["entry"]
                 assert e["bytes"] == 3 * MiB and e["label"] == "x1:MakeTensor", (kind, e)
-                holder = pkg.evict.locate(out, "x1")[0]
+                out, holder, key = outputs(w), log["holder"], log["key"]
                 if kind == "CLASSIC":
                     assert holder is not out and holder in out.subcaches.values()
                 else:
-                    parent = out.cache_key_set.get_data_key("e")
-                    assert key in out.children[parent], kind
-                seq = a.post(eid)  # idle now: nothing needs it
-                ack = a.wait_ack(seq)
-                assert ack["status"] == lib.ACK_EVICTED, (kind, ack)
+                    assert key in out.children[out.cache_key_set.get_data_key("e")], kind
+                ack = a.wait_ack(log["seq"])  # the prompt is over: nothing needs it
+                assert ack and ack["status"] == lib.ACK_EVICTED, (kind, ack)
                 assert key not in holder.cache
             finally:
                 env.STEP_HOOK.clear()
@@ -268,7 +269,8 @@ def evicts_at_a_sampling_step_of_a_long_node():
 @test
 def serves_commands_inside_a_node_without_steps():
     """A node without a progress bar: the package's own thread serves the
-    command while the node runs; what a pending node still reads stays."""
+    command while the node runs; a command for what a pending node still
+    reads is held, and obeyed once that node ran."""
     w = fresh()
     a = agent()
     a.start_heartbeat()
@@ -277,10 +279,11 @@ def serves_commands_inside_a_node_without_steps():
         log = {}
 
         def post():
-            listened, _ = entry_for(w, "t")
+            listened, lkey = entry_for(w, "t")
+            log["lkey"] = lkey
             log["old"] = a.post(eid)
             log["listened"] = a.post(listened)
-            log["acks"] = (a.wait_ack(log["old"], 2), a.wait_ack(log["listened"], 2))
+            log["acks"] = (a.wait_ack(log["old"], 2), a.wait_ack(log["listened"], 0.3))
             log["gone_in_node"] = key not in outputs(w).cache
             return 1
         env.CALLS.update(post=post)
@@ -288,12 +291,15 @@ def serves_commands_inside_a_node_without_steps():
              "c1": node("Call", tag="post", value=["t", 0]),
              "s": node("Sink", value=["c1", 0], other=["t", 0])}
         ok, msgs = w.run(p, ["s"], "p2")
-        assert ok, msgs
+        assert ok, msgs  # s got t
         old, listened = log["acks"]
         assert old and old["status"] == lib.ACK_EVICTED, old
-        assert old["bytes_freed"] >= 8 * MiB, old  # 16 MiB, RSS measured
-        assert listened and listened["status"] == lib.ACK_BUSY, listened
+        assert old["bytes_freed"] >= 8 * MiB, old  # the entry's 16 MiB
+        assert listened is None, listened  # held while s still needs t
         assert log["gone_in_node"] and key not in outputs(w).cache
+        ack = a.wait_ack(log["listened"])
+        assert ack and ack["status"] == lib.ACK_EVICTED, ack
+        assert log["lkey"] not in outputs(w).cache
         assert BRIDGE.status()["served_in_node"] >= 1
     finally:
         a.stop_heartbeat()
@@ -396,7 +402,7 @@ def a_prompt_starting_under_pressure_waits_for_the_agent():
 
 
 @test
-def never_evicts_what_the_running_node_uses():
+def holds_commands_for_what_the_running_node_uses():
     w = fresh()
     a = agent()
     a.start_heartbeat()
@@ -421,18 +427,20 @@ def never_evicts_what_the_running_node_uses():
               "k": node("Sampler", steps=4, model=["m", 0]),
               "s": node("Sink", value=["k", 0])}
         assert w.run(p2, ["s0", "s"], "p2")[0]
-        ack = a.wait_ack(acks["model"])
-        assert ack["status"] == lib.ACK_BUSY, ack
-        assert model_key in outputs(w).cache
+        ack = a.wait_ack(acks["model"])  # held while the sampler ran on it
+        assert ack["status"] == lib.ACK_EVICTED, ack
+        assert ack["ack_ns"] > env.SEEN["sampler_end_ns"], ack
+        assert model_key not in outputs(w).cache
         ack = a.wait_ack(acks["t0"])
         assert ack["status"] == lib.ACK_EVICTED, ack
+        assert ack["ack_ns"] < env.SEEN["sampler_end_ns"], ack
     finally:
         a.stop_heartbeat()
         w.stop()
 
 
 @test
-def never_evicts_what_a_pending_node_listens_to():
+def holds_commands_for_what_a_pending_node_listens_to():
     w = fresh()
     a = agent()
     a.start_heartbeat()
@@ -450,10 +458,10 @@ def never_evicts_what_a_pending_node_listens_to():
                 log["seq"] = a.post(eid)
                 assert a.wait_taken(log["seq"])
         env.STEP_HOOK.append(step)
-        assert w.run(p, ["s", "u"], "p1")[0]
-        ack = a.wait_ack(log["seq"])
-        assert ack["status"] == lib.ACK_BUSY, ack
-        assert entry_for(w, "t")[1] in outputs(w).cache
+        assert w.run(p, ["s", "u"], "p1")[0]  # s got t
+        ack = a.wait_ack(log["seq"])  # held until s ran
+        assert ack["status"] == lib.ACK_EVICTED, ack
+        assert ack["ack_ns"] > env.SEEN["sampler_end_ns"], ack
     finally:
         a.stop_heartbeat()
         w.stop()

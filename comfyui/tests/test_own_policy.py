@@ -343,6 +343,35 @@ def comfyuis_pinned_memory_is_on_the_page_and_freed_by_its_own_free_pins():
 
 
 @test
+def the_agents_death_is_noticed_at_once():
+    """The kernel marks the agent's lock when it dies: the package says so
+    and notes when, and ComfyUI's own policy is back at its next call."""
+    set_available(ROOM)
+    w = default_worker()
+    a = agent()
+    try:
+        a.start_heartbeat()
+        earlier_output(w, "death")
+        end = time.monotonic() + 2
+        while BRIDGE.agent_lost_ns is not None and time.monotonic() < end:
+            time.sleep(0.01)
+        assert BRIDGE.agent_lost_ns is None
+        a.stop_heartbeat()
+        a.w32(lib.A_AGENT_LOCK, 0xC0000000)  # as the kernel leaves it (OWNER_DIED)
+        t0 = time.monotonic_ns()
+        end = time.monotonic() + 2
+        while BRIDGE.agent_lost_ns is None and time.monotonic() < end:
+            time.sleep(0.005)
+        assert BRIDGE.agent_lost_ns is not None and BRIDGE.agent_lost_ns >= t0
+        assert env.LOG.grep("ramcache: the agent died"), env.LOG.lines[-3:]
+        assert not BRIDGE.agent_alive()
+    finally:
+        a.w32(lib.A_AGENT_LOCK, 0)
+        a.stop_heartbeat()
+        w.stop()
+
+
+@test
 def status_says_what_is_set_aside_per_version():
     """Every cache kind and --cache-ram form has its rows."""
     d = pkg.ownpolicy.describe
