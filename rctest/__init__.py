@@ -95,6 +95,16 @@ def as_user(uid, then=None):
     return f
 
 
+def own_libc():
+    """The libc this Python runs on (as the agent finds its own)."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            path = line.split()[-1]
+            if os.path.basename(path).startswith("libc.so"):
+                return path
+    raise Skip("no libc.so in this process's maps")
+
+
 def helpers_any_uid_reads():
     """tests/helpers/docexec.py copied to a directory every uid can read
     (removed at exit): the checkout may sit where only root can enter (a

@@ -59,6 +59,8 @@
  */
 #define EVAL_DUTY    4
 #define BTF_PATH     "/sys/kernel/btf/vmlinux"
+#define SUBUID_PATH  "/etc/subuid"
+#define PASSWD_PATH  "/etc/passwd"
 #define DROP_WARN_NS (10 * NSEC_PER_SEC)
 
 struct agent {
@@ -73,8 +75,10 @@ struct agent {
 	struct target_env env;
 	struct domain_env denv;
 	struct discover disc;
-	struct admission adm; /* --all: whom to adopt, when to look */
-	struct sampler sys;   /* without a single target */
+	struct ring_buffer *disc_rb; /* --all: the discovery reports */
+	int disc_taken;		     /* of them, this turn */
+	struct admission adm;	     /* --all: whom to adopt, when to look */
+	struct sampler sys;	     /* without a single target */
 	struct track_totals sys_prev;
 	struct level_watch lw;
 	struct domain_levels dl; /* --all, several targets: each domain's */
@@ -107,7 +111,7 @@ struct agent {
 };
 
 /* Epoll tags; target slot i is TAG_PID + i. */
-enum { TAG_RB = 1, TAG_SIG, TAG_TIMER, TAG_PID = 16 };
+enum { TAG_RB = 1, TAG_SIG, TAG_TIMER, TAG_DISC, TAG_PID = 16 };
 
 #define for_each_target(a, t, i)                 \
 	for (int i = 0; i < RC_MAX_TARGETS; i++) \
@@ -690,6 +694,7 @@ static void drop_target(struct agent *a, struct target *t, const char *state)
 
 	memcpy(comm, t->comm, sizeof(comm));
 	discover_follow(&a->disc, pid, false);
+	discover_release(&a->disc, t->libc);
 	if (target_detach(&a->ts, &a->env, t, &a->ack_hist, &a->freed_hist))
 		a->had_evictor = true;
 	out_target(&a->out, state, pid, comm);
@@ -745,41 +750,49 @@ static void reap_exited(struct agent *a)
 }
 
 /*
- * One user's executors take a limited share of the places and are adopted
- * at a limited rate unless the user is root or named by --user
- * (admission_check()): true when @pid may not take a place now.
+ * Why @pid of @who was not looked at or not followed (@n: its places),
+ * told at most every ADMISSION_WARN_NS.
  */
-static bool uid_refused(struct agent *a, pid_t pid, uint64_t now)
+static void tell_refusal(struct agent *a, pid_t pid, struct principal who,
+			 enum admission_verdict v, int n, uint64_t now)
 {
-	char path[64];
-	struct stat st;
+	char name[64];
+
+	if (v == ADMISSION_OK || v == ADMISSION_PENDING ||
+	    !admission_may_warn(&a->adm, now))
+		return;
+	principal_name(who, name, sizeof(name));
+	if (v == ADMISSION_TOO_FAST)
+		out_warn(
+			&a->out,
+			"not following pid %d: %s starts executors faster than %.0f a second (--user lifts it for a user)",
+			pid, name, ADMISSION_UID_RATE);
+	else if (v == ADMISSION_TOO_DEAR)
+		out_warn(
+			&a->out,
+			"not following pid %d: looking at the processes of %s took its share of the agent's time (%d ms a second)",
+			pid, name, (int)(ADMISSION_WORK_RATE / NSEC_PER_MSEC));
+	else if (v == ADMISSION_QUEUE_FULL)
+		out_warn(
+			&a->out,
+			"not following pid %d: %s has %d reported pages waiting for a look already",
+			pid, name, ADMISSION_PEND_PER_PRINCIPAL);
+	else if (v == ADMISSION_USER_FULL)
+		out_warn(
+			&a->out,
+			"not following pid %d: %s already has %d executors followed, the most for one user or container (--user lifts it for a user)",
+			pid, name, n);
+}
+
+/* Places taken by @who's executors. */
+static int places_of(struct agent *a, struct principal who)
+{
 	struct target *t;
 	int n = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d", pid);
-	if (stat(path, &st))
-		return true; /* gone */
 	for_each_target(a, t, i)
-		n += t->uid == st.st_uid;
-	switch (admission_check(&a->adm, st.st_uid, n, now)) {
-	case ADMISSION_OK:
-		return false;
-	case ADMISSION_TOO_FAST:
-		if (admission_may_warn(&a->adm, now))
-			out_warn(
-				&a->out,
-				"not following pid %d: uid %u starts executors faster than %.0f a second (--user %u lifts it)",
-				pid, st.st_uid, ADMISSION_UID_RATE, st.st_uid);
-		return true;
-	case ADMISSION_USER_FULL:
-		if (admission_may_warn(&a->adm, now))
-			out_warn(
-				&a->out,
-				"not following pid %d: uid %u already has %d executors followed, the most for one user (--user %u lifts it)",
-				pid, st.st_uid, n, st.st_uid);
-		return true;
-	}
-	return true;
+		n += principal_eq(t->who, who);
+	return n;
 }
 
 /*
@@ -810,49 +823,115 @@ static void no_place(struct agent *a, pid_t pid)
 }
 
 /*
- * --all: follow @pid if the rules accept it and it holds a page that
- * passes every check; @how it was found. Nothing is held for a process
- * whose page is not there (yet): the uprobe's are looked at again for
- * ADMISSION_PEND_NS, a scan's at the next scan. True when it is followed or can
- * never be (stop looking).
+ * --all: may @pid (of @who, as its first look says) take a place, and does
+ * it hold a page that passes every check? 0: yes (*@sp: the filter it
+ * passed, or NULL), 1: no, never (stop looking), -1: not yet (its page is
+ * not there: the uprobe's are looked at again for ADMISSION_PEND_NS, a
+ * scan's at the next scan).
  */
-static bool adopt(struct agent *a, pid_t pid, const char *how)
+static int may_adopt(struct agent *a, pid_t pid, struct principal who,
+		     struct match_spec *s, struct match_spec **sp)
 {
-	struct match_spec s, *sp = NULL;
+	uint64_t now = now_ns();
+	enum admission_verdict v;
+	int err;
+
+	*sp = NULL;
+	if (a->o->match || a->o->has_user || a->o->cgroup) {
+		match_spec_of(a->o, s);
+		*sp = s;
+		if (match_verify(RC_PROC_ROOT, s, pid, -1))
+			return 1; /* not ours, or gone */
+	}
+	reap_exited(a);
+	/* a full share is refused before its page is looked for */
+	v = admission_check(&a->adm, who, places_of(a, who));
+	if (v != ADMISSION_OK) {
+		tell_refusal(a, pid, who, v, places_of(a, who), now);
+		return 1;
+	}
+	err = discover_verify(RC_PROC_ROOT, pid);
+	if (err == -EMFILE && admission_may_warn(&a->adm, now))
+		out_warn(
+			&a->out,
+			"not following pid %d: it holds more than %d descriptors, the most looked through for a page",
+			pid, CONTROL_MAX_FDS);
+	if (err)
+		return err == -ENOENT ? -1 : 1;
+	return 0;
+}
+
+/*
+ * Follow @pid of @who, found @how, filtered by @sp; reported by the libc
+ * probe of cookie @probe (0: found otherwise).
+ */
+static void follow(struct agent *a, pid_t pid, struct principal who,
+		   const struct match_spec *sp, const char *how, uint32_t probe)
+{
 	uint64_t now = now_ns();
 	struct target *t;
 	int err;
 
-	if (pid == getpid() || targets_find(&a->ts, pid))
-		return true;
-	if (a->o->match || a->o->has_user || a->o->cgroup) {
-		match_spec_of(a->o, &s);
-		sp = &s;
-		if (match_verify(RC_PROC_ROOT, sp, pid, -1))
-			return true; /* not ours, or gone */
-	}
-	err = discover_verify(RC_PROC_ROOT, pid);
-	if (err)
-		return err == -ESRCH;
-	reap_exited(a);
-	if (uid_refused(a, pid, now))
-		return true;
 	err = target_attach(&a->ts, &a->env, pid, sp, &t);
 	if (err == -ENOSPC) {
 		no_place(a, pid);
-		return true;
+		return;
 	}
 	if (err) {
 		if (err != -EACCES && admission_may_warn(&a->adm, now))
 			attach_failed(a, pid, err);
-		return true;
+		return;
 	}
+	t->who = who;
+	t->libc = discover_hold(&a->disc, probe);
 	discover_follow(&a->disc, pid, true);
 	admission_settled(&a->adm, pid);
 	metrics_set_waiting(&a->m, (uint64_t)a->adm.nwaiting);
 	out_target_found(&a->out, pid, &t->tag, t->weight, how);
 	wake_now(a, now);
-	return true;
+}
+
+/*
+ * --all: follow @pid if the rules accept it and it holds a page (see
+ * may_adopt()); @how it was found. First a cheap look through a pidfd
+ * (its status, the size of its descriptor table): the time the looks take
+ * is charged to the principal it belongs to. @spend: the look is not paid
+ * for yet (a scan found it; the kernel's reports are paid for when they
+ * come). True when it is followed or can never be (stop looking).
+ */
+static bool adopt(struct agent *a, pid_t pid, const char *how, bool spend,
+		  uint32_t probe)
+{
+	uint64_t t0 = now_ns();
+	struct match_spec s, *sp;
+	struct discover_look l;
+	struct principal who;
+	int verdict = 1;
+
+	if (pid == getpid() || targets_find(&a->ts, pid))
+		return true;
+	if (discover_first_look(RC_PROC_ROOT, pid, &l))
+		return true; /* gone */
+	who = admission_principal(&a->adm, l.uid, l.pidns);
+	if (spend) {
+		enum admission_verdict v = admission_may_look(&a->adm, who, t0);
+
+		if (v != ADMISSION_OK) {
+			tell_refusal(a, pid, who, v, 0, t0);
+			return true;
+		}
+	}
+	if (l.fds <= CONTROL_MAX_FDS)
+		verdict = may_adopt(a, pid, who, &s, &sp);
+	else if (admission_may_warn(&a->adm, t0))
+		out_warn(
+			&a->out,
+			"not following pid %d: it holds %u descriptors, more than the %d looked through for a page",
+			pid, l.fds, CONTROL_MAX_FDS);
+	admission_charge(&a->adm, who, now_ns() - t0, now_ns());
+	if (!verdict)
+		follow(a, pid, who, sp, how, probe);
+	return verdict >= 0;
 }
 
 /*
@@ -868,20 +947,27 @@ static void take_waiting(struct agent *a)
 	a->taking = true;
 	while (a->ts.n < RC_MAX_TARGETS &&
 	       (pid = admission_next_waiting(&a->adm)))
-		adopt(a, pid, "waiting");
+		adopt(a, pid, "waiting", false, 0);
 	a->taking = false;
 	metrics_set_waiting(&a->m, (uint64_t)a->adm.nwaiting);
 }
 
-/* The uprobe's reports whose page was not ready: once more each tick. */
+/*
+ * The reported pages waiting for a look: a few each turn, within
+ * ADMISSION_TURN_NS, the longest waiting first.
+ */
 static void retry_pending(struct agent *a, uint64_t now)
 {
-	pid_t pids[RC_MAX_TARGETS];
-	int n = admission_pending(&a->adm, now, pids);
+	pid_t pids[ADMISSION_LOOKS_PER_TURN];
+	int n = admission_pending(&a->adm, now, pids, ADMISSION_LOOKS_PER_TURN);
 
-	for (int i = 0; i < n; i++)
-		if (adopt(a, pids[i], "uprobe"))
+	for (int i = 0; i < n; i++) {
+		if (adopt(a, pids[i], "uprobe", false,
+			  admission_probe(&a->adm, pids[i])))
 			admission_settled(&a->adm, pids[i]);
+		if (now_ns() - now >= ADMISSION_TURN_NS)
+			break;
+	}
 }
 
 /*
@@ -903,50 +989,74 @@ static void drop_pageless(struct agent *a, uint64_t now)
 static void adopt_found(pid_t pid, void *ctx)
 {
 	struct agent *a = ctx;
+	struct target *t;
 	char why[512];
 
-	adopt(a, pid, "scan");
-	if (!a->adm.uprobe || !targets_find(&a->ts, pid))
+	adopt(a, pid, "scan", true, 0);
+	t = targets_find(&a->ts, pid);
+	if (!a->adm.uprobe || !t || t->libc)
 		return;
 	/* its libc too, so the next executors on it are reported at once */
-	discover_scan_found(&a->disc, RC_PROC_ROOT, pid,
-			    admission_missed(&a->adm), why, sizeof(why));
+	t->libc = discover_scan_found(&a->disc, RC_PROC_ROOT, pid,
+				      admission_missed(&a->adm), why,
+				      sizeof(why));
 	if (why[0])
 		out_warn(&a->out, "%s", why);
 }
 
-/* Look again at @pid's page in a moment (it may still be being made). */
-static void pend(struct agent *a, pid_t pid)
+/*
+ * The kernel told of a page being made by @e->tgid: nothing of the
+ * process is read here, only the admission's books (who made it, as the
+ * kernel says, and whether they may have it looked at); it is looked at
+ * from the pending list, a few each turn.
+ */
+static void page_reported(struct agent *a, const struct rc_discover_ev *e)
 {
-	uint64_t at = admission_pend(&a->adm, pid, now_ns());
+	struct principal who = admission_principal(&a->adm, e->uid, e->pidns);
+	uint64_t now = now_ns(), wake = 0;
+	enum admission_verdict v;
 
-	/* a calm loop may not wake for seconds: look again soon */
-	if (at && at < a->armed_ns)
-		arm(a, at);
+	v = admission_report(&a->adm, (pid_t)e->tgid, who, e->probe, now,
+			     &wake);
+	if (v != ADMISSION_OK) {
+		tell_refusal(a, (pid_t)e->tgid, who, v, 0, now);
+		return;
+	}
+	/* a calm loop may not wake for seconds: look soon */
+	if (wake < a->armed_ns)
+		arm(a, wake);
 }
 
-/* The kernel told: a page was created, or a followed executor exec'd. */
+/*
+ * The kernel told: a page was created, or a followed executor exec'd. At
+ * most ADMISSION_REPORTS_PER_TURN are taken in one turn (the rest wait in
+ * the ring for the next): the loop is everybody's.
+ */
 static int handle_discover(void *ctx, void *data, size_t len)
 {
 	const struct rc_discover_ev *e = data;
 	struct agent *a = ctx;
 	struct target *t;
-	pid_t pid;
 
 	if (len < sizeof(*e) || !e->tgid || e->tgid > INT32_MAX)
-		return 0;
-	pid = (pid_t)e->tgid;
-	t = targets_find(&a->ts, pid);
+		goto next;
+	t = targets_find(&a->ts, (pid_t)e->tgid);
 	if (e->kind == RC_DISC_PAGE && !t) {
-		if (!adopt(a, pid, "uprobe"))
-			pend(a, pid);
+		page_reported(a, e);
 	} else if (e->kind == RC_DISC_EXEC && t) {
 		/* its page went with the old image, unless it was inherited */
 		drop_target(a, t, "exec");
-		if (discover_has_page(RC_PROC_ROOT, pid))
-			adopt(a, pid, "exec");
+		page_reported(a, e);
 	}
-	return 0;
+next:
+	return ++a->disc_taken < ADMISSION_REPORTS_PER_TURN ? 0 : -EAGAIN;
+}
+
+/* A turn's share of the kernel's reports. */
+static void take_reports(struct agent *a)
+{
+	a->disc_taken = 0;
+	ring_buffer__consume(a->disc_rb);
 }
 
 /*
@@ -976,6 +1086,23 @@ static void rescan(struct agent *a, uint64_t now)
 	admission_scanned(&a->adm, now);
 }
 
+/*
+ * /etc/subuid, with /etc/passwd for the names in it: the subordinate uids
+ * of a user (their rootless containers') count as that user.
+ */
+static void load_subuids(struct admission *ad)
+{
+	char *sub = NULL, *pw = NULL;
+
+	if (readfile_alloc(SUBUID_PATH, 1 << 20, &sub))
+		return;
+	if (readfile_alloc(PASSWD_PATH, 16 << 20, &pw))
+		pw = NULL;
+	subuids_parse(&ad->subuids, sub, pw);
+	free(sub);
+	free(pw);
+}
+
 static void setup_discover(struct agent *a)
 {
 	char why[512] = "";
@@ -983,11 +1110,21 @@ static void setup_discover(struct agent *a)
 
 	if (a->o->follow != FOLLOW_ALL)
 		return;
+	load_subuids(&a->adm);
+	a->adm.own_pidns = discover_own_pidns();
 	err = discover_open(&a->disc, why, sizeof(why));
-	if (!err)
-		err = ring_buffer__add(a->rb, discover_events_fd(&a->disc),
-				       handle_discover, a);
+	if (!err) {
+		/* a ring of its own, taken from with a budget per turn */
+		a->disc_rb = ring_buffer__new(discover_events_fd(&a->disc),
+					      handle_discover, a, NULL);
+		err = a->disc_rb ? epoll_add(a->epfd,
+					     ring_buffer__epoll_fd(a->disc_rb),
+					     TAG_DISC)
+				 : -errno;
+	}
 	if (err) {
+		ring_buffer__free(a->disc_rb);
+		a->disc_rb = NULL;
 		out_warn(
 			&a->out,
 			"%s; new executors are found by looking through /proc every %d s instead",
@@ -1378,6 +1515,9 @@ static void loop(struct agent *a)
 				    a->next_eval_ns < a->armed_ns)
 					arm(a, a->next_eval_ns);
 				break;
+			case TAG_DISC:
+				take_reports(a);
+				break;
 			case TAG_TIMER:
 				if (read(a->timerfd, &ticks, sizeof(ticks)) > 0)
 					on_tick(a);
@@ -1566,6 +1706,7 @@ static void teardown(struct agent *a)
 	metrics_http_stop(a->http);
 	detach_all(a);
 	ring_buffer__free(a->rb);
+	ring_buffer__free(a->disc_rb);
 	discover_close(&a->disc);
 	bpfstate_destroy(&a->bpf);
 	if (a->sigfd >= 0)

@@ -20,19 +20,29 @@ static struct admission fresh(void)
 	return ad;
 }
 
+static struct principal user(uint32_t uid)
+{
+	return (struct principal){ PRINCIPAL_USER, uid };
+}
+
+static const struct principal ROOT = { PRINCIPAL_ROOT, 0 };
+
 TEST(root_and_the_named_user_are_never_limited)
 {
 	struct admission ad;
 
 	admission_init(&ad, true, 1000);
 	for (int i = 0; i < 100; i++) {
-		ASSERT_EQ(admission_check(&ad, 0, 60, T0), ADMISSION_OK,
-			  "root");
-		ASSERT_EQ(admission_check(&ad, 1000, 60, T0), ADMISSION_OK,
+		ASSERT_EQ(admission_check(&ad, ROOT, 60), ADMISSION_OK, "root");
+		ASSERT_EQ(admission_check(&ad, user(1000), 60), ADMISSION_OK,
 			  "--user");
+		ASSERT_EQ(admission_may_look(&ad, ROOT, T0), ADMISSION_OK,
+			  "root is looked at");
+		ASSERT_EQ(admission_may_look(&ad, user(1000), T0), ADMISSION_OK,
+			  "--user is looked at");
 	}
 	ASSERT_FALSE(ad.refused, "nothing refused");
-	ASSERT_EQ(admission_check(&ad, 1001, ADMISSION_UID_MAX, T0),
+	ASSERT_EQ(admission_check(&ad, user(1001), ADMISSION_UID_MAX),
 		  ADMISSION_USER_FULL, "another user is");
 }
 
@@ -40,42 +50,87 @@ TEST(a_user_takes_at_most_a_share_of_the_places)
 {
 	struct admission ad = fresh();
 
-	ASSERT_EQ(admission_check(&ad, 1000, ADMISSION_UID_MAX - 1, T0),
+	ASSERT_EQ(admission_check(&ad, user(1000), ADMISSION_UID_MAX - 1),
 		  ADMISSION_OK, "one place left");
 	ASSERT_FALSE(ad.refused, "not refused");
-	ASSERT_EQ(admission_check(&ad, 1000, ADMISSION_UID_MAX, T0),
+	ASSERT_EQ(admission_check(&ad, user(1000), ADMISSION_UID_MAX),
 		  ADMISSION_USER_FULL, "full");
 	ASSERT_TRUE(ad.refused, "the refusal is remembered");
-	ASSERT_EQ(admission_check(&ad, 1001, ADMISSION_UID_MAX - 1, T0),
+	ASSERT_EQ(admission_check(&ad, user(1001), ADMISSION_UID_MAX - 1),
 		  ADMISSION_OK, "another user's share is its own");
 }
 
-TEST(a_user_adopts_a_burst_then_at_the_rate)
+TEST(a_container_root_and_subuids_are_principals_of_their_own)
+{
+	struct admission ad = fresh();
+	struct principal p;
+
+	subuids_parse(&ad.subuids, "1000:100000:65536\n", NULL);
+	ad.own_pidns = 4026531836ULL;
+	p = admission_principal(&ad, 0, 4026532481ULL);
+	ASSERT_EQ(p.kind, PRINCIPAL_CONTAINER, "root in a container");
+	ASSERT_FALSE(admission_exempt(&ad, p), "is limited");
+	ASSERT_EQ(admission_check(&ad, p, ADMISSION_UID_MAX),
+		  ADMISSION_USER_FULL, "to a share of the places");
+	p = admission_principal(&ad, 0, 4026531836ULL);
+	ASSERT_EQ(p.kind, PRINCIPAL_ROOT, "the agent's own container is home");
+	ASSERT_TRUE(admission_exempt(&ad, p), "root there is not limited");
+	p = admission_principal(&ad, 123456, 4026532481ULL);
+	ASSERT_TRUE(principal_eq(p, user(1000)), "a subuid is its owner");
+}
+
+TEST(a_principal_is_looked_at_a_burst_then_at_the_rate)
 {
 	struct admission ad = fresh();
 	int ok = 0;
 
 	for (int i = 0; i < 100; i++)
-		ok += admission_check(&ad, 1000, 0, T0) == ADMISSION_OK;
+		ok += admission_may_look(&ad, user(1000), T0) == ADMISSION_OK;
 	ASSERT_EQ(ok, (int)ADMISSION_UID_BURST, "a burst at once");
-	ASSERT_EQ(admission_check(&ad, 1000, 0, T0), ADMISSION_TOO_FAST,
+	ASSERT_EQ(admission_may_look(&ad, user(1000), T0), ADMISSION_TOO_FAST,
 		  "then too fast");
 	ASSERT_TRUE(ad.refused, "refused");
-	/* the bucket refills at the rate: one adoption per 1/rate s */
-	ASSERT_EQ(admission_check(&ad, 1000, 0,
-				  T0 + (uint64_t)(SEC / ADMISSION_UID_RATE)),
+	/* the bucket refills at the rate: one look per 1/rate s */
+	ASSERT_EQ(admission_may_look(&ad, user(1000),
+				     T0 + (uint64_t)(SEC / ADMISSION_UID_RATE)),
 		  ADMISSION_OK, "one more after 1/rate s");
-	ASSERT_EQ(admission_check(&ad, 1000, 0,
-				  T0 + (uint64_t)(SEC / ADMISSION_UID_RATE)),
+	ASSERT_EQ(admission_may_look(&ad, user(1000),
+				     T0 + (uint64_t)(SEC / ADMISSION_UID_RATE)),
 		  ADMISSION_TOO_FAST, "but not two");
 	/* another user has a bucket of its own */
-	ASSERT_EQ(admission_check(&ad, 1001, 0, T0), ADMISSION_OK, "other");
+	ASSERT_EQ(admission_may_look(&ad, user(1001), T0), ADMISSION_OK,
+		  "other");
 	/* a long pause refills no more than a burst */
 	ok = 0;
 	for (int i = 0; i < 100; i++)
-		ok += admission_check(&ad, 1000, 0, T0 + 3600 * SEC) ==
+		ok += admission_may_look(&ad, user(1000), T0 + 3600 * SEC) ==
 		      ADMISSION_OK;
 	ASSERT_EQ(ok, (int)ADMISSION_UID_BURST, "a burst, no more");
+}
+
+TEST(dear_looks_pause_a_principal_until_its_share_is_back)
+{
+	struct admission ad = fresh();
+	uint64_t t = T0;
+
+	ASSERT_EQ(admission_may_look(&ad, user(1000), t), ADMISSION_OK,
+		  "first");
+	/* a process of a million descriptors: a look of 300 ms */
+	admission_charge(&ad, user(1000), 300 * MS, t);
+	ASSERT_EQ(admission_may_look(&ad, user(1000), t), ADMISSION_TOO_DEAR,
+		  "its share is spent");
+	ASSERT_EQ(admission_may_look(&ad, user(1001), t), ADMISSION_OK,
+		  "another's is not");
+	admission_charge(&ad, ROOT, 10 * SEC, t);
+	ASSERT_EQ(admission_may_look(&ad, ROOT, t), ADMISSION_OK,
+		  "root is not charged");
+	/* 100 ms overdrawn come back at 20 ms a second: 5 s later */
+	t += 4 * SEC;
+	ASSERT_EQ(admission_may_look(&ad, user(1000), t), ADMISSION_TOO_DEAR,
+		  "not after 4 s");
+	t += 2 * SEC;
+	ASSERT_EQ(admission_may_look(&ad, user(1000), t), ADMISSION_OK,
+		  "after 6 s");
 }
 
 TEST(more_users_than_buckets_reuse_the_stalest)
@@ -83,13 +138,14 @@ TEST(more_users_than_buckets_reuse_the_stalest)
 	struct admission ad = fresh();
 
 	for (uid_t u = 1; u <= RC_MAX_TARGETS; u++)
-		ASSERT_EQ(admission_check(&ad, u, 0, T0 + u), ADMISSION_OK,
-			  "each user once");
+		ASSERT_EQ(admission_may_look(&ad, user(u), T0 + u),
+			  ADMISSION_OK, "each user once");
 	/* uid 1's bucket (the stalest) goes to a newcomer, full */
-	ASSERT_EQ(admission_check(&ad, 5000, 0, T0 + 1000), ADMISSION_OK,
+	ASSERT_EQ(admission_may_look(&ad, user(5000), T0 + 1000), ADMISSION_OK,
 		  "newcomer");
 	for (int i = 0; i < RC_MAX_TARGETS; i++)
-		ASSERT_NEQ(ad.budget[i].uid, 1, "uid 1 forgotten");
+		ASSERT_FALSE(principal_eq(ad.budget[i].who, user(1)),
+			     "uid 1 forgotten");
 }
 
 TEST(refusals_are_told_at_most_every_warn_period)
@@ -190,31 +246,129 @@ TEST(reported_pages_are_looked_for_a_while)
 {
 	struct admission ad = fresh();
 	pid_t pids[RC_MAX_TARGETS];
+	uint64_t wake = 0;
 
-	ASSERT_EQ(admission_pend(&ad, 100, T0), T0 + ADMISSION_PEND_FIRST_NS,
-		  "look again soon");
-	ASSERT_EQ(admission_pend(&ad, 100, T0 + 1), 0, "pending already");
-	ASSERT_EQ(admission_pend(&ad, 101, T0 + SEC),
-		  T0 + SEC + ADMISSION_PEND_FIRST_NS, "another");
-	ASSERT_EQ(admission_pending(&ad, T0 + 10 * MS, pids), 2, "both");
-	ASSERT_EQ(pids[0], 100, "in order");
-	ASSERT_EQ(pids[1], 101, "in order");
+	ASSERT_EQ(admission_report(&ad, 100, user(1000), 0, T0, &wake),
+		  ADMISSION_OK, "pending");
+	ASSERT_EQ(wake, T0 + ADMISSION_PEND_FIRST_NS, "look again soon");
+	ASSERT_EQ(admission_report(&ad, 100, user(1000), 0, T0 + 1, &wake),
+		  ADMISSION_PENDING, "pending already");
+	ASSERT_EQ(admission_report(&ad, 101, user(1000), 0, T0 + SEC, &wake),
+		  ADMISSION_OK, "another");
+	ASSERT_EQ(wake, T0 + SEC + ADMISSION_PEND_FIRST_NS, "its look");
+	ASSERT_EQ(admission_pending(&ad, T0 + 10 * MS, pids, RC_MAX_TARGETS), 1,
+		  "the first only is due");
+	ASSERT_EQ(pids[0], 100, "the first");
+	ASSERT_EQ(admission_pending(&ad, T0 + SEC + 10 * MS, pids,
+				    RC_MAX_TARGETS),
+		  2, "both");
+	ASSERT_EQ(pids[0], 100, "the one due earliest first");
 	admission_settled(&ad, 101);
-	ASSERT_EQ(admission_pending(&ad, T0 + 20 * MS, pids), 1, "one left");
-	ASSERT_EQ(admission_pending(&ad, T0 + ADMISSION_PEND_NS, pids), 0,
+	ASSERT_EQ(admission_pending(&ad, T0 + 2 * SEC, pids, RC_MAX_TARGETS), 0,
 		  "given up after PEND_NS");
 }
 
-TEST(a_full_pending_list_forgets_the_oldest)
+TEST(a_report_again_while_pending_costs_nothing)
+{
+	struct admission ad = fresh();
+	uint64_t wake;
+
+	ASSERT_EQ(admission_report(&ad, 100, user(1000), 0, T0, &wake),
+		  ADMISSION_OK, "first");
+	for (int i = 0; i < 1000; i++)
+		ASSERT_EQ(admission_report(&ad, 100, user(1000), 0, T0, &wake),
+			  ADMISSION_PENDING, "again");
+	for (int i = 1; i < ADMISSION_PEND_PER_PRINCIPAL; i++)
+		ASSERT_EQ(admission_report(&ad, 100 + i, user(1000), 0, T0,
+					   &wake),
+			  ADMISSION_OK, "others of the same user");
+}
+
+TEST(a_principal_has_at_most_a_few_reports_waiting)
+{
+	struct admission ad = fresh();
+	uint64_t wake;
+	pid_t pid = 100;
+
+	for (int i = 0; i < ADMISSION_PEND_PER_PRINCIPAL; i++)
+		ASSERT_EQ(admission_report(&ad, pid++, user(1000), 0, T0,
+					   &wake),
+			  ADMISSION_OK, "waits");
+	ASSERT_EQ(admission_report(&ad, pid++, user(1000), 0, T0, &wake),
+		  ADMISSION_QUEUE_FULL, "one more does not");
+	ASSERT_EQ(admission_report(&ad, pid++, user(1001), 0, T0, &wake),
+		  ADMISSION_OK, "another user's does");
+	ASSERT_EQ(admission_report(&ad, pid++, ROOT, 0, T0, &wake),
+		  ADMISSION_OK, "root's does");
+}
+
+TEST(reports_past_the_rate_are_refused_before_any_look)
 {
 	struct admission ad = fresh();
 	pid_t pids[RC_MAX_TARGETS];
+	uint64_t wake;
+	int ok = 0;
 
-	for (int i = 0; i <= RC_MAX_TARGETS; i++)
-		admission_pend(&ad, 100 + i, T0);
-	ASSERT_EQ(admission_pending(&ad, T0, pids), RC_MAX_TARGETS, "full");
-	ASSERT_EQ(pids[0], 101, "the oldest went");
-	ASSERT_EQ(pids[RC_MAX_TARGETS - 1], 100 + RC_MAX_TARGETS, "newest");
+	/* a flood of one user's processes, each reported once */
+	for (int i = 0; i < 1000; i++) {
+		if (admission_report(&ad, 100 + i, user(1000), 0, T0, &wake) ==
+		    ADMISSION_OK)
+			ok++;
+		admission_pending(&ad, T0, pids, RC_MAX_TARGETS);
+		for (int k = 0; k < ad.npend; k++)
+			admission_settled(&ad, ad.pend[k].pid);
+	}
+	ASSERT_EQ(ok, (int)ADMISSION_UID_BURST, "a burst is looked at");
+}
+
+TEST(a_full_pending_list_forgets_the_oldest_of_the_most_waiting)
+{
+	struct admission ad = fresh();
+	pid_t pids[RC_MAX_TARGETS];
+	uint64_t wake;
+	int i;
+
+	/* the oldest report is uid 1000's; then uid 2000 has 16 waiting,
+	 * 47 other users one each */
+	admission_report(&ad, 100, user(1000), 0, T0, &wake);
+	for (i = 1; i <= ADMISSION_PEND_PER_PRINCIPAL; i++)
+		admission_report(&ad, 100 + i, user(2000), 0, T0 + (uint64_t)i,
+				 &wake);
+	for (; i < RC_MAX_TARGETS; i++)
+		admission_report(&ad, 100 + i, user(3000 + i), 0,
+				 T0 + (uint64_t)i, &wake);
+	ASSERT_EQ(admission_report(&ad, 100 + i, user(5000), 0, T0 + 100,
+				   &wake),
+		  ADMISSION_OK, "one more");
+	ASSERT_EQ(admission_pending(&ad, T0 + SEC, pids, RC_MAX_TARGETS),
+		  RC_MAX_TARGETS, "full");
+	ASSERT_EQ(pids[0], 100, "the oldest report, uid 1000's, stays");
+	for (int k = 0; k < RC_MAX_TARGETS; k++)
+		ASSERT_NEQ(pids[k], 101, "uid 2000's oldest went");
+}
+
+TEST(a_turn_looks_at_a_few_and_the_rest_wait_their_turn)
+{
+	struct admission ad = fresh();
+	pid_t pids[RC_MAX_TARGETS], seen[40] = { 0 };
+	uint64_t wake, t = T0 + 10 * MS;
+	int n;
+
+	for (int i = 0; i < 40; i++)
+		admission_report(&ad, 100 + i, ROOT, 0, T0, &wake);
+	for (int turn = 0; turn < 5; turn++) {
+		n = admission_pending(&ad, t, pids, ADMISSION_LOOKS_PER_TURN);
+		ASSERT_EQ(n, ADMISSION_LOOKS_PER_TURN, "a few a turn");
+		for (int i = 0; i < n; i++)
+			seen[pids[i] - 100]++;
+	}
+	for (int i = 0; i < 40; i++)
+		ASSERT_EQ(seen[i], 1, "each once in five turns");
+	ASSERT_EQ(admission_pending(&ad, t, pids, RC_MAX_TARGETS), 0,
+		  "then not again until the retry");
+	ASSERT_EQ(admission_pending(&ad, t + ADMISSION_PEND_RETRY_NS, pids,
+				    RC_MAX_TARGETS),
+		  40, "all at the retry");
 }
 
 TEST(executors_refused_for_lack_of_a_place_take_the_next_in_order)
@@ -257,7 +411,7 @@ TEST(the_loop_wakes_for_the_next_look_and_pending_pages)
 {
 	struct admission ad = fresh();
 	struct cadence_due d[2];
-	uint64_t until;
+	uint64_t until, wake;
 
 	ad.uprobe = true;
 	admission_scan_due(&ad, T0, &until);
@@ -267,11 +421,11 @@ TEST(the_loop_wakes_for_the_next_look_and_pending_pages)
 	ASSERT_EQ(d[0].slack, CADENCE_SLACK_NS, "with slack");
 	ad.scan_from = 77;
 	admission_scanned(&ad, T0);
-	admission_pend(&ad, 100, T0);
+	admission_report(&ad, 100, ROOT, 0, T0, &wake);
 	ASSERT_EQ(admission_wakes(&ad, T0, d), 2, "slice and pending");
 	ASSERT_EQ(d[0].at, T0 + ADMISSION_SCAN_GAP_NS, "the next slice");
 	ASSERT_EQ(d[0].slack, 0, "on time");
-	ASSERT_EQ(d[1].at, T0 + ADMISSION_PEND_RETRY_NS, "pending");
+	ASSERT_EQ(d[1].at, T0 + ADMISSION_PEND_FIRST_NS, "pending");
 }
 
 TEST_MAIN()

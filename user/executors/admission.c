@@ -11,54 +11,94 @@ void admission_init(struct admission *ad, bool has_user, uid_t user)
 	ad->user = user;
 }
 
-static bool exempt(const struct admission *ad, uid_t uid)
+struct principal admission_principal(const struct admission *ad, uint32_t uid,
+				     uint64_t pidns)
 {
-	return !uid || (ad->has_user && ad->user == uid);
+	/* the agent's own container is the host, as it sees it */
+	return principal_of(&ad->subuids, uid,
+			    pidns == ad->own_pidns ? 0 : pidns);
 }
 
-/* The bucket of @uid, refilled to @now; the stalest one is reused. */
-static double *tokens_of(struct admission *ad, uid_t uid, uint64_t now)
+bool admission_exempt(const struct admission *ad, struct principal who)
 {
+	return who.kind == PRINCIPAL_ROOT ||
+	       (who.kind == PRINCIPAL_USER && ad->has_user &&
+		who.id == ad->user);
+}
+
+/* The bucket of @who, refilled to @now; the stalest one is reused. */
+static int bucket_of(struct admission *ad, struct principal who, uint64_t now)
+{
+	double dt;
 	int k = 0;
 
 	for (int i = 0; i < RC_MAX_TARGETS; i++) {
-		if (ad->budget[i].at_ns && ad->budget[i].uid == uid) {
+		if (ad->budget[i].at_ns &&
+		    principal_eq(ad->budget[i].who, who)) {
 			k = i;
 			goto refill;
 		}
 		if (ad->budget[i].at_ns < ad->budget[k].at_ns)
 			k = i;
 	}
-	ad->budget[k].uid = uid;
+	ad->budget[k].who = who;
 	ad->budget[k].tokens = ADMISSION_UID_BURST;
+	ad->budget[k].work_ns = ADMISSION_WORK_BURST;
 	ad->budget[k].at_ns = now;
 refill:
-	ad->budget[k].tokens +=
-		(now - ad->budget[k].at_ns) / 1e9 * ADMISSION_UID_RATE;
+	dt = now > ad->budget[k].at_ns ? (now - ad->budget[k].at_ns) / 1e9 : 0;
+	ad->budget[k].tokens += dt * ADMISSION_UID_RATE;
 	if (ad->budget[k].tokens > ADMISSION_UID_BURST)
 		ad->budget[k].tokens = ADMISSION_UID_BURST;
-	ad->budget[k].at_ns = now;
-	return &ad->budget[k].tokens;
+	ad->budget[k].work_ns += (int64_t)(dt * ADMISSION_WORK_RATE);
+	if (ad->budget[k].work_ns > (int64_t)ADMISSION_WORK_BURST)
+		ad->budget[k].work_ns = ADMISSION_WORK_BURST;
+	if (now > ad->budget[k].at_ns)
+		ad->budget[k].at_ns = now;
+	return k;
 }
 
-enum admission_verdict admission_check(struct admission *ad, uid_t uid, int n,
-				       uint64_t now)
+enum admission_verdict admission_may_look(struct admission *ad,
+					  struct principal who, uint64_t now)
 {
-	double *t;
+	int k;
 
-	if (exempt(ad, uid))
+	if (admission_exempt(ad, who))
 		return ADMISSION_OK;
-	if (n >= ADMISSION_UID_MAX) {
+	k = bucket_of(ad, who, now);
+	if (ad->budget[k].work_ns <= 0) {
 		ad->refused = true;
-		return ADMISSION_USER_FULL;
+		return ADMISSION_TOO_DEAR;
 	}
-	t = tokens_of(ad, uid, now);
-	if (*t >= 1) {
-		*t -= 1;
+	if (ad->budget[k].tokens < 1) {
+		ad->refused = true;
+		return ADMISSION_TOO_FAST;
+	}
+	ad->budget[k].tokens -= 1;
+	return ADMISSION_OK;
+}
+
+void admission_charge(struct admission *ad, struct principal who, uint64_t ns,
+		      uint64_t now)
+{
+	int k;
+
+	if (admission_exempt(ad, who))
+		return;
+	k = bucket_of(ad, who, now);
+	/* one look can overdraw: the next waits until it is paid back */
+	ad->budget[k].work_ns -= ns > INT32_MAX * NSEC_PER_SEC
+					 ? INT32_MAX * (int64_t)NSEC_PER_SEC
+					 : (int64_t)ns;
+}
+
+enum admission_verdict admission_check(struct admission *ad,
+				       struct principal who, int n)
+{
+	if (admission_exempt(ad, who) || n < ADMISSION_UID_MAX)
 		return ADMISSION_OK;
-	}
 	ad->refused = true;
-	return ADMISSION_TOO_FAST;
+	return ADMISSION_USER_FULL;
 }
 
 void admission_refused(struct admission *ad)
@@ -89,31 +129,93 @@ void admission_place_freed(struct admission *ad, uint64_t now)
 	}
 }
 
-uint64_t admission_pend(struct admission *ad, pid_t pid, uint64_t now)
+static int pending_of(const struct admission *ad, struct principal who)
+{
+	int n = 0;
+
+	for (int i = 0; i < ad->npend; i++)
+		n += principal_eq(ad->pend[i].who, who);
+	return n;
+}
+
+/* The oldest report of the principal with the most waiting goes. */
+static void forget_one(struct admission *ad)
+{
+	int most = 0, k = 0;
+
+	for (int i = 0; i < ad->npend; i++) {
+		int n = pending_of(ad, ad->pend[i].who);
+
+		if (n > most) {
+			most = n;
+			k = i; /* the list is in report order: its oldest */
+		}
+	}
+	memmove(ad->pend + k, ad->pend + k + 1,
+		(size_t)(ad->npend - k - 1) * sizeof(ad->pend[0]));
+	ad->npend--;
+}
+
+enum admission_verdict admission_report(struct admission *ad, pid_t pid,
+					struct principal who, uint32_t probe,
+					uint64_t now, uint64_t *wake)
+{
+	enum admission_verdict v;
+
+	for (int i = 0; i < ad->npend; i++)
+		if (ad->pend[i].pid == pid)
+			return ADMISSION_PENDING;
+	if (!admission_exempt(ad, who) &&
+	    pending_of(ad, who) >= ADMISSION_PEND_PER_PRINCIPAL) {
+		ad->refused = true;
+		return ADMISSION_QUEUE_FULL;
+	}
+	v = admission_may_look(ad, who, now);
+	if (v != ADMISSION_OK)
+		return v;
+	if (ad->npend == RC_MAX_TARGETS)
+		forget_one(ad);
+	ad->pend[ad->npend].pid = pid;
+	ad->pend[ad->npend].who = who;
+	ad->pend[ad->npend].probe = probe;
+	ad->pend[ad->npend].until_ns = now + ADMISSION_PEND_NS;
+	ad->pend[ad->npend].next_ns = now + ADMISSION_PEND_FIRST_NS;
+	ad->npend++;
+	*wake = now + ADMISSION_PEND_FIRST_NS;
+	return ADMISSION_OK;
+}
+
+uint32_t admission_probe(const struct admission *ad, pid_t pid)
 {
 	for (int i = 0; i < ad->npend; i++)
 		if (ad->pend[i].pid == pid)
-			return 0;
-	if (ad->npend == RC_MAX_TARGETS) /* full: the oldest goes */
-		memmove(ad->pend, ad->pend + 1,
-			(size_t)--ad->npend * sizeof(ad->pend[0]));
-	ad->pend[ad->npend].pid = pid;
-	ad->pend[ad->npend].until_ns = now + ADMISSION_PEND_NS;
-	ad->npend++;
-	return now + ADMISSION_PEND_FIRST_NS;
+			return ad->pend[i].probe;
+	return 0;
 }
 
-int admission_pending(struct admission *ad, uint64_t now, pid_t *pids)
+int admission_pending(struct admission *ad, uint64_t now, pid_t *pids, int max)
 {
-	int k = 0;
+	int k = 0, n = 0;
 
 	for (int i = 0; i < ad->npend; i++)
 		if (now < ad->pend[i].until_ns)
 			ad->pend[k++] = ad->pend[i];
 	ad->npend = k;
-	for (int i = 0; i < k; i++)
-		pids[i] = ad->pend[i].pid;
-	return k;
+	/* the longest waiting first: a look takes the one due earliest */
+	while (n < max) {
+		int best = -1;
+
+		for (int i = 0; i < ad->npend; i++)
+			if (ad->pend[i].next_ns <= now &&
+			    (best < 0 ||
+			     ad->pend[i].next_ns < ad->pend[best].next_ns))
+				best = i;
+		if (best < 0)
+			break;
+		ad->pend[best].next_ns = now + ADMISSION_PEND_RETRY_NS;
+		pids[n++] = ad->pend[best].pid;
+	}
+	return n;
 }
 
 void admission_settled(struct admission *ad, pid_t pid)
@@ -220,8 +322,13 @@ int admission_wakes(const struct admission *ad, uint64_t now,
 	d[n++] = (struct cadence_due){ ad->scan_from ? ad->scan_more_ns
 						     : ad->next_scan_ns,
 				       ad->scan_from ? 0 : CADENCE_SLACK_NS };
-	if (ad->npend)
-		d[n++] = (struct cadence_due){ now + ADMISSION_PEND_RETRY_NS,
-					       0 };
+	if (ad->npend) {
+		uint64_t at = UINT64_MAX;
+
+		for (int i = 0; i < ad->npend; i++)
+			if (ad->pend[i].next_ns < at)
+				at = ad->pend[i].next_ns;
+		d[n++] = (struct cadence_due){ at > now ? at : now, 0 };
+	}
 	return n;
 }

@@ -16,6 +16,7 @@
 
 #include "core/cadence.h"
 #include "core/units.h"
+#include "executors/principal.h"
 #include "pressure.h"
 
 /*
@@ -36,11 +37,33 @@
 #define ADMISSION_PEND_RETRY_NS (50 * NSEC_PER_MSEC)
 /* A target without a page this long is let go. */
 #define ADMISSION_NO_PAGE_NS (5 * NSEC_PER_SEC)
-/* Adoptions one user may make, per second and at once. */
+/*
+ * Processes of one principal (a user, with its subordinate uids, or a
+ * container) the agent may look at, per second and at once: any process
+ * can call memfd_create("ramcache"), and each report or find costs a look
+ * at the process (its status, descriptors and page) before anything else.
+ */
 #define ADMISSION_UID_RATE  10.0
 #define ADMISSION_UID_BURST 16.0
-/* Places one user's executors may take (root and --user: all). */
+/*
+ * And the time those looks may take: a principal whose processes are dear
+ * to look at (thousands of descriptors) waits until its share of the loop
+ * is back, 2% of the time, at most 200 ms at once.
+ */
+#define ADMISSION_WORK_RATE  (20 * NSEC_PER_MSEC) /* per second */
+#define ADMISSION_WORK_BURST (200 * NSEC_PER_MSEC)
+/* Places one principal's executors may take (root and --user: all). */
 #define ADMISSION_UID_MAX (RC_MAX_TARGETS / 4)
+/* Reported pages of one principal waiting for a look (its places). */
+#define ADMISSION_PEND_PER_PRINCIPAL ADMISSION_UID_MAX
+/*
+ * In one turn of the loop: the kernel's reports taken from its ring, the
+ * processes looked at and the time those looks may take, so that signals,
+ * summaries and heartbeats are never more than a turn away.
+ */
+#define ADMISSION_REPORTS_PER_TURN 256
+#define ADMISSION_LOOKS_PER_TURN   8
+#define ADMISSION_TURN_NS	   (5 * NSEC_PER_MSEC)
 /* At most this often a warning about executors not followed. */
 #define ADMISSION_WARN_NS (10 * NSEC_PER_SEC)
 
@@ -48,7 +71,9 @@ struct admission {
 	bool uprobe;   /* the kernel reports new pages (else: looks only) */
 	bool has_user; /* --user: its uid is exempt from the limits */
 	uid_t user;
-	uint64_t next_scan_ns; /* the next look through /proc */
+	struct subuids subuids; /* /etc/subuid, as read at start */
+	uint64_t own_pidns;	/* the agent's outermost pid namespace, or 0 */
+	uint64_t next_scan_ns;	/* the next look through /proc */
 	uint64_t last_scan_ns;
 	pid_t scan_from;       /* a look under way: the last pid looked at */
 	uint64_t scan_more_ns; /* when it goes on */
@@ -61,15 +86,19 @@ struct admission {
 	int nwaiting;
 	struct {
 		pid_t pid;
-		uint64_t until_ns;
-	} pend[RC_MAX_TARGETS]; /* pages reported, not ready yet */
+		struct principal who;
+		uint32_t probe;	   /* which probe reported it (its cookie) */
+		uint64_t until_ns; /* given up then */
+		uint64_t next_ns;  /* the next look */
+	} pend[RC_MAX_TARGETS];	   /* pages reported, not ready yet */
 	int npend;
 	uint64_t next_warn_ns;
-	/* adoptions per uid: a token bucket each (root and --user: none) */
+	/* looks per principal: token buckets (root and --user: none) */
 	struct {
-		uid_t uid;
-		double tokens;
-		uint64_t at_ns; /* last refill, 0: a free entry */
+		struct principal who;
+		double tokens;	 /* looks */
+		int64_t work_ns; /* time for looks */
+		uint64_t at_ns;	 /* last refill, 0: a free entry */
 	} budget[RC_MAX_TARGETS];
 };
 
@@ -79,24 +108,42 @@ struct admission {
  */
 void admission_init(struct admission *ad, bool has_user, uid_t user);
 
-/* Why admission_check() refused a place. */
+/* Who answers for a process of real uid @uid in pid namespace @pidns. */
+struct principal admission_principal(const struct admission *ad, uint32_t uid,
+				     uint64_t pidns);
+
+/* root and --user's uid are held to no limit. */
+bool admission_exempt(const struct admission *ad, struct principal who);
+
+/* Why a process was not looked at or was refused a place. */
 enum admission_verdict {
 	ADMISSION_OK = 0,
-	ADMISSION_TOO_FAST, /* the user adopts faster than ADMISSION_UID_RATE */
-	ADMISSION_USER_FULL, /* the user has ADMISSION_UID_MAX places */
+	ADMISSION_TOO_FAST,  /* more looks than ADMISSION_UID_RATE a second */
+	ADMISSION_TOO_DEAR,  /* its looks took their share of the loop */
+	ADMISSION_USER_FULL, /* ADMISSION_UID_MAX places are its already */
+	ADMISSION_PENDING,   /* reported again while it waits for a look */
+	ADMISSION_QUEUE_FULL /* ADMISSION_PEND_PER_PRINCIPAL wait already */
 };
 
 /*
- * May an executor of @uid take a place, @n of that user's being followed
- * at @now? root and --user's uid always may; any other user holds at most
- * ADMISSION_UID_MAX places and adopts at most ADMISSION_UID_RATE a second
- * (bursts of ADMISSION_UID_BURST): any process can make a memfd named
- * "ramcache", and one user's must not keep out everybody else's. ADMISSION_OK
- * spends one of the user's adoptions; a refusal is remembered (a place
- * freed then brings the next look forward).
+ * May a process of @who be looked at, at @now? Spends one of its looks
+ * when it may. Refusals are remembered (a place freed then brings the
+ * next look through /proc forward).
  */
-enum admission_verdict admission_check(struct admission *ad, uid_t uid, int n,
-				       uint64_t now);
+enum admission_verdict admission_may_look(struct admission *ad,
+					  struct principal who, uint64_t now);
+
+/* A look at a process of @who took @ns: its share of the loop pays. */
+void admission_charge(struct admission *ad, struct principal who, uint64_t ns,
+		      uint64_t now);
+
+/*
+ * May an executor of @who take a place, @n of its being followed? One
+ * principal holds at most ADMISSION_UID_MAX: any process can make a memfd
+ * named "ramcache", and one user's must not keep out everybody else's.
+ */
+enum admission_verdict admission_check(struct admission *ad,
+				       struct principal who, int n);
 
 /* An executor was refused a place for lack of one. */
 void admission_refused(struct admission *ad);
@@ -126,17 +173,28 @@ bool admission_may_warn(struct admission *ad, uint64_t now);
 void admission_place_freed(struct admission *ad, uint64_t now);
 
 /*
- * The kernel reported @pid's page, not ready yet: look again until
- * ADMISSION_PEND_NS from @now (the oldest report goes when full). Returns
- * when to look first (wake then), or 0 when @pid was pending already.
+ * The kernel reported a page made by @pid of @who (through probe @probe):
+ * nothing of the process
+ * is read here. Unless it is pending already, @who may look at it now
+ * (admission_may_look) and has fewer than ADMISSION_PEND_PER_PRINCIPAL
+ * waiting, it is pending until ADMISSION_PEND_NS from @now, and *@wake is
+ * when to look first. When the list is full, the oldest report of the
+ * principal with the most waiting goes.
  */
-uint64_t admission_pend(struct admission *ad, pid_t pid, uint64_t now);
+enum admission_verdict admission_report(struct admission *ad, pid_t pid,
+					struct principal who, uint32_t probe,
+					uint64_t now, uint64_t *wake);
+
+/* The probe that reported pending @pid, 0 if it is not pending. */
+uint32_t admission_probe(const struct admission *ad, pid_t pid);
 
 /*
- * The pending pids to look at again at @now, into @pids (RC_MAX_TARGETS);
- * the ones past their time are forgotten. Returns how many.
+ * At most @max pending pids to look at at @now, the longest waiting
+ * first, into @pids; each is looked at again ADMISSION_PEND_RETRY_NS
+ * later unless settled, and forgotten after ADMISSION_PEND_NS. Returns
+ * how many.
  */
-int admission_pending(struct admission *ad, uint64_t now, pid_t *pids);
+int admission_pending(struct admission *ad, uint64_t now, pid_t *pids, int max);
 
 /* @pid is followed, or never can be: stop looking at it (and waiting). */
 void admission_settled(struct admission *ad, pid_t pid);

@@ -19,6 +19,7 @@
 #include "kernel/bpfstate.h"
 #include "page/control.h"
 #include "executors/evictor.h"
+#include "executors/principal.h"
 #include "proc/match.h"
 #include "out/metrics.h"
 #include "out/out.h"
@@ -47,6 +48,8 @@ struct target {
 	uint64_t oom_carry;	/* OOM kills in cgroups it has left */
 	double weight;		/* --weight, 1 when none applies */
 	uint64_t no_page_since; /* --all: when its page went, 0: it has one */
+	struct principal who;	/* --all: whose place it takes */
+	int libc;		/* --all: the libc probe it holds, 0: none */
 	/* the memory domain: nearest limited cgroup's inode, 0: the machine */
 	uint64_t domain;
 	int dom; /* its index in struct targets (and in the metrics), -1: none */

@@ -7,7 +7,8 @@
  * one probed (a container's, a static binary). A uprobe is per file: the
  * libc of every executor a scan finds is probed too (up to
  * DISC_MAX_LIBC files), so the next executors of the same image are
- * reported at once.
+ * reported at once. Each probe is held by the executors on its file and
+ * goes with the last of them; a file that cannot be probed takes no place.
  */
 #ifndef RAMCACHE_DISCOVER_H
 #define RAMCACHE_DISCOVER_H
@@ -27,15 +28,16 @@ struct bpf_link;
 struct disc_libc {
 	dev_t dev;
 	ino_t ino;
-	struct bpf_link *link; /* NULL: could not be probed */
+	struct bpf_link *link; /* NULL: a free place */
+	int refs;	       /* executors followed on it */
 	bool told;	       /* a warning named it */
 };
 
 struct discover {
 	struct discover_bpf *skel;
 	struct bpf_link *exec;
-	struct disc_libc libcs[DISC_MAX_LIBC]; /* [0]: the agent's own */
-	int nlibc;
+	/* [0]: the agent's own; a probe's cookie is its index + 1 */
+	struct disc_libc libcs[DISC_MAX_LIBC];
 	unsigned int told;   /* DISC_TOLD_* warnings given */
 	char libc[PATH_MAX]; /* the agent's libc, "" if none */
 };
@@ -54,6 +56,29 @@ uint64_t discover_drops(const struct discover *d);
 /* Report execve of @tgid (on), or stop (off). */
 int discover_follow(struct discover *d, pid_t tgid, bool on);
 
+/* What a first look at a process tells, before its page is looked for. */
+struct discover_look {
+	uint32_t uid;	  /* real uid, as the agent sees it */
+	uint64_t pidns;	  /* its outermost pid namespace below the agent's
+			   * (inode), 0: the agent's */
+	unsigned int fds; /* descriptors it holds, 0: the kernel does not say
+			   * (before 6.2) */
+};
+
+/*
+ * A cheap first look at @pid, through a pidfd: the values are the pinned
+ * process's (-ESRCH if it is gone, or went while it was looked at), not
+ * those of whatever holds the pid by the time a path is read.
+ */
+int discover_first_look(const char *proc, pid_t pid, struct discover_look *l);
+
+/*
+ * The agent's own pid namespace (inode) as the kernel's reports name a
+ * container's (rc_discover_ev.pidns), 0 when it is the host's: in a
+ * container of its own, the agent's container is its host.
+ */
+uint64_t discover_own_pidns(void);
+
 /*
  * 0 if @pid holds a control page that opens and passes every check (as
  * the evictor will open it: sealed memfd of its uid, header, sizes), else
@@ -64,15 +89,30 @@ int discover_verify(const char *proc, pid_t pid);
 /*
  * A scan found executor @pid: probe the libc file it maps too (opened
  * through /proc/PID/map_files, never by path; only a regular file owned
- * by root and writable by no one else). @missed: the uprobe was on when
- * it started (it was not there at the first scan). When the uprobe
- * should have reported it, @why gets a one-line warning to give, once
- * per libc file (once per kind of failure); else @why is "".
+ * by root and writable by no one else, read within the caps of elfsym.h).
+ * Returns the index of the probe the executor now holds (release it with
+ * discover_release() when it goes), or 0 (the agent's own, never
+ * released) when there is none. @missed: the uprobe was on when it
+ * started (it was not there at the first scan). When the uprobe should
+ * have reported it, @why gets a one-line warning to give, once per libc
+ * file (once per kind of failure); else @why is "".
  */
-void discover_scan_found(struct discover *d, const char *proc, pid_t pid,
-			 bool missed, char *why, size_t len);
+int discover_scan_found(struct discover *d, const char *proc, pid_t pid,
+			bool missed, char *why, size_t len);
 
-/* True if @pid holds a descriptor of a memfd named "ramcache". */
+/*
+ * An executor reported by the probe of cookie @probe is followed: it holds
+ * that probe. Returns its index (for discover_release()), 0 for none.
+ */
+int discover_hold(struct discover *d, uint32_t probe);
+
+/* An executor holding probe @k is no longer followed. */
+void discover_release(struct discover *d, int k);
+
+/*
+ * True if @pid holds a descriptor of a memfd named "ramcache" among its
+ * first CONTROL_MAX_FDS.
+ */
 bool discover_has_page(const char *proc, pid_t pid);
 
 /*

@@ -24,6 +24,13 @@
 #include "ramcache/control.h"
 
 /* Why a page was refused or dropped. */
+/*
+ * Descriptors of a process looked through for its page, at most: each is
+ * a readlink in /proc, and a process may hold a million. One holding more
+ * is refused (-EMFILE).
+ */
+#define CONTROL_MAX_FDS 4096
+
 enum ctl_why {
 	CTL_OK = 0,
 	CTL_ERR_SYS,	     /* a syscall failed: see the errno returned */
@@ -197,7 +204,8 @@ int control_target_read(const char *proc, pid_t pid, uid_t uid,
  * Find the page of @t among its open descriptors (link text starting
  * "/memfd:ramcache"), copy the descriptor with pidfd_getfd() and open it as
  * control_open_memfd() does; the first that passes wins. -ENOENT if there is
- * no candidate; otherwise the last refusal, with c->why set.
+ * no candidate, -EMFILE once CONTROL_MAX_FDS were looked at without a page;
+ * otherwise the last refusal, with c->why set.
  */
 int control_find(struct ctl *c, const char *proc, const struct ctl_target *t);
 /*

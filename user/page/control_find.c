@@ -197,7 +197,7 @@ int control_find(struct ctl *c, const char *proc, const struct ctl_target *t)
 		close(pidfd);
 		return err;
 	}
-	while ((d = readdir(dp))) {
+	for (int seen = 0; (d = readdir(dp));) {
 		char *end;
 		long nr;
 		ssize_t n;
@@ -208,6 +208,11 @@ int control_find(struct ctl *c, const char *proc, const struct ctl_target *t)
 		if (errno || *end || end == d->d_name || nr < 0 ||
 		    nr > INT32_MAX)
 			continue;
+		if (++seen > CONTROL_MAX_FDS) {
+			err = -EMFILE;
+			why = CTL_ERR_SYS;
+			break;
+		}
 		snprintf(link, sizeof(link), "%s/%ld", dir, nr);
 		n = readlink(link, text, sizeof(text) - 1);
 		if (n < 0) {
