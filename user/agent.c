@@ -964,7 +964,7 @@ static void retry_pending(struct agent *a, uint64_t now)
 	for (int i = 0; i < n; i++) {
 		if (adopt(a, pids[i], "uprobe", false,
 			  admission_probe(&a->adm, pids[i])))
-			admission_settled(&a->adm, pids[i]);
+			admission_looked(&a->adm, pids[i]);
 		if (now_ns() - now >= ADMISSION_TURN_NS)
 			break;
 	}

@@ -284,6 +284,21 @@ TEST(a_report_again_while_pending_costs_nothing)
 			  ADMISSION_OK, "others of the same user");
 }
 
+TEST(a_report_looked_at_leaves_the_pending_list_not_the_waiting_one)
+{
+	struct admission ad = fresh();
+	pid_t pids[RC_MAX_TARGETS];
+	uint64_t wake;
+
+	admission_report(&ad, 100, ROOT, 0, T0, &wake);
+	/* looked at: every place was taken, so it waits for one */
+	ASSERT_TRUE(admission_wait(&ad, 100), "waits");
+	admission_looked(&ad, 100);
+	ASSERT_EQ(admission_pending(&ad, T0 + SEC, pids, RC_MAX_TARGETS), 0,
+		  "no longer pending");
+	ASSERT_EQ(admission_next_waiting(&ad), 100, "still waiting");
+}
+
 TEST(a_principal_has_at_most_a_few_reports_waiting)
 {
 	struct admission ad = fresh();

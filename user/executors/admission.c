@@ -218,7 +218,7 @@ int admission_pending(struct admission *ad, uint64_t now, pid_t *pids, int max)
 	return n;
 }
 
-void admission_settled(struct admission *ad, pid_t pid)
+void admission_looked(struct admission *ad, pid_t pid)
 {
 	int k = 0;
 
@@ -226,7 +226,13 @@ void admission_settled(struct admission *ad, pid_t pid)
 		if (ad->pend[i].pid != pid)
 			ad->pend[k++] = ad->pend[i];
 	ad->npend = k;
-	k = 0;
+}
+
+void admission_settled(struct admission *ad, pid_t pid)
+{
+	int k = 0;
+
+	admission_looked(ad, pid);
 	for (int i = 0; i < ad->nwaiting; i++)
 		if (ad->waiting[i] != pid)
 			ad->waiting[k++] = ad->waiting[i];

@@ -200,6 +200,12 @@ int admission_pending(struct admission *ad, uint64_t now, pid_t *pids, int max);
 void admission_settled(struct admission *ad, pid_t pid);
 
 /*
+ * The report of @pid was looked at to the end (followed, refused, or
+ * waiting for a place): it is no longer pending.
+ */
+void admission_looked(struct admission *ad, pid_t pid);
+
+/*
  * The kernel's reports lost so far is @lost: when more than last time and
  * the last look was ADMISSION_RESCAN_LOST_NS ago, a look is due at once.
  * Returns how many were newly lost (tell it), or 0.
