@@ -40,6 +40,7 @@ FULL = {
     "model_size": 96 * MiB, "output_size": 16 * MiB,
     "agent_flags": ["--headroom", "64M", "--inactive", "128M"],
     "timeout": 150,
+    "death_kills": 20,
     # the executor written from docs/control-page.md alone
     "docexec": {"rounds": 3, "limit": 256 * MiB, "entries": 24, "size": 16,
                 "every_ms": 100,
@@ -71,6 +72,7 @@ QUICK = {
     "model_size": 32 * MiB, "output_size": 8 * MiB,
     "agent_flags": ["--headroom", "24M", "--inactive", "48M"],
     "timeout": 60,
+    "death_kills": 2,
     "docexec": {"rounds": 1, "limit": 128 * MiB, "entries": 20, "size": 8,
                 "every_ms": 20,
                 "agent_flags": ["--headroom", "32M", "--inactive", "64M"]},

@@ -1,7 +1,7 @@
 """BENCHMARKS.md from the results: one writer per section.
 """
 from common import MiB, PSI_TRIGGER, log
-from sections import comfyui_versions
+from sections import agentdeath, comfyui_versions
 from sections.overhead import TARGET_TRACKED_NS, TARGET_UNTRACKED_NS
 
 
@@ -79,6 +79,7 @@ def report(res):
     L += picture(res, "BENCHMARKS-outcomes-noswap.svg", "the outcome runs "
                  "without swap: RSS of the demo against the limit per "
                  "policy, evictions and OOM kills")
+    L += agentdeath.report(res.get("agentdeath", {"skipped": "not run"}))
     L += comfyui_versions.report(res.get("comfyui_versions",
                                          {"skipped": "not run (older results)"}))
     L += ["## Targets and misses", ""] + [f"- {n}" for n in res["verdicts"]]
@@ -283,9 +284,24 @@ def eviction_md(e):
     return L
 
 
+def busy_per_100(rows):
+    """Busy answers per 100 commands of each executor's runs."""
+    out = []
+    for name, r in rows:
+        st = r.get("statuses")
+        if st:
+            out.append(f"{name} {100.0 * st.get('busy', 0) / sum(st.values()):.1f}")
+    return out
+
+
 def eviction_notes(e, pd, cs, cr):
     """Under the table: statuses, the C demo's target, each run."""
-    L = ["", f"Command statuses: C demo {e['c_demo']['statuses']}"
+    busy = busy_per_100([("C demo", e["c_demo"]), ("docexec.py", pd),
+                         ("ComfyUI stand-in", cs), (cr.get("name", "real ComfyUI"), cr)])
+    L = ["", "Busy answers per 100 commands (docs/control-page.md, Busy entries: "
+         "an executor holds a command for an entry in use and answers busy only "
+         "for one it can never free): " + ", ".join(busy) + ".",
+         "", f"Command statuses: C demo {e['c_demo']['statuses']}"
          + (f", docexec.py {pd['statuses']}"
             if "statuses" in pd else "")
          + (f", ComfyUI stand-in {cs['statuses']}"

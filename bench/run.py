@@ -22,6 +22,9 @@ baseline of the same run or a distribution):
   eviction   post -> ack and post -> RSS drop (from the outcome runs,
              the ComfyUI package on its stand-in and, when
              RAMCACHE_COMFYUI names a ComfyUI checkout, in real ComfyUI)
+  agentdeath  the agent killed with SIGKILL 20 times under each executor
+             side (C library, Python module, the document's example, the
+             ComfyUI package): how soon each falls back
   comfyui-versions  ComfyUI alone against the package and agent in every
              real version of ../shared/comfyui, with the goals of issues
              24 and 29 (only with RAMCACHE_COMFYUI_VERSIONS=all or a list:
@@ -57,6 +60,7 @@ import time
 
 from common import FULL, OUTPUT, QUICK, log, machine
 from report import draw_pictures, report
+from sections.agentdeath import bench_agentdeath
 from sections.comfyui_versions import bench_comfyui_versions
 from sections.eviction import (bench_comfy, bench_comfy_real, bench_docexec,
                                bench_eviction)
@@ -68,7 +72,8 @@ from verdicts import verdicts
 
 
 SECTIONS = ("overhead", "footprint", "reaction", "reaction_vm",
-            "outcomes_noswap", "outcomes", "eviction", "comfyui_versions")
+            "outcomes_noswap", "outcomes", "eviction", "agentdeath",
+            "comfyui_versions")
 
 
 def merge_from(res, path, only):
@@ -180,6 +185,8 @@ def main():
     real = (bench_comfy_real(cfg) if want("eviction") or want("outcomes")
             else skipped)
     res["outcomes"] = bench_outcomes(cfg) if want("outcomes") else skipped
+    res["agentdeath"] = (bench_agentdeath(cfg) if want("agentdeath")
+                         else skipped)
     res["comfyui_versions"] = (bench_comfyui_versions(cfg)
                                if want("comfyui-versions") else skipped)
     res["eviction"] = bench_eviction(cfg, res["outcomes"],

@@ -2,7 +2,7 @@
 """
 from common import MiB
 from report import fmt_ms, pass_missed
-from sections import comfyui_versions
+from sections import agentdeath, comfyui_versions
 from sections.overhead import TARGET_TRACKED_NS, TARGET_UNTRACKED_NS
 
 
@@ -180,6 +180,7 @@ def eviction_verdicts(res):
     if "skipped" in cr:
         v.append("Not measured: eviction latency of the ComfyUI package in "
                  f"real ComfyUI ({cr['skipped']}).")
+    v += agentdeath.verdicts(res.get("agentdeath", {}))
     cv = res.get("comfyui_versions", {})
     v += comfyui_versions.verdicts(cv)
     if "skipped" in cv:

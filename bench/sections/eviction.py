@@ -254,6 +254,8 @@ def latency_rows(done):
     for e in done:
         statuses[e["status"]] = statuses.get(e["status"], 0) + 1
     return {"commands": len(done), "statuses": statuses,
+            "busy_per_100": (100.0 * statuses.get("busy", 0) / len(done)
+                             if done else None),
             "post_to_recv_ms": dist([e["recv_latency_ns"] / 1e6
                                      for e in acked]),
             "post_to_ack_ms": dist([e["ack_latency_ns"] / 1e6

@@ -12,7 +12,8 @@ import xml.etree.ElementTree as ET
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import OUTPUT, ROOT, Skip, main, test  # noqa: E402
 
-SECTIONS = ("overhead", "footprint", "reaction", "outcomes", "eviction")
+SECTIONS = ("overhead", "footprint", "reaction", "outcomes", "eviction",
+            "agentdeath")
 _res = {}
 
 

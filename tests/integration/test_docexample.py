@@ -14,7 +14,7 @@ import sys
 import tempfile
 import threading
 
-from docsrc import example_source  # noqa: E402
+from rctest.docsrc import example_source  # noqa: E402
 from rctest import (AGENT, MiB, Agent, Memcg, Skip, main,  # noqa: E402
                     require_root, test, wait_event)
 

@@ -2,8 +2,8 @@
 import os
 import re
 
-ROOT = os.environ.get("RAMCACHE_ROOT") or os.path.dirname(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from . import ROOT
+
 DOC = os.path.join(ROOT, "docs", "control-page.md")
 
 
