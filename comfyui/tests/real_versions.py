@@ -209,7 +209,7 @@ def check_version(version, agent=True):
 def upstream(version):
     """(commit, where from) of @version, from the trees' README, or (None, None)."""
     d = rc.trees_dir()
-    text = rc._read(os.path.join(d, "README.md")) if d else ""
+    text = rc.read_text(os.path.join(d, "README.md")) if d else ""
     m = re.search(rf"\|\s*comfyui-{re.escape(version)}\.tar\.gz\s*\|[^|]*\|\s*([0-9a-f]+)\s*\|"
                   r"\s*([0-9-]+)\s*\|\s*([^|]+?)\s*\|", text)
     return (m.group(1), f"{m.group(3)}, {m.group(2)}") if m else (None, None)
@@ -246,7 +246,7 @@ def statuses(ev):
 def write_compat(path, results, head):
     """Replace the generated block of @path (or put it after the title)."""
     block = "\n".join([BEGIN, head, "", *compat_rows(results), END])
-    text = rc._read(path)
+    text = rc.read_text(path)
     if BEGIN in text and END in text:
         text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
     else:

@@ -179,7 +179,7 @@ runpy.run_path(os.path.join(d, "main.py"), run_name="__main__")
 
 # ------------------------------------------------------------ the trees
 
-def _git(args, cwd):
+def git(args, cwd):
     try:
         r = subprocess.run(["git", *args], cwd=cwd, stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL, text=True, timeout=10)
@@ -197,10 +197,10 @@ def trees_dir():
     if env:
         return env if os.path.isdir(env) else None
     repos = [ROOT]
-    common = _git(["rev-parse", "--path-format=absolute", "--git-common-dir"], ROOT)
+    common = git(["rev-parse", "--path-format=absolute", "--git-common-dir"], ROOT)
     if common:
         repos.append(os.path.dirname(common))
-    origin = _git(["remote", "get-url", "origin"], ROOT)
+    origin = git(["remote", "get-url", "origin"], ROOT)
     if origin and os.path.isdir(origin):
         repos.append(origin)
     for r in repos:
@@ -259,11 +259,11 @@ def unpack(version, d=None):
 
 def tree_version(tree):
     m = re.search(r'__version__\s*=\s*"([^"]+)"',
-                  _read(os.path.join(tree, "comfyui_version.py")))
+                  read_text(os.path.join(tree, "comfyui_version.py")))
     return m.group(1) if m else None
 
 
-def _read(path):
+def read_text(path):
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
@@ -275,7 +275,7 @@ def cache_ram_form(tree):
     """'none', 'one' or 'two': the --cache-ram form of a tree, read from
     its comfy/cli_args.py."""
     m = re.search(r'"--cache-ram"[^\n]*nargs=(\'[*?]\'|"[*?]")',
-                  _read(os.path.join(tree, "comfy", "cli_args.py")))
+                  read_text(os.path.join(tree, "comfy", "cli_args.py")))
     if not m:
         return "none"
     return "two" if "*" in m.group(1) else "one"
@@ -305,7 +305,7 @@ def recommended(tree, pkg=PKG):
 
 
 def has_flag(tree, flag):
-    return f'"{flag}"' in _read(os.path.join(tree, "comfy", "cli_args.py"))
+    return f'"{flag}"' in read_text(os.path.join(tree, "comfy", "cli_args.py"))
 
 
 # ------------------------------------------------------- a scratch base
@@ -319,7 +319,7 @@ def too_old(tree):
     requirements.txt asks (TOO_OLD)."""
     import importlib.metadata
     out = []
-    for line in _read(os.path.join(tree, "requirements.txt")).splitlines():
+    for line in read_text(os.path.join(tree, "requirements.txt")).splitlines():
         m = re.match(r"\s*([A-Za-z0-9_.-]+)\s*(>=|~=)\s*([0-9.]+)", line)
         if not m or m.group(1) not in TOO_OLD:
             continue
@@ -424,7 +424,7 @@ class ComfyUI:
         self.pid = self.proc.pid
 
     def text(self):
-        return _read(self.log_path)
+        return read_text(self.log_path)
 
     def alive(self):
         return self.proc.poll() is None
@@ -607,9 +607,6 @@ class Sampler:
         self._stop.set()
         self._t.join(5)
         return self.samples
-
-    def peak(self):
-        return max((s[1] for s in self.samples), default=None)
 
 
 def status(ui):
