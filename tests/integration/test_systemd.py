@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """The shipped systemd unit: its exposure by systemd-analyze, and the agent
-really working under the limits it sets (capability bounding set,
+really working under a model of the limits it sets (unitsandbox.py: the
+capability bounding set, ambient capabilities, secure bits,
 NoNewPrivileges, system-call filter, read-only system, no /home, private
 /tmp) against an executor of another user: pages found, commands posted,
-evictions acknowledged."""
+evictions acknowledged; and the model failing the agent where systemd
+would (the noroot secure bit without ambient capabilities). That systemd
+gives the same credentials is test_systemd_boot.py's part."""
 import contextlib
 import os
 import re
@@ -22,16 +25,6 @@ UNIT = os.path.join(ROOT, "contrib", "systemd", "ramcache-bpf.service")
 EXECUTOR = os.path.join(HELPERS, "executor")
 MAX_EXPOSURE = 3.0
 NOBODY = 65534
-CAP_NAMES = ["chown", "dac_override", "dac_read_search", "fowner", "fsetid",
-             "kill", "setgid", "setuid", "setpcap", "linux_immutable",
-             "net_bind_service", "net_broadcast", "net_admin", "net_raw",
-             "ipc_lock", "ipc_owner", "sys_module", "sys_rawio",
-             "sys_chroot", "sys_ptrace", "sys_pacct", "sys_admin",
-             "sys_boot", "sys_nice", "sys_resource", "sys_time",
-             "sys_tty_config", "mknod", "lease", "audit_write",
-             "audit_control", "setfcap", "mac_override", "mac_admin",
-             "syslog", "wake_alarm", "block_suspend", "audit_read",
-             "perfmon", "bpf", "checkpoint_restore"]
 
 
 def exposure(unit):
@@ -66,8 +59,8 @@ def unit_sets_user_and_cgroup_for_match():
 def capbnd(pid):
     with open(f"/proc/{pid}/status") as f:
         st = dict(ln.split(":", 1) for ln in f.read().splitlines() if ":" in ln)
-    return (int(st["CapBnd"].strip(), 16), st["NoNewPrivs"].strip(),
-            st["Seccomp"].strip())
+    return (int(st["CapBnd"].strip(), 16), int(st["CapEff"].strip(), 16),
+            st["NoNewPrivs"].strip(), st["Seccomp"].strip())
 
 
 @contextlib.contextmanager
@@ -100,10 +93,8 @@ def agent_evicts_under_the_units_limits():
         raise Skip(f"{unitsandbox.UNISTD} missing (linux-libc-dev)")
     tag = f"ramcache-test-unit-{os.getpid()}"
     s = unitsandbox.unit_service(UNIT)
-    want = set()
-    for w in s["CapabilityBoundingSet"]:
-        want |= {c.lower().removeprefix("cap_") for c in w.split()}
-    mask = sum(1 << CAP_NAMES.index(c) for c in want)
+    want = unitsandbox.cap_set(s.get("CapabilityBoundingSet", []), True)
+    mask = sum(1 << unitsandbox.CAP_NAMES.index(c) for c in want)
     # The unit hides /tmp, /var/tmp and /home: run copies of the agent and
     # of the sandbox helper from /run, where a checkout anywhere still works.
     stage = tempfile.mkdtemp(prefix="ramcache-unit-", dir="/run")
@@ -153,8 +144,9 @@ def check_sandboxed(out, err, rc, seen, mask):
     print(f"# agent exit {rc}; stderr: {err.strip()[-300:]}")
     assert rc == 0, (rc, err)
     assert seen, "never saw the agent's process"
-    bnd, nnp, sec = seen
+    bnd, eff, nnp, sec = seen
     assert bnd == mask, f"CapBnd {bnd:#x}, unit says {mask:#x}"
+    assert eff and not eff & ~mask, f"CapEff {eff:#x}, unit allows {mask:#x}"
     assert nnp == "1" and sec == "2", (nnp, sec)
     evs = [__import__("json").loads(ln) for ln in out.splitlines() if ln]
     warn = [e for e in evs if e["type"] == "warning"]
@@ -168,6 +160,32 @@ def check_sandboxed(out, err, rc, seen, mask):
     assert ctl and ctl[0]["state"] == "attached", ctl
     assert len(evicted) >= 5, done[-3:]
     assert not warn, warn
+
+
+@test
+def the_model_leaves_noroot_without_ambient_capabilities_nothing():
+    """The unit's secure bits with no ambient capabilities: root's exec
+    gains nothing and the agent exits 3, as under systemd (the model once
+    left SecureBits= out and let such a unit pass)."""
+    require_root()
+    with open(UNIT) as f:
+        text = f.read()
+    text += "\n[Service]\nAmbientCapabilities=\nSecureBits=noroot noroot-locked\n"
+    stage = tempfile.mkdtemp(prefix="ramcache-unit-", dir="/run")
+    try:
+        unit = os.path.join(stage, "noroot.service")
+        with open(unit, "w") as f:
+            f.write(text)
+        agent = shutil.copy2(AGENT, stage)
+        here = shutil.copy2(unitsandbox.__file__, stage)
+        r = subprocess.run(unitsandbox.wrap(unit, [agent, "--quiet",
+                                                   "--duration", "1s"],
+                                            here=here),
+                           capture_output=True, text=True, timeout=60)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    print(f"# exit {r.returncode}: {r.stderr.strip()[-200:]}")
+    assert r.returncode == 3, (r.returncode, r.stderr)
 
 
 main()

@@ -1,16 +1,22 @@
 """Run a command under the limits a systemd unit file sets, without systemd:
-its capability bounding set and NoNewPrivileges (setpriv), its
-SystemCallFilter= and SystemCallErrorNumber= (a seccomp filter built here
-from systemd-analyze's own syscall groups), ProtectSystem=strict,
-ProtectHome= and PrivateTmp= (a private mount namespace: / read-only, empty
-/home and /tmp). PID 1 here is not systemd, so this is how the tests check
-that the shipped unit leaves the agent what it needs.
+its credentials (CapabilityBoundingSet=, AmbientCapabilities=, SecureBits=
+and NoNewPrivileges=, applied with setpriv as systemd applies them to a
+service that runs as root), its SystemCallFilter= and
+SystemCallErrorNumber= (a seccomp filter built here from systemd-analyze's
+own syscall groups), ProtectSystem=strict, ProtectHome= and PrivateTmp= (a
+private mount namespace: / read-only, empty /home and /tmp). PID 1 here is
+not systemd, so this is how the quick tests check that the shipped unit
+leaves the agent what it needs; test_systemd_boot.py checks that a process
+gets the same credentials from real systemd.
 
     python3 unitsandbox.py UNIT -- COMMAND...       run COMMAND so limited
     python3 unitsandbox.py --seccomp NAMES -- CMD   (internal) install filter
+    python3 unitsandbox.py --oci-seccomp UNIT       the unit's system-call
+        filter as an OCI (Docker, Kubernetes Localhost) seccomp profile
 """
 import ctypes
 import errno
+import json
 import os
 import re
 import struct
@@ -23,6 +29,22 @@ SECCOMP_RET_ALLOW = 0x7FFF0000
 SECCOMP_RET_ERRNO = 0x00050000
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
+# capability numbers (linux/capability.h), by name less "cap_"
+CAP_NAMES = ["chown", "dac_override", "dac_read_search", "fowner", "fsetid",
+             "kill", "setgid", "setuid", "setpcap", "linux_immutable",
+             "net_bind_service", "net_broadcast", "net_admin", "net_raw",
+             "ipc_lock", "ipc_owner", "sys_module", "sys_rawio",
+             "sys_chroot", "sys_ptrace", "sys_pacct", "sys_admin",
+             "sys_boot", "sys_nice", "sys_resource", "sys_time",
+             "sys_tty_config", "mknod", "lease", "audit_write",
+             "audit_control", "setfcap", "mac_override", "mac_admin",
+             "syslog", "wake_alarm", "block_suspend", "audit_read",
+             "perfmon", "bpf", "checkpoint_restore"]
+# SecureBits= words and setpriv's names of the same bits
+SECURE_BITS = {"keep-caps": "keep_caps", "keep-caps-locked": "keep_caps_locked",
+               "no-setuid-fixup": "no_setuid_fixup",
+               "no-setuid-fixup-locked": "no_setuid_fixup_locked",
+               "noroot": "noroot", "noroot-locked": "noroot_locked"}
 
 
 def unit_service(path):
@@ -120,10 +142,58 @@ def install_seccomp(allowed, err):
         raise OSError(ctypes.get_errno(), "seccomp filter")
 
 
-def caps_arg(bounding):
-    caps = [c.lower().removeprefix("cap_") for w in bounding
-            for c in w.split()]
-    return "-all" + "".join(f",+{c}" for c in caps)
+def cap_set(lines, everything):
+    """Capability names a list setting (CapabilityBoundingSet=,
+    AmbientCapabilities=) leaves, as systemd combines its lines: each adds
+    (or, after ~, takes away), an empty one resets to nothing. @everything:
+    what an absent setting means."""
+    if not lines:
+        return set(CAP_NAMES) if everything else set()
+    caps = set()
+    for line in lines:
+        if not line:
+            caps = set()
+            continue
+        neg = line.startswith("~")
+        names = {c.lower().removeprefix("cap_")
+                 for c in line.lstrip("~").split()}
+        unknown = names - set(CAP_NAMES)
+        if unknown:
+            raise ValueError(f"unknown capabilities {sorted(unknown)}")
+        caps = (set(CAP_NAMES) - names) if neg else (caps | names)
+    return caps
+
+
+def secure_bits(lines):
+    """SecureBits= words after systemd's merging (an empty line resets)."""
+    words = []
+    for line in lines:
+        words = [] if not line else words + line.split()
+    bad = [w for w in words if w not in SECURE_BITS]
+    if bad:
+        raise ValueError(f"unknown SecureBits= {bad}")
+    return words
+
+
+def creds_args(s):
+    """setpriv options for the credentials systemd gives a root service:
+    bounding set cut, ambient capabilities raised (also inheritable, as
+    systemd does), the secure bits, no new privileges."""
+    bounding = cap_set(s.get("CapabilityBoundingSet", []), True)
+    ambient = cap_set(s.get("AmbientCapabilities", []), False) & bounding
+    plus = "".join(f",+{c}" for c in sorted(ambient))
+    args = ["--inh-caps=-all" + plus]
+    if ambient:
+        args.append("--ambient-caps=" + plus[1:])
+    args.append("--bounding-set=-all" + "".join(f",+{c}"
+                                                for c in sorted(bounding)))
+    bits = secure_bits(s.get("SecureBits", []))
+    if bits:
+        args.append("--securebits=" + ",".join("+" + SECURE_BITS[b]
+                                               for b in bits))
+    if s.get("NoNewPrivileges", ["no"])[-1] == "yes":
+        args.append("--no-new-privs")
+    return args
 
 
 def wrap(unit, argv, here=None):
@@ -139,11 +209,7 @@ def wrap(unit, argv, here=None):
         err = s.get("SystemCallErrorNumber", ["EPERM"])[-1]
         cmd = [sys.executable, here, "--seccomp", ",".join(sorted(allow)),
                "--errno", str(getattr(errno, err)), "--"]
-    setpriv = ["setpriv", "--inh-caps=-all"]
-    if "CapabilityBoundingSet" in s:
-        setpriv.append("--bounding-set=" + caps_arg(s["CapabilityBoundingSet"]))
-    if s.get("NoNewPrivileges", ["no"])[-1] == "yes":
-        setpriv.append("--no-new-privs")
+    setpriv = ["setpriv", *creds_args(s)]
     mounts = ["mount --make-rprivate /"]
     if s.get("PrivateTmp", ["no"])[-1] == "yes":
         mounts += ["mount -t tmpfs -o mode=1777 tmpfs /tmp",
@@ -158,8 +224,30 @@ def wrap(unit, argv, here=None):
             *setpriv, *cmd, *argv]
 
 
+def oci_profile(unit):
+    """The unit's SystemCallFilter= and SystemCallErrorNumber= as an OCI
+    seccomp profile: what the unit allows, on the native architectures of
+    the nodes the image is built for; runtimes skip names their
+    architecture lacks."""
+    s = unit_service(unit)
+    allow, deny = syscall_set(s.get("SystemCallFilter", []))
+    if allow is None or deny:
+        raise ValueError("the unit's filter is not an allow list")
+    err = s.get("SystemCallErrorNumber", ["EPERM"])[-1]
+    return {
+        "defaultAction": "SCMP_ACT_ERRNO",
+        "defaultErrnoRet": getattr(errno, err),
+        "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"],
+        "syscalls": [{"names": sorted(allow), "action": "SCMP_ACT_ALLOW"}],
+    }
+
+
 def main():
     args = sys.argv[1:]
+    if args[:1] == ["--oci-seccomp"]:
+        json.dump(oci_profile(args[1]), sys.stdout, indent=1)
+        print()
+        return
     if args[:1] == ["--seccomp"]:
         names = args[1].split(",")
         err = int(args[3])
