@@ -37,10 +37,12 @@ DEPS_PKGS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
 	     libclang-rt-14-dev clang-format cppcheck procps util-linux mount \
 	     binutils coreutils systemd linux-libc-dev chromium tmux \
 	     qemu-system-x86 busybox-static cpio kmod debootstrap git \
-	     ca-certificates e2fsprogs bpftrace
+	     ca-certificates e2fsprogs bpftrace podman runc
 # Installed without their recommends and with their services stopped and
-# disabled: prometheus is here only for promtool, never as a server.
-DEPS_PKGS_BARE := prometheus
+# disabled: prometheus is here only for promtool, never as a server;
+# docker.io for test_docker.py, which starts a daemon of its own (not where
+# a Docker engine is installed already: Docker CE conflicts with it).
+DEPS_PKGS_BARE := prometheus $(if $(shell command -v dockerd 2>/dev/null),,docker.io)
 # What real ComfyUI imports on Debian 12 (comfyui/COMPATIBILITY.md): for
 # `make test` when the real trees are here (COMFY_TREES) and for
 # `sudo make bench RAMCACHE_COMFYUI=DIR`.
@@ -153,7 +155,8 @@ deps:
 		apt-get update -qq && \
 		{ [ -z "$$missing" ] || apt-get install -y -qq $$missing >/dev/null; } && \
 		{ [ -z "$$bare" ] || apt-get install -y -qq --no-install-recommends $$bare >/dev/null; } && \
-		for s in $$bare; do { systemctl disable --now $$s || \
+		for s in $$(echo $$bare | sed 's/docker\.io/docker containerd/'); do \
+			{ systemctl disable --now $$s || \
 			{ invoke-rc.d $$s stop; update-rc.d $$s disable; }; } >/dev/null 2>&1 || true; \
 		done; \
 	fi

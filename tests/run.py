@@ -12,6 +12,12 @@ kernel, and in a VM booting Debian 12's packaged 6.1 kernel with cgroup v2
 (tests/vm/run.sh), named vm-6.1/<suite>. Each suite's last line says which
 kernel and cgroup version it ran on.
 
+The suites that boot or package a system of their own (HOST_SUITES: the
+container engines, and the systemd unit under systemd as PID 1) are left out
+with RAMCACHE_FRESH=1 (make test-fresh): they build their roots from the
+host's debootstrap cache, install nothing the fresh root could lack, and
+have run on this kernel already.
+
 Usage: tests/run.py [--no-vm | --kernels] [SUBSTRING]
   SUBSTRING   run only suites whose name contains it
   --no-vm     leave out the VM suites (also RAMCACHE_NO_VM=1)
@@ -36,6 +42,9 @@ SUITE_TIMEOUT = int(os.environ.get("RAMCACHE_SUITE_TIMEOUT", "900"))
 VM_TIMEOUT = int(os.environ.get("RAMCACHE_VM_TIMEOUT", "1500"))
 VM_RUN = os.path.join(ROOT, "tests", "vm", "run.sh")
 VM_TAG = "vm-6.1"
+HOST_SUITES = ("tests/integration/test_systemd_boot.py",
+               "tests/integration/test_podman.py",
+               "tests/integration/test_docker.py")
 # Integration suites that exercise a real kernel: BPF, cgroups, OOM, PSI.
 VM_SUITES = ("tests/integration/test_monitor.py",
              "tests/integration/test_warning.py",
@@ -137,6 +146,7 @@ def run_suite(name, argv):
 def main():
     args = sys.argv[1:]
     no_vm = os.environ.get("RAMCACHE_NO_VM") == "1" or "--no-vm" in args
+    fresh = os.environ.get("RAMCACHE_FRESH") == "1"
     kernels = "--kernels" in args
     args = [a for a in args if a not in ("--no-vm", "--kernels")]
     if any(a.startswith("-") for a in args) or len(args) > 1:
@@ -148,6 +158,8 @@ def main():
     chosen = list(suites())
     if kernels:
         chosen = [s for s in chosen if s[0] in VM_SUITES]
+    if fresh:
+        chosen = [s for s in chosen if s[0] not in HOST_SUITES]
     if not no_vm:
         chosen += list(vm_suites())
     for name, argv in chosen:

@@ -10,59 +10,29 @@
 # them, are lent read-only beside the clone, so that installing what real
 # ComfyUI needs is proven here too.
 #
-# Only the bare debootstrap result is cached ($RAMCACHE_CACHE, default
-# /var/cache/ramcache-bpf/bookworm-minbase): every package the Makefile needs
+# Only the bare debootstrap result is cached (tests/roots/build.sh minbase,
+# in $RAMCACHE_CACHE): every package the Makefile needs
 # is installed by `make test` itself on each run. The VM suites do not run in
-# the chroot (RAMCACHE_NO_VM=1): they boot their own root.
+# the chroot (RAMCACHE_NO_VM=1): they boot their own root; nor do the suites
+# that boot or package a root of their own (RAMCACHE_FRESH=1, tests/run.py).
 #
 # Usage: tests/fresh/run.sh [TARGET...]     (root; default target: test)
 set -euo pipefail
 
-CACHE=${RAMCACHE_CACHE:-/var/cache/ramcache-bpf}
-BASE=$CACHE/bookworm-minbase
 SCRATCH_DIR=${RAMCACHE_SCRATCH:-/var/tmp}
 
 die() { echo "ramcache-bpf: failed to $*" >&2; exit 1; }
 say() { printf '  %-8s %s\n' "$1" "$2"; }
 
 [ "$(id -u)" = 0 ] || die "build a fresh root: not root (run 'sudo make test-fresh')"
-command -v debootstrap >/dev/null || die "find debootstrap (run 'sudo make deps')"
 src=$(git -C "$(dirname "$0")/../.." rev-parse --show-toplevel) ||
 	die "find the repository to clone"
 [ $# -gt 0 ] || set -- test
 
-# The Debian archive the host's apt uses (deb822 or one-line sources).
-mirror() {
-	local f u
-	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
-		/etc/apt/sources.list.d/*.sources; do
-		[ -r "$f" ] || continue
-		u=$(sed -n -e 's/^URIs: *\([^ ]*\).*/\1/p' \
-			-e 's/^deb \(\[[^]]*\] \)\{0,1\}\([^ ]*\) .*/\2/p' "$f" |
-			grep -v -e security -e '^cdrom:' | grep '/debian/\{0,1\}$' | head -n 1)
-		[ -n "$u" ] && { echo "${u%/}"; return; }
-	done
-	echo http://deb.debian.org/debian
-}
-MIRROR=$(mirror)
-
-# --- the bare base, built once ------------------------------------------
-mkdir -p "$CACHE"
-exec 9>"$CACHE/.bookworm-minbase.lock"
-flock 9
-if [ ! -e "$BASE/.done" ]; then
-	say DEBOOT "bookworm minbase from $MIRROR (once, into $BASE)"
-	rm -rf --one-file-system "$BASE.tmp"
-	debootstrap --variant=minbase bookworm "$BASE.tmp" "$MIRROR" \
-		>"$CACHE/debootstrap.log" 2>&1 ||
-		die "debootstrap bookworm (log: $CACHE/debootstrap.log)"
-	# nothing downloaded stays: the next run installs what it needs itself
-	rm -rf "$BASE.tmp"/var/cache/apt/archives/*.deb "$BASE.tmp"/var/lib/apt/lists/*
-	touch "$BASE.tmp/.done"
-	rm -rf --one-file-system "$BASE"
-	mv "$BASE.tmp" "$BASE"
-fi
-flock -u 9
+# --- the bare base, built once (tests/roots/build.sh) ------------------
+ROOTS=$(dirname "$0")/../roots/build.sh
+BASE=$("$ROOTS" minbase) || exit 1
+MIRROR=$("$ROOTS" --mirror)
 
 # --- a scratch copy of it, with a clean clone of HEAD ---------------------
 scratch=$(mktemp -d "$SCRATCH_DIR/ramcache-fresh.XXXXXX")
@@ -165,7 +135,7 @@ done
 in_root() {
 	chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
 		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-		DEBIAN_FRONTEND=noninteractive RAMCACHE_NO_VM=1 CI="${CI:-}" \
+		DEBIAN_FRONTEND=noninteractive RAMCACHE_NO_VM=1 RAMCACHE_FRESH=1 CI="${CI:-}" \
 		"${passenv[@]}" "$@"
 }
 # The README's prerequisites on a bare system: make (the clone came in from

@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Executors and the agent under a real container engine: Debian's podman
+with runc (engine.py: its own storage, settings and cgroup, removed at the
+end). No image is pulled: the executors' image is tests/roots/build.sh's
+`systemd` root (python3, aiohttp) imported with the demo, the ComfyUI
+package and its stand-in; the agent's is contrib/kubernetes/Dockerfile,
+built on the `minbase` root imported as debian:bookworm-slim.
+
+* The demo in a container with --memory 512m, as uid 65534: OOM-killed
+  without the agent (the workload needs about twice the limit); with the
+  host agent given its host pid (--pid), served through /proc, evictions
+  acked, all prompts run, no OOM kill.
+* The ComfyUI package on its stand-in in such a container, found by the
+  host agent with --all (scoped with --cgroup to this suite's containers),
+  evicts, no OOM kill.
+* The agent in a container of its image with only what the DaemonSet
+  grants (contrib/kubernetes/ramcache-bpf.yaml: the host's pid namespace,
+  its capabilities and no others, its seccomp profile, no new privileges,
+  a read-only root), serving the demo in another container.
+* `podman kube play` of the DaemonSet's pod template: what podman 4.3
+  plays of it, and that the agent loads its programs under those settings
+  (docs/containers.md lists what it does not play).
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from engine import (AGENT_IMAGE, EXEC_IMAGE, MANIFEST, MEMORY,  # noqa: E402
+                    SECCOMP_DIR, Podman, agent_beside, agent_image, cap_mask,
+                    check_demo_served, creds, daemonset_container,
+                    demo_container, executor_image, grantable, manifest,
+                    oom_killed, pod_template, seccomp_profile, wait_exit)
+from rctest import NOBODY, ROOT, Agent, main, require_root, test  # noqa: E402
+import unitsandbox  # noqa: E402
+
+UNIT = os.path.join(ROOT, "contrib", "systemd", "ramcache-bpf.service")
+
+PM = None
+
+
+def podman():
+    """The suite's engine with both images (built on first use)."""
+    global PM
+    if PM is None:
+        require_root()
+        PM = Podman("t")
+        executor_image(PM)
+        agent_image(PM)
+    return PM
+
+
+# ------------------------------------------------------------------ tests
+
+@test
+def demo_is_oom_killed_without_the_agent():
+    """That the limit bites: the checks below can fail."""
+    pm = podman()
+    with Agent("--interval", "5s") as watch:  # the whole machine, no target
+        watch.wait_type("start", timeout=30)
+        pid = demo_container(pm, "demo-alone", policy="none")
+        code, oom = wait_exit(pm, "demo-alone")
+        time.sleep(1)
+    kills = oom_killed(watch, pid)
+    print(f"# without the agent: exit {code}, OOM kills of it {len(kills)}")
+    assert code == 137 and kills, (code, kills)
+
+
+@test
+def host_agent_serves_a_container_given_its_host_pid():
+    pm = podman()
+    pid = demo_container(pm, "demo-pid")
+    with Agent("--pid", pid, "--interval", "1s") as ag:
+        done = check_demo_served(pm, "demo-pid")
+    assert not oom_killed(ag, pid)
+    att = [e for e in ag.of_type("control") if e["state"] == "attached"]
+    assert att and att[0]["pid"] == pid and att[0]["ns_pid"] == 1, att
+    assert att[0]["discovery"] == "memfd", att[0]
+    start = ag.of_type("start")[0]
+    assert start.get("memcg", "").endswith(
+        pm.run("inspect", "-f", "{{.Id}}", "demo-pid").stdout.strip()), start
+    print(f"# host pid {pid} (pid 1 inside): {done['acks_evicted']} "
+          f"evictions acked")
+
+
+@test
+def host_agent_all_serves_the_comfyui_package_in_a_container():
+    pm = podman()
+    p = pm.popen("run", "-i", "--name", "comfy", "--memory", MEMORY,
+                 "--memory-swap", MEMORY, "--user", str(NOBODY),
+                 "--cgroup-parent", pm.cgroup, EXEC_IMAGE, "python3",
+                 "/opt/ramcache/comfyui/tests/e2e_comfy.py", "--control",
+                 "memfd", "--prompts", "12", "--mib", "64", "--steps", "8",
+                 "--step-s", "0.05", stdin=subprocess.PIPE,
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    try:
+        first = json.loads(p.stdout.readline() or "{}")
+        assert first.get("ready") and first.get("page"), (first, p.poll())
+        with Agent("--all", "--cgroup", pm.cgroup, "--headroom", "96M",
+                   "--inactive", "192M", "--interval", "1s") as ag:
+            ag.wait_for(lambda e: e.get("type") == "control"
+                        and e.get("state") == "attached", timeout=60)
+            p.stdin.write("go\n")
+            p.stdin.flush()
+            for line in p.stdout:
+                lines.append(json.loads(line))
+                if lines[-1].get("done"):
+                    break
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    code, oom = pm.state("comfy")
+    done = lines[-1] if lines else {}
+    att = [e for e in ag.of_type("control") if e["state"] == "attached"]
+    print(f"# --all: attached {[(a['pid'], a['ns_pid']) for a in att]}; "
+          f"evicted {done.get('evicted')}, exit {code}, OOM killed {oom}")
+    assert (code, oom) == (0, False), (code, oom, p.stderr.read()[-1500:])
+    assert att and not oom_killed(ag, att[0]["pid"])
+    assert done.get("done") and done["evicted"] > 0, lines[-3:]
+    assert all(ln.get("ok", True) for ln in lines), lines
+    assert att and att[0]["ns_pid"] != att[0]["pid"], att
+
+
+@test
+def agent_container_with_the_daemonsets_grants_serves_another():
+    pm = podman()
+    caps = set(daemonset_container()["securityContext"]["capabilities"]["add"])
+    assert "SYS_ADMIN" not in caps, caps
+    got, done, pid = agent_beside(pm, caps)
+    want = cap_mask(grantable(caps))
+    print(f"# agent container: {got}; served pid {pid}: "
+          f"{done['acks_evicted']} evictions acked")
+    assert int(got["CapEff"], 16) == want, (got, hex(want))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@test
+def kube_play_of_the_daemonsets_pod():
+    """The pod template as a Pod (podman 4.3 plays no DaemonSet), with the
+    one change podman needs for Localhost seccomp profiles (its annotation),
+    the image's local name and the port moved to a free one (podman
+    publishes a containerPort on the host; Kubernetes does not)."""
+    import yaml
+    pm = podman()
+    shipped = pm.run("kube", "play", MANIFEST, check=False)
+    print(f"# the manifest as shipped: exit {shipped.returncode}: "
+          f"{shipped.stderr.strip()[-200:]}")
+    t = pod_template()
+    c = t["spec"]["containers"][0]
+    port = free_port()
+    c["image"] = AGENT_IMAGE
+    c["ports"][0]["containerPort"] = port
+    c["args"][c["args"].index("--metrics") + 1] = f":{port}"
+    prof = c["securityContext"]["seccompProfile"]["localhostProfile"]
+    meta = dict(t["metadata"], name=f"ramcache-bpf-{os.getpid()}")
+    meta["annotations"] = {
+        f"container.seccomp.security.alpha.kubernetes.io/{c['name']}":
+        f"localhost/{prof}"}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+           "spec": t["spec"]}
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        yaml.safe_dump(pod, f)
+        f.flush()
+        pm.run("kube", "play", "--seccomp-profile-root", SECCOMP_DIR, f.name)
+    name = f"{meta['name']}-{c['name']}"
+    end = time.monotonic() + 60
+    evs = []
+    while time.monotonic() < end and not evs:
+        out = pm.run("logs", name, check=False).stdout
+        evs = [json.loads(ln) for ln in out.splitlines()
+               if ln.startswith('{"type":"start"')]
+        time.sleep(0.5)
+    pid = pm.host_pid(name)
+    got = creds(pid) if pid else {}
+    hostpid = pid and os.readlink(f"/proc/{pid}/ns/pid") == \
+        os.readlink("/proc/self/ns/pid")
+    ro = pm.run("inspect", "-f", "{{.HostConfig.ReadonlyRootfs}}",
+                name).stdout.strip()
+    caps = set(c["securityContext"]["capabilities"]["add"])
+    print(f"# played: {got}; read-only root {ro}; "
+          f"hostPID {'played' if hostpid else 'not played'}")
+    assert evs, f"the agent never started: {pm.run('logs', name).stderr[-800:]}"
+    assert int(got["CapEff"], 16) == cap_mask(grantable(caps)), got
+    assert got["Seccomp"] == "2" and got["NoNewPrivs"] == "1", got
+    assert ro == "true"
+
+
+@test
+def daemonset_is_scoped_and_its_metrics_fenced():
+    """What a reader of the manifest should find: a user scope on the
+    match, no CAP_SYS_ADMIN, a seccomp profile, and the metrics port open
+    to Prometheus only, under the name the pod monitor scrapes."""
+    import yaml
+    m = manifest()
+    c = daemonset_container()
+    args = c["args"]
+    assert "--match" in args and ("--user" in args or "--cgroup" in args), args
+    caps = c["securityContext"]["capabilities"]
+    assert caps["drop"] == ["ALL"] and "SYS_ADMIN" not in caps["add"], caps
+    assert os.path.exists(seccomp_profile())
+    port = c["ports"][0]
+    assert args[args.index("--metrics") + 1].endswith(f":{port['containerPort']}")
+    np = m["NetworkPolicy"]["spec"]
+    assert np["podSelector"]["matchLabels"] == \
+        pod_template()["metadata"]["labels"], np
+    assert np["policyTypes"] == ["Ingress"], np
+    for rule in np["ingress"]:
+        assert rule["from"] and all(f.get("podSelector") for f in rule["from"])
+        assert [p["port"] for p in rule["ports"]] == [port["name"]], rule
+    with open(os.path.join(ROOT, "contrib", "kubernetes",
+                           "podmonitor.yaml")) as f:
+        pmon = yaml.safe_load(f)["spec"]
+    assert [e["port"] for e in pmon["podMetricsEndpoints"]] == [port["name"]]
+    assert pmon["selector"]["matchLabels"] == pod_template()["metadata"]["labels"]
+
+
+@test
+def seccomp_profile_is_the_units_filter():
+    """One system-call filter for the unit and the DaemonSet: the profile
+    is unitsandbox.py --oci-seccomp of the unit (regenerate it so)."""
+    with open(seccomp_profile()) as f:
+        have = json.load(f)
+    want = unitsandbox.oci_profile(UNIT)
+    assert have == want, ("contrib/kubernetes/seccomp/ramcache-bpf.json is not "
+                          "the unit's filter: python3 tests/integration/"
+                          "unitsandbox.py --oci-seccomp "
+                          "contrib/systemd/ramcache-bpf.service > it")
+
+
+try:
+    main()
+finally:
+    if PM is not None:
+        PM.close()
