@@ -338,4 +338,80 @@ def a_crafted_libc_is_parsed_within_a_budget():
         assert worst <= 2.0, ts
 
 
+# An executor that holds 192 MiB, lists entries claiming 64 MiB each and
+# answers no command: each one it takes is replaced by a fresh entry, so
+# the agent always has a new id of it to command.
+SOAKER = r"""
+import mmap, sys, time
+sys.path.insert(0, sys.argv[1])
+from docexec import Page
+hold = mmap.mmap(-1, 192 << 20)
+for off in range(0, 192 << 20, 4096):
+    hold[off] = 1
+page = Page(max_entries=256, ring=64)
+page.set_generation(1000)
+nxt = 1_000_000
+for _ in range(64):
+    page.publish(nxt, 64 << 20, 0, 0, f"soak {nxt}")
+    nxt += 1
+print("ready", flush=True)
+while True:
+    page.heartbeat()
+    while True:
+        c = page.take()
+        if c is None:
+            break
+        if c[1] in page.ids:
+            page.remove(c[1])
+        page.publish(nxt, 64 << 20, 0, 0, f"soak {nxt}")
+        nxt += 1
+    time.sleep(0.05)
+"""
+
+
+@test
+def an_executor_that_never_acks_holds_no_more_than_its_share():
+    """In a domain of two, one executor (192 MiB) takes every command and
+    answers none, always listing fresh entries: its unanswered commands
+    count as pending for no more than its share of the domain's deficit,
+    so the other executor is still asked, evicts and is not OOM-killed."""
+    require_agent()
+    with ParentMemcg(512 * MiB, 2, "limits") as dom:
+        agent = Agent("--all", "--cgroup", dom.rel, "--headroom", "64M",
+                      "--inactive", "128M", "--interval", "1s")
+        soaker = victim = None
+        try:
+            assert agent.wait_type("start", timeout=60), agent.stderr
+            soaker = subprocess.Popen(
+                [SYS_PYTHON, "-c", SOAKER, SRC], stdout=subprocess.PIPE,
+                text=True, preexec_fn=as_user(NOBODY, dom.preexec(1)))
+            assert soaker.stdout.readline().strip() == "ready", "soaker"
+            assert agent.wait_for(
+                lambda e: e.get("type") == "target" and e.get("pid") ==
+                soaker.pid and e.get("state") == "attached", 30), \
+                ("the soaker was not followed", agent.stderr[-5:])
+            victim = subprocess.Popen(
+                [SYS_PYTHON, os.path.join(SRC, "docexec.py"),
+                 *map(str, ["--entries", 32, "--size", 16, "--every-ms",
+                            100, "--hold-s", 2, "--wait-agent", 30])],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                preexec_fn=dom.preexec(0))
+            out, _ = victim.communicate(timeout=120)
+            rc = victim.returncode
+        finally:
+            for p in (soaker, victim):
+                if p and p.poll() is None:
+                    p.kill()
+                    p.wait()
+            agent.stop()
+        asked = [e for e in agent.of_type("evict")
+                 if e["pid"] == soaker.pid]
+        got = [e for e in agent.of_type("evict") if e["pid"] == victim.pid]
+        print(f"# {len(asked)} commands to the executor that never acks, "
+              f"{len(got)} to the other; its exit {rc}, "
+              f"{dom.oom_kills()} OOM kills", flush=True)
+        assert got, "the other executor was never asked"
+        assert rc == 0 and dom.oom_kills() == 0, (rc, dom.oom_kills())
+
+
 main()

@@ -112,6 +112,34 @@ static uint64_t claim_cap(const struct domain *d, int k)
 }
 
 /*
+ * What member @k's commands out count for against the domain's @deficit
+ * at @now: no more than it holds, and those overdue (taken, not answered
+ * for a fifth of the ack timeout) no more than an even share of the
+ * deficit: an executor that takes commands and answers none, listing
+ * fresh entries all along, must not hold the others' evictions for the
+ * ack timeout.
+ */
+static uint64_t counted(const struct domain *d, int k, uint64_t deficit,
+			uint64_t now)
+{
+	uint64_t cap = claim_cap(d, k);
+	uint64_t out = evictor_pending(&d->m[k]->ev);
+	uint64_t late = evictor_overdue(&d->m[k]->ev, now);
+	uint64_t share = d->n > 1 ? deficit / (uint64_t)d->n : deficit;
+	uint64_t n = out - late + (late < share ? late : share);
+
+	return cap && n > cap ? cap : n;
+}
+
+/* An even share of @deficit overdue already: no more commands for now. */
+static bool holds_its_share(const struct domain *d, int k, uint64_t deficit,
+			    uint64_t now)
+{
+	return d->n > 1 &&
+	       evictor_overdue(&d->m[k]->ev, now) >= deficit / (uint64_t)d->n;
+}
+
+/*
  * Memory about to run out (below --headroom, where active entries may go)
  * and the entries left cannot cover @deficit: each member says once what
  * of its own is out of reach, instead of its active entries going one by
@@ -153,6 +181,9 @@ static void post(const struct domain *d, const struct domain_env *env,
 		/* what it can still free: what it holds less what it has out */
 		mm[k].capped = cap != 0;
 		mm[k].cap = cap > out ? cap - out : 0;
+		/* its share overdue already: the others are asked */
+		if (holds_its_share(d, k, p->deficit, ep->now))
+			mm[k].cap = 0;
 		total += n > 0 ? (size_t)n : 0;
 	}
 	if (!total)
@@ -190,13 +221,10 @@ static void evaluate(const struct domain *d, const struct domain_env *env,
 			evictor_short_over(&d->m[k]->ev);
 		return;
 	}
-	/* what a member has out counts for no more than it holds */
-	for (int k = 0; k < d->n; k++) {
-		uint64_t out = evictor_pending(&d->m[k]->ev);
-		uint64_t cap = claim_cap(d, k);
-
-		pending += cap && out > cap ? cap : out;
-	}
+	/* what a member has out counts for no more than it holds, and its
+	 * overdue commands for no more than a share */
+	for (int k = 0; k < d->n; k++)
+		pending += counted(d, k, p.deficit, now);
 	if (pending >= p.deficit)
 		return;
 	ep.plan = &p;

@@ -770,6 +770,19 @@ uint64_t evictor_pending(const struct evictor *ev)
 	return sum;
 }
 
+uint64_t evictor_overdue(const struct evictor *ev, uint64_t now)
+{
+	uint64_t sum = 0, late = ev->cfg.ack_timeout_ns / 5;
+
+	for (int i = 0; i < ev->nr_inflight; i++) {
+		const struct inflight *f = &ev->inflight[i];
+
+		if (!f->freed_ns && !f->acked && now - f->issue_ns >= late)
+			sum += f->bytes;
+	}
+	return sum;
+}
+
 void evictor_set_plan(struct evictor *ev, uint64_t headroom, uint64_t target)
 {
 	ev->headroom = headroom;

@@ -193,6 +193,14 @@ bool evictor_post(struct evictor *ev, uint32_t idx, const struct evict_post *p);
 /* Bytes of commands out whose memory has not been seen freed yet. */
 uint64_t evictor_pending(const struct evictor *ev);
 
+/*
+ * Of those, the bytes of commands not answered at @now though posted
+ * EVICT_OVERDUE_NS ago or more (a fifth of the ack timeout): an executor
+ * that answers answers sooner, one that takes commands and answers none
+ * is seen for what it is long before they time out.
+ */
+uint64_t evictor_overdue(const struct evictor *ev, uint64_t now);
+
 /* The headroom and bytes to free written with the next heartbeat. */
 void evictor_set_plan(struct evictor *ev, uint64_t headroom, uint64_t target);
 
