@@ -93,7 +93,9 @@ def _remove_cgroup(name):
 
 
 class Engine:
-    """One engine's command line, with this suite's own everything."""
+    """One engine's command line, with this suite's own everything. Its
+    commands run in the scratch directory: conmon leaves a file named
+    "oom" in its working directory when a container is OOM-killed."""
     name = None
     quiet_import = ()
 
@@ -111,6 +113,7 @@ class Engine:
 
     def run(self, *args, check=True, timeout=300, input=None):
         r = subprocess.run(self.argv(*args), env=self.env, input=input,
+                           cwd=self.dir,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, timeout=timeout)
         if check and r.returncode != 0:
@@ -119,7 +122,8 @@ class Engine:
         return r
 
     def popen(self, *args, **kw):
-        return subprocess.Popen(self.argv(*args), env=self.env, **kw)
+        return subprocess.Popen(self.argv(*args), env=self.env, cwd=self.dir,
+                                **kw)
 
     @property
     def env(self):
@@ -133,7 +137,7 @@ class Engine:
             r = subprocess.run(self.argv("import", *self.quiet_import,
                                          *[f"--change={c}" for c in changes],
                                          "-", tag),
-                               env=self.env, stdin=tar.stdout,
+                               env=self.env, stdin=tar.stdout, cwd=self.dir,
                                capture_output=True, text=True, timeout=600)
         finally:
             tar.stdout.close()
@@ -287,7 +291,7 @@ class Docker(Engine):
              "--exec-opt", "native.cgroupdriver=cgroupfs",
              "--cgroup-parent", self.cgroup],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
-            preexec_fn=_die_with_parent)
+            cwd=self.dir, preexec_fn=_die_with_parent)
         end = time.monotonic() + 120
         while self.run("version", check=False, timeout=30).returncode:
             if self.daemon.poll() is not None or time.monotonic() > end:
