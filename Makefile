@@ -388,7 +388,8 @@ run-soak: all
 # RAMCACHE_COMFYUI_COMMIT names its commit when it is not a git work tree.
 # `sudo make bench RAMCACHE_COMFYUI_VERSIONS=all` (or '0.33.0 0.3.64') adds
 # ComfyUI alone against the package and agent in the real versions of
-# ../shared/comfyui (bench/comfy_versions.py; hours on 2 cores, --only
+# ../shared/comfyui (bench/sections/comfyui_versions.py; hours on 2 cores;
+# the runner's own JSON stays in build/bench/comfyui-versions; --only
 # comfyui-versions --merge bench/results.json runs it alone).
 run-bench: all
 	$(Q)RAMCACHE_BENCH_CMD="sudo make bench$(if $(RAMCACHE_COMFYUI), RAMCACHE_COMFYUI=$(RAMCACHE_COMFYUI))$(if $(RAMCACHE_COMFYUI_VERSIONS), RAMCACHE_COMFYUI_VERSIONS='$(RAMCACHE_COMFYUI_VERSIONS)')" \

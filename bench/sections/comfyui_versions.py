@@ -15,12 +15,12 @@ and verdicts() are pure over its result.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 
-from common import ROOT, is_root, log
-from harness import scratch_dir
+from common import OUTPUT, ROOT, is_root, log
 
 RUNNER = os.path.join(ROOT, "comfyui", "tests", "real_comfyui.py")
 NEWEST = "0.33.0"
@@ -57,8 +57,10 @@ def bench_comfyui_versions(cfg):
                 "versions): `sudo make bench RAMCACHE_COMFYUI_VERSIONS=all`"}
     if not is_root():
         return {"skipped": "needs root (memcg, BPF)"}
-    with scratch_dir() as d:
-        return bench(dict(c, versions=None if asked == "all" else asked.split()), d)
+    # kept: the runner's own JSON (per prompt and node) and logs of each table
+    d = os.path.join(OUTPUT, "bench", "comfyui-versions")
+    os.makedirs(d, exist_ok=True)
+    return bench(dict(c, versions=None if asked == "all" else asked.split()), d)
 
 
 def bench(cfg, scratch):
@@ -77,6 +79,7 @@ def bench(cfg, scratch):
         if not vs:
             continue
         out = os.path.join(scratch, f"plan{i}")
+        shutil.rmtree(out, ignore_errors=True)  # an earlier run's results are not this one's
         argv = [sys.executable, RUNNER, "table", "--versions", *vs, "--cases", *cases,
                 "--limits", *limits, "--only", *only, "--runs", str(cfg["runs"]),
                 "--out", out]
