@@ -326,7 +326,7 @@ int main(int argc, char **argv)
 		o.burst_faults = 2048;
 		o.burst_window_ns = 100000000;
 		o.rss_step = 4 << 20;
-		if (bpfstate_load(&b, &o) || bpfstate_attach(&b) <= 0) {
+		if (bpfstate_load(&b, &o) || bpfstate_attach(&b, true) <= 0) {
 			fprintf(stderr, "fpbench: failed to load the agent's "
 					"programs\n");
 			goto out;

@@ -1,7 +1,7 @@
 """BENCHMARKS.md from the results: one writer per section.
 """
 from common import MiB, PSI_TRIGGER, log
-from sections import agentdeath, comfyui_versions
+from sections import agentdeath, comfyui_versions, tax
 from sections.overhead import TARGET_TRACKED_NS, TARGET_UNTRACKED_NS
 
 
@@ -58,6 +58,7 @@ def outcomes_table(oc, title):
 def report(res):
     L = header_md(res)
     L += overhead_md(res["overhead"])
+    L += tax.report(res.get("tax", {"skipped": "not run (older results)"}))
     L += footprint_report(res["footprint"])
     L += reaction_md(res["reaction"], "## 2. Reaction latency",
                      picture(res, "BENCHMARKS-ramp.svg", "one trial of the "

@@ -11,6 +11,11 @@ baseline of the same run or a distribution):
              one-liner / a /proc poller (interleaved), their burst
              detection delay, and each BPF program's cost per run with
              1, 8 and 64 processes tracked (bench/fpbench.c)
+  tax        the fault tax against no agent: the agent's programs on page
+             faults off (every domain far) and on (a domain near its
+             limit), for the followed process and any other, in rotating
+             rounds; the reaction ramp with them switched and kept on;
+             how long an attach takes
   footprint  agent RSS and CPU at idle and under the fault storm; drops
   reaction   on one memory ramp in a scratch memcg: first reclaim -> the
              agent's eviction command; PSI trigger; node-boundary checks
@@ -68,10 +73,11 @@ from sections.footprint import bench_footprint
 from sections.outcomes import bench_outcomes
 from sections.overhead import bench_overhead
 from sections.reaction import bench_reaction, bench_reaction_vm
+from sections.tax import bench_tax
 from verdicts import verdicts
 
 
-SECTIONS = ("overhead", "footprint", "reaction", "reaction_vm",
+SECTIONS = ("overhead", "tax", "footprint", "reaction", "reaction_vm",
             "outcomes_noswap", "outcomes", "eviction", "agentdeath",
             "comfyui_versions")
 
@@ -168,6 +174,7 @@ def main():
         res["command"] = os.environ["RAMCACHE_BENCH_CMD"]
     skipped = {"skipped": "not selected (--only)"}
     res["overhead"] = bench_overhead(cfg) if want("overhead") else skipped
+    res["tax"] = bench_tax(cfg) if want("tax") else skipped
     res["footprint"] = (bench_footprint(cfg, res["overhead"])
                         if want("footprint") else skipped)
     res["reaction"] = bench_reaction(cfg) if want("reaction") else skipped

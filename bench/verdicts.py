@@ -2,12 +2,13 @@
 """
 from common import MiB
 from report import fmt_ms, pass_missed
-from sections import agentdeath, comfyui_versions
+from sections import agentdeath, comfyui_versions, tax
 from sections.overhead import TARGET_TRACKED_NS, TARGET_UNTRACKED_NS
 
 
 def verdicts(res):
     v = overhead_verdicts(res["overhead"])
+    v += tax.verdicts(res.get("tax", {}))
     v += reaction_verdicts(res["reaction"], res.get("reaction_vm", {}))
     for oc in (res["outcomes"], res.get("outcomes_noswap", {})):
         v += outcome_verdicts(oc)

@@ -27,6 +27,7 @@
 #include "agent.h"
 #include "kernel/bpfstate.h"
 #include "core/cadence.h"
+#include "core/faultwatch.h"
 #include "proc/clock.h"
 #include "kernel/discover.h"
 #include "executors/admission.h"
@@ -93,12 +94,19 @@ struct agent {
 	uint64_t drops_told, out_told, next_drop_warn_ns;
 	uint64_t next_read_ns;
 	uint64_t last_event_ns; /* last reclaim, kswapd or OOM event */
-	struct cadence cad;	/* as planned at the last tick */
-	uint64_t armed_ns;	/* when the timer fires next */
-	uint64_t next_cg_ns;	/* when to look for cgroup moves again */
-	uint64_t rss_wake;	/* bytes of RSS movement that wake the loop */
-	pid_t refused_told;	/* --match: last refused pid warned about */
-	bool taking;		/* take_waiting() is running */
+	uint64_t last_stall_ns; /* last reclaim stall, or OOM kill of ours */
+	struct faultwatch fw;	/* the per-fault programs: on or off */
+	bool fw_failed;		/* they failed to attach: reads only */
+	uint64_t fw_far;	/* the nearest domain, at the last look */
+	/* the system's faults (/proc/vmstat) at the first read, the last */
+	uint64_t sys_faults_base, sys_faults_prev;
+	bool sys_has_faults;
+	struct cadence cad;  /* as planned at the last tick */
+	uint64_t armed_ns;   /* when the timer fires next */
+	uint64_t next_cg_ns; /* when to look for cgroup moves again */
+	uint64_t rss_wake;   /* bytes of RSS movement that wake the loop */
+	pid_t refused_told;  /* --match: last refused pid warned about */
+	bool taking;	     /* take_waiting() is running */
 	/* eviction latency of every target followed, for --hist */
 	struct hist ack_hist, freed_hist;
 	bool had_evictor;
@@ -290,6 +298,7 @@ static void on_rss(struct agent *a, const struct rc_event_hdr *h, size_t len)
 	if (!t)
 		return;
 	target_rss(t, h->ts_ns, r->total, r->file);
+	t->rss_told = r->total;
 	metrics_set_rss(&a->m, (unsigned int)t->slot, t->sm.rss);
 	evaluate(a, 0);
 }
@@ -307,6 +316,7 @@ static void oom_of_target(struct agent *a, const void *data, size_t len)
 		return;
 	metrics_exec_oom_kill(&a->m, (unsigned int)t->slot);
 	t->ev.oom_killed = true; /* its page's end says so */
+	a->last_stall_ns = now_ns();
 }
 
 static int handle_event(void *ctx, void *data, size_t len)
@@ -329,6 +339,8 @@ static int handle_event(void *ctx, void *data, size_t len)
 		metrics_reclaim_stall(
 			&a->m, ((const struct rc_reclaim *)data)->kind,
 			((const struct rc_reclaim *)data)->latency_ns);
+		/* only ours: a followed process's, or in a watched memcg */
+		a->last_stall_ns = now;
 		evaluate(a, RAMCACHE_REASON_RECLAIM);
 		kernel_told(a, now);
 		break;
@@ -413,18 +425,54 @@ static void fill_memory(const struct sampler *sm, struct summary *s)
 	s->swap_fail = sm->cs.self.ev.swap_fail;
 }
 
-/* Faults and stalls of @pid (0: the system) since @prev, which moves on. */
-static void fill_faults(struct agent *a, pid_t pid, struct track_totals *prev,
-			double dt, struct summary *s)
+/*
+ * Faults of @pid (0: the system): counted by the fault program with
+ * --fault-probes on (@bpf, since tracking began), else as the kernel
+ * counts them in /proc, since the first read (*@base, *@has), whether
+ * the program is attached or not. Per second since the last (*@last).
+ * With @s NULL, only the base is taken.
+ */
+static void fill_fault_count(struct agent *a, pid_t pid, uint64_t *base,
+			     uint64_t *last, bool *has, double dt,
+			     struct summary *s)
+{
+	struct track_totals tt;
+	struct rc_pidstat ps;
+	struct rc_vmstat vm;
+	uint64_t n;
+
+	if (a->o->fault_probes_always) {
+		if (bpfstate_totals(&a->bpf, pid, &tt))
+			return;
+		n = tt.faults; /* since tracking began */
+		if (!*has)
+			*base = *last = 0;
+		*has = true;
+	} else if (pid ? meminfo_pidstat_read(RC_PROC_ROOT, pid, &ps)
+		       : meminfo_vmstat_read(RC_PROC_ROOT, &vm)) {
+		return; /* gone: the last figures stand */
+	} else {
+		n = pid ? ps.minflt + ps.majflt : vm.pgfault;
+	}
+	if (!*has) {
+		*base = *last = n;
+		*has = true;
+	}
+	if (!s)
+		return;
+	s->faults = n - *base;
+	s->faults_per_s = dt > 0 && n >= *last ? (n - *last) / dt : 0;
+	*last = n;
+}
+
+/* Reclaim stalls of @pid (0: the system) since @prev, which moves on. */
+static void fill_stalls(struct agent *a, pid_t pid, struct track_totals *prev,
+			struct summary *s)
 {
 	struct track_totals tt;
 
 	if (bpfstate_totals(&a->bpf, pid, &tt))
 		memset(&tt, 0, sizeof(tt));
-	s->faults = tt.faults;
-	s->faults_per_s = dt > 0 && tt.faults >= prev->faults
-				  ? (tt.faults - prev->faults) / dt
-				  : 0;
 	for (int k = 0; k < RC_RECLAIM_KINDS; k++) {
 		s->stalls[k] = tt.reclaim_count[k] - prev->reclaim_count[k];
 		s->stall_ns[k] = tt.reclaim_ns[k] - prev->reclaim_ns[k];
@@ -443,7 +491,9 @@ static void fill_target(struct agent *a, struct target *t, double dt,
 	s->rss = t->sm.rss;
 	s->has_rss_file = t->has_rss_file;
 	s->rss_file = t->rss_file;
-	fill_faults(a, t->pid, &t->prev, dt, s);
+	fill_fault_count(a, t->pid, &t->faults_base, &t->faults_prev,
+			 &t->has_faults, dt, s);
+	fill_stalls(a, t->pid, &t->prev, s);
 	if (t->sm.sampled) {
 		sampler_view(&t->sm, now_ns(), a->o->horizon_ns, &v);
 		s->has_forecast = true;
@@ -479,7 +529,9 @@ static void summary_of(struct agent *a, struct target *t, uint64_t now)
 	if (t) {
 		fill_target(a, t, dt, &s);
 	} else {
-		fill_faults(a, 0, &a->sys_prev, dt, &s);
+		fill_fault_count(a, 0, &a->sys_faults_base, &a->sys_faults_prev,
+				 &a->sys_has_faults, dt, &s);
+		fill_stalls(a, 0, &a->sys_prev, &s);
 		s.threshold_headroom = a->sys_thr.headroom_min;
 		s.threshold_inactive = a->sys_thr.inactive_min;
 	}
@@ -1191,15 +1243,54 @@ static void recheck_cgroups(struct agent *a, uint64_t now)
 	prune_waiting(a);
 }
 
+/*
+ * The programs on page faults are off: @t's RSS from /proc at each read,
+ * told as an `rss` event (as if BPF had) when it moved --rss-step since
+ * the last one.
+ */
+static void poll_rss(struct agent *a, struct target *t, uint64_t now)
+{
+	struct rc_rss e = { .hdr = { .type = RC_EV_RSS,
+				     .pid = (__u32)t->pid,
+				     .tgid = (__u32)t->pid,
+				     .ts_ns = now } };
+	struct rc_pidrss r;
+
+	if (meminfo_pidrss_read(RC_PROC_ROOT, t->pid, &r))
+		return; /* gone: its pidfd tells */
+	e.anon = r.anon;
+	e.file = r.file;
+	e.shmem = r.shmem;
+	e.total = r.anon + r.file + r.shmem;
+	if (t->rss_told &&
+	    (e.total > t->rss_told ? e.total - t->rss_told
+				   : t->rss_told - e.total) < a->o->rss_step) {
+		target_rss(t, now, e.total, r.file);
+		metrics_set_rss(&a->m, (unsigned int)t->slot, t->sm.rss);
+		return;
+	}
+	handle_event(a, &e, sizeof(e));
+}
+
 /* Read meminfo and the cgroups of every target (and the system's). */
 static void read_all(struct agent *a, uint64_t now)
 {
 	struct target *t;
 
-	for_each_target(a, t, i)
+	for_each_target(a, t, i) {
+		if (!t->has_faults)
+			fill_fault_count(a, t->pid, &t->faults_base,
+					 &t->faults_prev, &t->has_faults, 0,
+					 NULL);
+		if (!a->fw.on)
+			poll_rss(a, t, now);
 		report_err(a, &a->read_err,
 			   target_read(&a->ts, &a->env, t, now),
 			   "memory and cgroup counters");
+	}
+	if (!a->ts.n && !a->sys_has_faults)
+		fill_fault_count(a, 0, &a->sys_faults_base, &a->sys_faults_prev,
+				 &a->sys_has_faults, 0, NULL);
 	if (!targets_single(&a->ts))
 		report_err(a, &a->read_err, sampler_read(&a->sys, now),
 			   "memory and cgroup counters");
@@ -1306,6 +1397,126 @@ static void rss_wake(struct agent *a, const struct cadence_in *ci)
 	}
 }
 
+/* How far a domain, by its sampler @sm and reserves @thr, is from the
+ * point where the programs on page faults are needed. */
+static uint64_t far_of(struct agent *a, const struct sampler *sm,
+		       const struct rc_thresholds *thr, uint64_t now)
+{
+	struct faultwatch_domain d = { 0 };
+	struct rc_view v;
+
+	if (!sm->sampled)
+		return 0; /* nothing read yet */
+	sampler_view(sm, now, a->o->horizon_ns, &v);
+	d.headroom = v.headroom;
+	d.reserve = thr->inactive_min;
+	d.spike = v.spike > v.excursion ? v.spike - v.excursion : 0;
+	d.trend = v.trend;
+	return faultwatch_far(&d);
+}
+
+/* The nearest of the domains followed (the machine without a target). */
+static uint64_t least_far(struct agent *a, uint64_t now)
+{
+	uint64_t far, least = UINT64_MAX;
+	struct target *t;
+
+	if (!a->ts.n)
+		return far_of(a, &a->sys, &a->sys_thr, now);
+	for_each_target(a, t, i) {
+		far = far_of(a, &t->sm, &t->thr, now);
+		if (far < least)
+			least = far;
+	}
+	return least;
+}
+
+/* Commands out, or a reclaim stall or an OOM kill of ours lately. */
+static bool faults_busy(struct agent *a, uint64_t now)
+{
+	struct target *t;
+
+	if (a->last_stall_ns && now - a->last_stall_ns < FAULTWATCH_CALM_NS)
+		return true;
+	for_each_target(a, t, i)
+		if (t->evicting && t->ev.nr_inflight)
+			return true;
+	return false;
+}
+
+/*
+ * Tell the state of the programs on page faults: @why, by @margin, and
+ * the switch took @took_ns.
+ */
+static void tell_faults(struct agent *a, const char *why, uint64_t margin,
+			uint64_t took_ns)
+{
+	struct fault_probes_info f = { .on = a->fw.on,
+				       .why = why,
+				       .far = a->fw_far,
+				       .margin = margin,
+				       .took_ns = took_ns };
+
+	out_fault_probes(&a->out, &f);
+}
+
+/* Attach (@on) or detach the programs on page faults, timed. */
+static uint64_t faults_switch(struct agent *a, bool on)
+{
+	uint64_t t0 = now_ns(), took;
+	int err = bpfstate_faults(&a->bpf, on);
+
+	took = now_ns() - t0;
+	if (err) {
+		out_warn(
+			&a->out,
+			"failed to attach the programs on page faults: %s; RSS is read from /proc instead",
+			strerror(-err));
+		bpfstate_faults(&a->bpf, false);
+		a->fw_failed = true;
+		on = false;
+	} else if (on) {
+		a->fw.attach_ns = took;
+	}
+	a->fw.on = on;
+	metrics_fault_probes(&a->m, on, took);
+	return took;
+}
+
+/* After a read: the programs on page faults on or off as needed. */
+static void watch_faults(struct agent *a, uint64_t now)
+{
+	bool first = !a->fw.decided, busy;
+	uint64_t took, margin = faultwatch_margin(a->fw.attach_ns);
+	enum faultwatch_why why;
+
+	if (a->o->fault_probes_always || a->fw_failed)
+		return;
+	a->fw_far = least_far(a, now);
+	busy = faults_busy(a, now);
+	why = faultwatch_step(&a->fw, a->fw_far, busy, now);
+	if (why != FAULTWATCH_KEEP) {
+		took = faults_switch(a, a->fw.on);
+		tell_faults(a,
+			    a->fw_failed ? "failed" : faultwatch_why_name(why),
+			    margin, took);
+	} else if (first) { /* on since the start: say why, once */
+		tell_faults(a, busy ? "busy" : "near", margin, a->fw.attach_ns);
+	}
+}
+
+/* While the programs on page faults are off, reads come often enough. */
+static void poll_cadence(struct agent *a)
+{
+	uint64_t p;
+
+	if (a->fw.on || !a->cad.read_ns)
+		return;
+	p = faultwatch_poll_ns(a->fw_far);
+	if (p < a->cad.read_ns)
+		a->cad.read_ns = p;
+}
+
 static void on_tick(struct agent *a)
 {
 	uint64_t now = now_ns();
@@ -1323,11 +1534,13 @@ static void on_tick(struct agent *a)
 	recheck_cgroups(a, now);
 	cadence_input(a, now, &ci);
 	cadence_plan(&ci, &a->cad);
+	poll_cadence(a);
 	rss_wake(a, &ci);
 	/* while calm a read may come early, with a wake-up due anyway */
 	if (now + (a->cad.calm ? CADENCE_SLACK_NS : 0) >= a->next_read_ns ||
 	    !a->cad.read_ns) {
 		read_all(a, now);
+		watch_faults(a, now);
 		a->next_read_ns = now + a->cad.read_ns;
 		fresh = true;
 	}
@@ -1426,7 +1639,11 @@ static int setup_bpf(struct agent *a)
 			&a->out, EXIT_UNSUPPORTED,
 			"failed to load BPF programs: %s (-v shows the verifier log)",
 			strerror(-err));
-	err = bpfstate_attach(&a->bpf);
+	/* the per-fault programs apart, timed: the first look may detach
+	 * them (core/faultwatch.h) */
+	err = bpfstate_attach(&a->bpf, false);
+	if (err > 0)
+		faults_switch(a, true);
 	out_probe_warnings(&a->out, &a->bpf.probes);
 	if (err <= 0)
 		return out_fail(
@@ -1545,6 +1762,7 @@ static void start_event(struct agent *a)
 	struct start_info si = { 0 };
 
 	si.probes = &a->bpf.probes;
+	si.fault_probes = a->o->fault_probes_always ? "on" : "auto";
 	si.headroom = a->sys_thr.headroom_min;
 	si.inactive = a->sys_thr.inactive_min;
 	if (!t) {

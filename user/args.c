@@ -34,6 +34,7 @@ enum {
 	OPT_BURST_WINDOW,
 	OPT_RSS_STEP,
 	OPT_PROBE_MODE,
+	OPT_FAULT_PROBES,
 	OPT_MATCH,
 	OPT_METRICS,
 	OPT_ON_LEVEL,
@@ -129,6 +130,10 @@ static const struct arg_opt opts_table[] = {
 	    "report RSS when it moves by SIZE (default 4M)"),
 	OPT(NULL, "probe-mode", OPT_PROBE_MODE, "MODE",
 	    "auto, tp_btf or raw_tp (default auto)"),
+	OPT(NULL, "fault-probes", OPT_FAULT_PROBES, "WHEN",
+	    "auto: the programs on page faults (fault_burst,\n"
+	    "rss) only while a domain nears its reserve; on:\n"
+	    "always (default auto)"),
 	OPT(NULL, "no-mlock", OPT_NO_MLOCK, NULL,
 	    "do not lock the agent's memory"),
 	OPT(NULL, "help", 'h', NULL, "this text"),
@@ -394,6 +399,13 @@ static enum args_result parse_choice(int c, const char *arg, struct opts *o,
 			o->policy = RC_POLICY_COST;
 		else
 			BAD("invalid --policy '%s' (ram or cost)", arg);
+	} else if (c == OPT_FAULT_PROBES) {
+		if (!strcmp(arg, "auto"))
+			o->fault_probes_always = false;
+		else if (!strcmp(arg, "on"))
+			o->fault_probes_always = true;
+		else
+			BAD("invalid --fault-probes '%s' (auto or on)", arg);
 	} else {
 		if (!strcmp(arg, "auto"))
 			o->probe_mode = PROBE_AUTO;
@@ -478,6 +490,7 @@ static enum args_result parse_value(int c, const char *arg, uint64_t mem_total,
 		return ARGS_RUN;
 	case OPT_POLICY:
 	case OPT_PROBE_MODE:
+	case OPT_FAULT_PROBES:
 		return parse_choice(c, arg, o, err, errlen);
 	case OPT_CONTROL:
 		o->control = arg;

@@ -56,6 +56,7 @@ struct opts {
 	uint64_t burst_window_ns;
 	uint64_t rss_step;
 	enum probe_mode probe_mode;
+	bool fault_probes_always; /* --fault-probes on */
 	enum rc_score_policy policy;
 	const char *metrics; /* ADDR:PORT or NULL */
 	struct on_level on_level[MAX_ON_LEVEL];

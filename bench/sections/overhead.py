@@ -83,8 +83,10 @@ def start_watcher(mode, pid, other_pid):
                                + " ".join(w.err[-3:]))
         return w
     if mode in ("other", "self"):
+        # the programs' own cost: attached throughout (section "tax"
+        # has the agent as it runs by default)
         return start_agent(other_pid if mode == "other" else pid,
-                           "--no-evict")
+                           "--no-evict", "--fault-probes", "on")
     if mode == "bpftrace":
         prog = BPFTRACE_PROG.replace("PID", str(pid)).replace(
             "BURST", str(BURST_FAULTS))
@@ -176,7 +178,8 @@ def pair_run(cfg, track_other=None):
         if not ready:
             raise RuntimeError("faultbench --pair did not start: "
                                + " ".join(fb.err[-3:]))
-        agent = start_agent(track_other or ready["pids"][0], "--no-evict")
+        agent = start_agent(track_other or ready["pids"][0], "--no-evict",
+                            "--fault-probes", "on")
         time.sleep(0.3)
         fb.send()
         if fb.wait(cfg["timeout"]) != 0:
@@ -234,7 +237,9 @@ def overhead_method(cfg):
         f"faultbench maps {cfg['fault_size']}, writes one byte per 4 KiB "
         f"page (THP off for the mapping), unmaps, x{cfg['fault_rounds']}; "
         f"every configuration runs once per round, in rotating order, "
-        f"{cfg['overhead_rounds']} rounds; the agent with --no-evict. "
+        f"{cfg['overhead_rounds']} rounds; the agent with --no-evict "
+        "--fault-probes on (its programs on page faults attached "
+        "throughout; section 1b has the agent as it runs by default). "
         "Headline: pages per CPU-second of the benchmark itself (user + "
         "system time from getrusage: the fault handler and the BPF "
         "programs on its tracepoints run there); the ratio is the median "

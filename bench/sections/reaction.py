@@ -15,9 +15,10 @@ from harness import PsiWatch, Sampler, gated_demo, scratch_dir, start_agent
 
 # ------------------------------------------------------------ 2. reaction
 
-def reaction_trial(cfg):
-    """One ramp: the demo as the classic cache under the agent (--dry-run)
-    in a scratch memcg; (its times and counts, the agent, the demo)."""
+def reaction_trial(cfg, extra=()):
+    """One ramp: the demo as the classic cache under the agent (--dry-run,
+    and @extra flags) in a scratch memcg; (its times and counts, the
+    agent, the demo)."""
     with Memcg(cfg["limit"], swap_limit=0) as cg, scratch_dir() as d:
         psi = PsiWatch(cg)
         # the classic cache (no eviction at all, not even the demo's
@@ -26,7 +27,7 @@ def reaction_trial(cfg):
         agent = sampler = None
         try:
             agent = start_agent(demo.pid, "--dry-run",
-                                *cfg["agent_flags"])
+                                *cfg["agent_flags"], *extra)
             sampler = Sampler(cg)
             t_start = mono_ns()
             demo.send()

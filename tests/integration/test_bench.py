@@ -12,8 +12,8 @@ import xml.etree.ElementTree as ET
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import OUTPUT, ROOT, Skip, main, test  # noqa: E402
 
-SECTIONS = ("overhead", "footprint", "reaction", "outcomes", "eviction",
-            "agentdeath")
+SECTIONS = ("overhead", "tax", "footprint", "reaction", "outcomes",
+            "eviction", "agentdeath")
 _res = {}
 
 
@@ -78,6 +78,12 @@ def quick_run_writes_results_json():
             assert fp[k]["scrapes"] >= 1, ("metrics never answered", fp[k])
             assert fp[k]["rss_parts"], fp[k]
         assert set(fp["met"]) == {"rss", "cpu"}, fp
+        # the fault tax: each turn ran in the state it claims
+        tx = res["tax"]["rows"]
+        assert tx["calm_self"]["probes"] == ["off"], tx["calm_self"]
+        assert tx["calm_other"]["probes"] == ["off"], tx["calm_other"]
+        assert tx["near_self"]["probes"] == ["on"], tx["near_self"]
+        assert set(res["tax"]["ramp"]) == {"auto", "on"}, res["tax"]
         ev = res["eviction"]
         assert "c_demo" in ev and "comfyui_standin" in ev, ev
         # the executor written from the document, served for real

@@ -483,8 +483,8 @@ def fault_storm_is_kept_up_with_and_cpu_is_bounded():
     """--burst-window 1ns: every fault of every process is an event."""
     require_root()
     n, pages = 8, 20000
-    with Agent("--burst-faults", 1, "--burst-window", "1ns",
-               "--interval", "0.5s") as a:
+    with Agent("--fault-probes", "on", "--burst-faults", 1,
+               "--burst-window", "1ns", "--interval", "0.5s") as a:
         assert a.wait_type("start"), a.stderr
         t0 = time.monotonic()
         c0 = cpu_seconds(a.proc.pid)
@@ -535,8 +535,9 @@ def every_lost_event_is_counted_by_exit():
     require_root()
     n, pages = 4, 20000
     r, w = os.pipe()
-    p = subprocess.Popen([AGENT, "--json", "--burst-faults", "1",
-                          "--burst-window", "1ns", "--interval", "0.5s"],
+    p = subprocess.Popen([AGENT, "--json", "--fault-probes", "on",
+                          "--burst-faults", "1", "--burst-window", "1ns",
+                          "--interval", "0.5s"],
                          stdout=w, stderr=subprocess.PIPE, text=True)
     os.close(w)
     lines = []
@@ -576,8 +577,9 @@ def unread_stdout_never_blocks_the_agent():
     require_root()
     r, w = os.pipe()
     try:
-        p = subprocess.Popen([AGENT, "--json", "--burst-faults", "1",
-                              "--burst-window", "1ns"], stdout=w,
+        p = subprocess.Popen([AGENT, "--json", "--fault-probes", "on",
+                              "--burst-faults", "1", "--burst-window", "1ns"],
+                             stdout=w,
                              stderr=subprocess.PIPE, text=True)
         os.close(w)
         w = -1
@@ -612,8 +614,8 @@ def stalled_agent_never_blocks_the_kernel_and_reports_drops():
     and, once the agent runs again, reported in a warning and summary."""
     require_root()
     n, pages = 8, 5000  # 40000 events, the ring holds ~18000
-    with Agent("--burst-faults", 1, "--burst-window", "1ns",
-               "--interval", "0.5s") as a:
+    with Agent("--fault-probes", "on", "--burst-faults", 1,
+               "--burst-window", "1ns", "--interval", "0.5s") as a:
         assert a.wait_type("start"), a.stderr
         base = storm(2, 1000)  # warm-up: what a small storm costs
         os.kill(a.proc.pid, signal.SIGSTOP)

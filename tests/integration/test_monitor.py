@@ -16,8 +16,9 @@ def fault_count_matches(mode):
     pages = 20000
     with memhog("--touch", pages) as p:
         pid = ready(p)
+        # the fault program's own counts and bursts: attached throughout
         with Agent("--pid", pid, "--interval", "0.2s", "--probe-mode",
-                   mode, "--burst-faults", 512) as a:
+                   mode, "--burst-faults", 512, "--fault-probes", "on") as a:
             start = a.wait_type("start")
             assert start, f"no start event; stderr: {a.stderr}"
             assert start["probes"]["page_fault_user"] == mode, start
@@ -93,7 +94,10 @@ def rss_events_follow_the_target():
     require_root()
     with memhog("--grow", "64M", "--hold", "0.5") as p:
         pid = ready(p)
-        with Agent("--pid", pid, "--rss-step", "8M") as a:
+        # rss_stat's own events (tests/integration/test_faultprobes.py
+        # has them read from /proc while it is off)
+        with Agent("--pid", pid, "--rss-step", "8M", "--fault-probes",
+                   "on") as a:
             assert a.wait_type("start"), a.stderr
             go(p)
             assert a.wait(timeout=20) == 0, a.stderr
@@ -111,7 +115,8 @@ def rss_follows_the_target_across_exec():
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          text=True)
     try:
-        with Agent("--pid", p.pid, "--rss-step", "8M") as a:
+        with Agent("--pid", p.pid, "--rss-step", "8M", "--fault-probes",
+                   "on") as a:
             assert a.wait_type("start"), a.stderr
             go(p)
             assert a.wait(timeout=20) == 0, a.stderr

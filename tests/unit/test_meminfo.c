@@ -153,6 +153,21 @@ TEST(pidstat_fixture)
 		  "bad pid");
 }
 
+TEST(pidrss_fixture)
+{
+	struct rc_pidrss r;
+
+	if (!ASSERT_OK(meminfo_pidrss_read(fixture("proc"), 1234, &r), "read"))
+		return;
+	ASSERT_EQ(r.anon, 81920ULL << 10, "anon");
+	ASSERT_EQ(r.file, 16384ULL << 10, "file");
+	ASSERT_EQ(r.shmem, 4096ULL << 10, "shmem");
+	ASSERT_EQ(meminfo_pidrss_read(fixture("proc"), 99999, &r), -ENOENT,
+		  "gone");
+	ASSERT_EQ(meminfo_pidrss_read(fixture("proc"), 3002, &r), -ENODATA,
+		  "no Rss lines (before 4.5)");
+}
+
 TEST(pidstat_parse_hostile)
 {
 	struct rc_pidstat ps;

@@ -40,6 +40,10 @@ struct target {
 	uint64_t memcg_watched; /* its memcg's ino counted as watched, or 0 */
 	bool has_rss_file;
 	uint64_t rss_file; /* file-backed resident bytes, last rss event */
+	uint64_t rss_told; /* RSS of the last rss event (BPF's or polled) */
+	/* minflt + majflt (/proc/PID/stat): at the first read, the last */
+	uint64_t faults_base, faults_prev;
+	bool has_faults;
 	struct evictor ev;
 	bool evicting;
 	struct rc_thresholds thr;

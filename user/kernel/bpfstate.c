@@ -65,10 +65,15 @@ int bpfstate_load(struct bpfstate *b, const struct bpfstate_settings *s)
 	return err ? err : bpfstate_load_opened(b);
 }
 
-int bpfstate_attach(struct bpfstate *b)
+int bpfstate_attach(struct bpfstate *b, bool faults)
 {
-	b->nr_attached = probes_attach(&b->probes, b->skel);
+	b->nr_attached = probes_attach(&b->probes, b->skel, faults);
 	return b->nr_attached;
+}
+
+int bpfstate_faults(struct bpfstate *b, bool on)
+{
+	return probes_faults(&b->probes, b->skel, on);
 }
 
 void bpfstate_destroy(struct bpfstate *b)

@@ -56,8 +56,13 @@ int bpfstate_load(struct bpfstate *b, const struct bpfstate_settings *s);
 /* The two halves of bpfstate_load(), for a caller that adjusts in between. */
 int bpfstate_open(struct bpfstate *b, const struct bpfstate_settings *s);
 int bpfstate_load_opened(struct bpfstate *b);
-/* Attach; returns the number of probes attached or -errno. */
-int bpfstate_attach(struct bpfstate *b);
+/*
+ * Attach, the per-fault programs too when @faults; returns the number of
+ * probes attached (or left to attach later) or -errno.
+ */
+int bpfstate_attach(struct bpfstate *b, bool faults);
+/* The per-fault programs on or off (probes_faults()). */
+int bpfstate_faults(struct bpfstate *b, bool on);
 void bpfstate_destroy(struct bpfstate *b);
 
 /*

@@ -206,31 +206,68 @@ int probes_select(struct probes *ps, struct pressure_bpf *skel,
 	return err;
 }
 
-int probes_attach(struct probes *ps, struct pressure_bpf *skel)
+/* Tracepoint @i runs on page faults: attached only when needed. */
+static bool per_fault(int i)
+{
+	return !strcmp(tps[i].tp, "page_fault_user") ||
+	       !strcmp(tps[i].tp, "rss_stat");
+}
+
+/* Attach probe @i; a failure leaves it off for good. 0 or -errno. */
+static int attach_one(struct probes *ps, struct pressure_bpf *skel, int i)
+{
+	struct probe *p = &ps->p[i];
+	struct bpf_link *link;
+
+	if (p->state == PROBE_OFF || p->link)
+		return 0;
+	link = bpf_program__attach(
+		form_prog(skel, &tps[i].forms[p->form], p->state, ps->whole));
+	if (!link) {
+		p->off_why = PROBE_ATTACH_FAILED;
+		p->err = errno;
+		p->attach_mode = probe_state_name(p->state);
+		p->state = PROBE_OFF;
+		return -p->err;
+	}
+	p->link = link;
+	return 0;
+}
+
+int probes_attach(struct probes *ps, struct pressure_bpf *skel, bool faults)
 {
 	int n = 0;
 
 	for (int i = 0; i < NR_PROBES; i++) {
-		struct probe *p = &ps->p[i];
-		struct bpf_program *prog;
-		struct bpf_link *link;
-
-		if (p->state == PROBE_OFF)
-			continue;
-		prog = form_prog(skel, &tps[i].forms[p->form], p->state,
-				 ps->whole);
-		link = bpf_program__attach(prog);
-		if (!link) {
-			p->off_why = PROBE_ATTACH_FAILED;
-			p->err = errno;
-			p->attach_mode = probe_state_name(p->state);
-			p->state = PROBE_OFF;
+		if (per_fault(i) && !faults) {
+			n += ps->p[i].state != PROBE_OFF;
 			continue;
 		}
-		p->link = link;
-		n++;
+		attach_one(ps, skel, i);
+		n += ps->p[i].link != NULL;
 	}
+	ps->faults = faults;
 	return n;
+}
+
+int probes_faults(struct probes *ps, struct pressure_bpf *skel, bool on)
+{
+	int err = 0;
+
+	for (int i = 0; i < NR_PROBES; i++) {
+		if (!per_fault(i))
+			continue;
+		if (on) {
+			int e = attach_one(ps, skel, i);
+
+			err = err ? err : e;
+		} else {
+			bpf_link__destroy(ps->p[i].link);
+			ps->p[i].link = NULL;
+		}
+	}
+	ps->faults = on;
+	return err;
 }
 
 void probes_detach(struct probes *ps)

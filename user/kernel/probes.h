@@ -48,7 +48,8 @@ struct probe {
 
 struct probes {
 	struct probe p[NR_PROBES];
-	bool whole; /* the whole system watched: its own fault programs */
+	bool whole;  /* the whole system watched: its own fault programs */
+	bool faults; /* the per-fault programs are attached */
 };
 
 /*
@@ -63,10 +64,18 @@ int probes_select(struct probes *ps, struct pressure_bpf *skel,
 		  enum probe_mode mode, bool whole);
 
 /*
- * After load: attach every chosen program. A failure sets off_why and the
- * rest keeps working. Returns the number attached (0 is for main to judge).
+ * After load: attach every chosen program, those that run on page faults
+ * (page_fault_user, rss_stat) only when @faults. A failure sets off_why
+ * and the rest keeps working. Returns the number attached, counting the
+ * per-fault ones left for later (0 is for main to judge).
  */
-int probes_attach(struct probes *ps, struct pressure_bpf *skel);
+int probes_attach(struct probes *ps, struct pressure_bpf *skel, bool faults);
+
+/*
+ * Attach (@on) or detach the per-fault programs. 0, or the -errno of the
+ * first that failed to attach (it stays off; the others are on).
+ */
+int probes_faults(struct probes *ps, struct pressure_bpf *skel, bool on);
 
 /* Detach every program (NULL-safe, idempotent). */
 void probes_detach(struct probes *ps);

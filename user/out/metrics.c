@@ -419,6 +419,16 @@ void metrics_executor_refused(struct metrics *m)
 	pthread_mutex_unlock(&m->lock);
 }
 
+void metrics_fault_probes(struct metrics *m, bool on, uint64_t attach_ns)
+{
+	pthread_mutex_lock(&m->lock);
+	m->v.fault_probes = on;
+	m->v.fault_switches[on]++;
+	if (on)
+		m->v.attach_ns = attach_ns;
+	pthread_mutex_unlock(&m->lock);
+}
+
 void metrics_set_waiting(struct metrics *m, uint64_t waiting)
 {
 	pthread_mutex_lock(&m->lock);
@@ -751,6 +761,15 @@ static void render_counters(struct textbuf *o, const struct metrics_values *v)
 		    "\n",
 		    anomaly_names[k], v->anomalies[k]);
 	put_u64s(o, "counter", counters, ARRAY_SIZE(counters), v);
+	put_header(
+		o, "ramcache_fault_probe_switches_total", "counter",
+		"The programs on page faults attached (on) or detached (off).");
+	put(o,
+	    "ramcache_fault_probe_switches_total{state=\"on\"} %" PRIu64 "\n",
+	    v->fault_switches[1]);
+	put(o,
+	    "ramcache_fault_probe_switches_total{state=\"off\"} %" PRIu64 "\n",
+	    v->fault_switches[0]);
 	put_exec_vec(o, v, "ramcache_executor_commands_total",
 		     "Eviction commands to the executor by outcome.", "status",
 		     cmd_status_names, METRICS_CMD_NR,
@@ -913,6 +932,13 @@ static void render_gauges(struct textbuf *o, const struct metrics_values *v)
 	put_u64(o, "ramcache_executors_waiting", "gauge",
 		"Executors refused a place, waiting for the next one to free.",
 		v->waiting);
+	put_u64(o, "ramcache_fault_probes", "gauge",
+		"1 while the programs on page faults (page_fault_user, rss_stat) are attached.",
+		v->fault_probes);
+	put_header(o, "ramcache_fault_probe_attach_seconds", "gauge",
+		   "Time the last attach of the programs on page faults took.");
+	put(o, "ramcache_fault_probe_attach_seconds %.9f\n",
+	    v->attach_ns / 1e9);
 	render_exec_gauges(o, v);
 	render_domains(o, v);
 	put_header(o, "ramcache_build_info", "gauge",

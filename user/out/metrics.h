@@ -119,9 +119,12 @@ struct metrics_values {
 	uint64_t evicted_bytes;
 	uint64_t oom_kills; /* every OOM kill on the machine */
 	uint64_t ringbuf_drops;
-	uint64_t refused; /* executors refused a place: every one taken */
-	uint64_t waiting; /* of those, still waiting for one */
-	uint32_t level;	  /* enum ramcache_level, the agent's overall */
+	uint64_t refused;  /* executors refused a place: every one taken */
+	bool fault_probes; /* the per-fault programs are attached */
+	uint64_t fault_switches[2]; /* to off, to on */
+	uint64_t attach_ns;	    /* the last attach took */
+	uint64_t waiting;	    /* of those, still waiting for one */
+	uint32_t level; /* enum ramcache_level, the agent's overall */
 	int64_t headroom_bytes;
 	struct metrics_exec exec[METRICS_SLOTS];
 	struct metrics_domain dom[METRICS_DOMAINS];
@@ -201,6 +204,8 @@ void metrics_oom_kill(struct metrics *m);
 void metrics_set_ringbuf_drops(struct metrics *m, uint64_t total);
 /* An executor was refused a place (every one taken); @waiting wait now. */
 void metrics_executor_refused(struct metrics *m);
+/* The per-fault programs went @on (the attach took @attach_ns) or off. */
+void metrics_fault_probes(struct metrics *m, bool on, uint64_t attach_ns);
 void metrics_set_waiting(struct metrics *m, uint64_t waiting);
 /* The agent's overall level (enum ramcache_level) and headroom. */
 void metrics_set_level(struct metrics *m, uint32_t level);

@@ -140,6 +140,7 @@ void out_start(struct out *o, const struct start_info *s)
 		json_u64(&w, "headroom", s->headroom);
 		json_u64(&w, "inactive", s->inactive);
 		json_u64(&w, "max_executors", RC_MAX_TARGETS);
+		json_str(&w, "fault_probes", s->fault_probes);
 		json_object_begin(&w, "probes");
 		for (int i = 0; i < NR_PROBES; i++)
 			json_str(&w, s->probes->p[i].tp,
@@ -739,6 +740,26 @@ void out_cannot_free(struct out *o, const struct cannot_free_info *c)
 		(unsigned long long)(c->held_bytes >> 20),
 		(unsigned long long)(c->busy_bytes >> 20),
 		(unsigned long long)(c->pinned_bytes >> 20));
+}
+
+void out_fault_probes(struct out *o, const struct fault_probes_info *f)
+{
+	struct jw w;
+
+	if (json_event(o, &w, "fault_probes")) {
+		json_str(&w, "state", f->on ? "on" : "off");
+		json_str(&w, "why", f->why);
+		json_u64(&w, "far", f->far);
+		json_u64(&w, "margin", f->margin);
+		json_u64(&w, "took_ns", f->took_ns);
+		json_end(&w);
+		return;
+	}
+	text_line(o,
+		  "fault programs %s (%s: %.0f MiB from a reserve, margin %.0f "
+		  "MiB; %s in %.2f ms)\n",
+		  f->on ? "on" : "off", f->why, f->far / MiB, f->margin / MiB,
+		  f->on ? "attached" : "detached", f->took_ns / 1e6);
 }
 
 void out_evict(struct out *o, const struct evict_info *e)

@@ -43,6 +43,7 @@ struct start_info {
 	int memcg_version;
 	const char *control; /* control page path, or NULL */
 	const struct probes *probes;
+	const char *fault_probes;    /* --fault-probes: "auto" or "on" */
 	uint64_t headroom, inactive; /* thresholds in use */
 };
 
@@ -176,6 +177,16 @@ struct cannot_free_info {
 	const struct out_tag *tag; /* or NULL */
 };
 void out_cannot_free(struct out *o, const struct cannot_free_info *c);
+
+/* The per-fault programs went on or off (core/faultwatch.h). */
+struct fault_probes_info {
+	bool on;
+	const char *why;  /* near, busy, calm, or failed */
+	uint64_t far;	  /* bytes the nearest domain was from needing them */
+	uint64_t margin;  /* within which they go on */
+	uint64_t took_ns; /* the attach or detach */
+};
+void out_fault_probes(struct out *o, const struct fault_probes_info *f);
 
 /* A command posted, or with seq 0 one --dry-run would post. */
 struct evict_info {

@@ -176,6 +176,7 @@ static const struct vm_field vmstat_fields[] = {
 	VM("pswpin", pswpin),
 	VM("pswpout", pswpout),
 	VM("pgmajfault", pgmajfault),
+	VM("pgfault", pgfault),
 	VM("oom_kill", oom_kill),
 };
 
@@ -348,6 +349,48 @@ int meminfo_pidstat_parse(const char *line, uint64_t page_size,
 	else
 		ps->rss_bytes = ps->rss_pages * page_size;
 	return 0;
+}
+
+struct pidrss_ctx {
+	struct rc_pidrss *r;
+	unsigned int seen;
+};
+
+/* One <pid>/status line: 1 if it is one of the Rss* sizes. */
+static int pidrss_line(const char *key, const char *val, void *ctx)
+{
+	static const char *const keys[] = { "RssAnon", "RssFile", "RssShmem" };
+	struct pidrss_ctx *c = ctx;
+	uint64_t *to[] = { &c->r->anon, &c->r->file, &c->r->shmem }, v;
+	char *end;
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(keys); i++) {
+		if (strcmp(key, keys[i]))
+			continue;
+		if (parse_u64(val, &end, &v) || strncmp(end, " kB", 3))
+			return 0;
+		*to[i] = v > UINT64_MAX / 1024 ? UINT64_MAX : v * 1024;
+		c->seen |= 1U << i;
+		return 1;
+	}
+	return 0;
+}
+
+int meminfo_pidrss_read(const char *proc_root, int pid, struct rc_pidrss *r)
+{
+	struct pidrss_ctx c = { NULL, 0 };
+	char rel[32];
+	int n;
+
+	memset(r, 0, sizeof(*r));
+	c.r = r;
+	if (pid <= 0)
+		return -EINVAL;
+	snprintf(rel, sizeof(rel), "%d/status", pid);
+	n = for_each_pair(proc_root, rel, ':', pidrss_line, &c);
+	if (n < 0)
+		return n;
+	return c.seen == 7 ? 0 : -ENODATA;
 }
 
 int meminfo_pidstat_read(const char *proc_root, int pid, struct rc_pidstat *ps)

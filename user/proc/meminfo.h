@@ -39,6 +39,7 @@ struct rc_vmstat {
 	uint64_t pswpin;
 	uint64_t pswpout;
 	uint64_t pgmajfault;
+	uint64_t pgfault;	 /* every fault, minor and major */
 	uint64_t allocstall;	 /* sum of allocstall_* (or allocstall) */
 	uint64_t pgscan_kswapd;	 /* sum over zones on old kernels */
 	uint64_t pgscan_direct;	 /* ditto */
@@ -85,6 +86,17 @@ int meminfo_psi_read(const char *proc_root, struct rc_psi *psi);
  * -EINVAL if the line cannot be parsed.
  */
 int meminfo_pidstat_read(const char *proc_root, int pid, struct rc_pidstat *ps);
+
+/* A process's resident memory by kind, bytes (<pid>/status). */
+struct rc_pidrss {
+	uint64_t anon, file, shmem;
+};
+
+/*
+ * <proc_root>/<pid>/status: RssAnon, RssFile and RssShmem (Linux 4.5 and
+ * later). 0, -ENODATA when they are not all there, or -errno.
+ */
+int meminfo_pidrss_read(const char *proc_root, int pid, struct rc_pidrss *r);
 
 /* Parse one /proc/<pid>/stat line; page_size converts rss. 0 or -EINVAL. */
 int meminfo_pidstat_parse(const char *line, uint64_t page_size,
