@@ -87,7 +87,7 @@ def served(*args, agent_args=()):
 @test
 def a_busy_entry_waits_for_its_end_of_use_and_nothing_left_is_said_once():
     ex, agent = served("--entries", 4, "--mib", 32, "--extra-mib", 64, "--active-s", 5,
-                       "--step-s", 1, "--answer", "busy")
+                       "--step-s", 1, "--answer", "busy", agent_args=("--interval", "1s"))
     cmds = ex.of_type("cmd")
     busy = [c for c in cmds if c["active"]]
     assert busy, f"no command for an active entry: {agent.events[-10:]}"
@@ -110,6 +110,10 @@ def a_busy_entry_waits_for_its_end_of_use_and_nothing_left_is_said_once():
     assert later, f"entry {first['id']} never commanded once inactive: {cmds}"
     evicted = [a for a in ex.of_type("ack") if a["id"] == first["id"] and a["status"] == 1]
     assert evicted, ex.of_type("ack")
+    # counted per executor: its summary (and ramcache_executor_commands_total)
+    answered = [a for a in ex.of_type("ack") if a["status"] == 3]
+    last = agent.of_type("summary")[-1]
+    assert last["evict_busy"] == len(answered), (last["evict_busy"], len(answered))
     print(f"# {len(busy)} busy answers for {len(per_entry)} entries; entry "
           f"{first['id']} commanded {(later[0]['t_ns'] - first['t_ns']) / 1e6:.0f} ms "
           f"after it stopped being active")
