@@ -51,8 +51,10 @@ def bench_agentdeath(cfg):
         "gone (CLOCK_MONOTONIC in both); the C library sleeps in "
         "ramcache_wait up to 1 s at a time, the Python module's Executor and "
         "the ComfyUI package's listener in futex_waitv on cmd_futex and "
-        "agent_lock, the document's example polls every 5 ms (no ctypes) "
-        "while it makes a 16 MiB blob every 100 ms in a 256 MiB cgroup"),
+        "agent_lock, the document's example reads agent_lock at each of its "
+        "safe points (no ctypes: after each MiB of the 16 MiB blob a job "
+        "makes, then 5 ms asleep) in a 256 MiB cgroup: it notices at its "
+        "next safe point, so on a loaded machine when it next gets the CPU"),
         "loadavg_before": loadavg(), "sides": {}}
     with scratch_dir() as d:
         for side in SIDES:

@@ -10,7 +10,7 @@ from rctest import Memcg, Skip, ZramSwap
 from common import MiB, PSI_TRIGGER, is_root, log, mono_ns
 from harness import (Sampler, demo_done, gated_demo, memcg_stat, scratch_dir,
     start_agent, vmstat)
-from sections.eviction import evict_rows
+from sections.eviction import evict_rows, held_seqs
 
 
 def outcome_trace(agent, demo, t0_ns, limit):
@@ -112,7 +112,7 @@ def run_outcome(cfg, policy, swap):
         "swapins_system": swpin, "swap_peak": sampler.swap_peak,
         "bytes_evicted": evicted,
         "psi_events": done.get("psi_events") if done else None,
-        "evict_done": evict_rows(ack),
+        "evict_done": evict_rows(ack, held_seqs(agent)),
         "agent_drops": max([s.get("drops", 0) for s in
                             agent.of_type("summary")] or [0]),
         "trace": outcome_trace(agent, demo, t0_ns, limit),
