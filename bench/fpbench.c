@@ -232,41 +232,36 @@ static void worker(int go, int out, unsigned long size, unsigned long rounds,
 	_exit(sink == 42);
 }
 
-int main(int argc, char **argv)
-{
-	unsigned long size = 16UL << 20, rounds = 20, switches = 0, pages;
-	pid_t kids[RC_MAX_TARGETS], wpid = 0;
-	int tracked = 1, self = 0, hold = 0, none = 0, nkids = 0, go[2], res[2];
-	int stats_fd = -1, err = 1;
-	const char *empty = NULL, *beside = NULL;
-	int beside_first = 0;
-	struct bpf_object *obj = NULL, *bobj = NULL;
-	struct bpf_program *prog;
-	struct bpfstate b = {};
-	struct bpfstate_settings o = {};
-	double out[2] = { 0, 0 };
+struct fp_args {
+	unsigned long size, rounds, switches;
+	int tracked, self, hold, none, beside_first;
+	const char *empty, *beside;
+};
 
+/* The command line into @a: 0, or 2 (told) on a bad one. */
+static int parse_args(int argc, char **argv, struct fp_args *a)
+{
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--self"))
-			self = 1;
+			a->self = 1;
 		else if (!strcmp(argv[i], "--hold"))
-			hold = 1;
+			a->hold = 1;
 		else if (!strcmp(argv[i], "--none"))
-			none = 1;
+			a->none = 1;
 		else if (!strcmp(argv[i], "--switches") && i + 1 < argc)
-			switches = strtoul(argv[++i], NULL, 10);
+			a->switches = strtoul(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--tracked") && i + 1 < argc)
-			tracked = atoi(argv[++i]);
+			a->tracked = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--empty") && i + 1 < argc)
-			empty = argv[++i];
+			a->empty = argv[++i];
 		else if (!strcmp(argv[i], "--beside") && i + 1 < argc)
-			beside = argv[++i];
+			a->beside = argv[++i];
 		else if (!strcmp(argv[i], "--first"))
-			beside_first = 1;
+			a->beside_first = 1;
 		else if (!strcmp(argv[i], "--size") && i + 1 < argc)
-			size = parse_size(argv[++i]);
+			a->size = parse_size(argv[++i]);
 		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
-			rounds = strtoul(argv[++i], NULL, 10);
+			a->rounds = strtoul(argv[++i], NULL, 10);
 		else {
 			fprintf(stderr, "usage: fpbench [--tracked N] [--self] "
 					"[--empty OBJ | --none] [--size SIZE] "
@@ -275,29 +270,136 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (tracked < 0 || tracked > RC_MAX_TARGETS || (self && !tracked) ||
-	    !size || !rounds) {
+	return 0;
+}
+
+/* The flags that go together: 0, or 2 (told). */
+static int check_args(const struct fp_args *a)
+{
+	if (a->tracked < 0 || a->tracked > RC_MAX_TARGETS ||
+	    (a->self && !a->tracked) || !a->size || !a->rounds) {
 		fprintf(stderr,
 			"fpbench: --tracked 0..%d (at least 1 with "
 			"--self), size and rounds above 0\n",
 			RC_MAX_TARGETS);
 		return 2;
 	}
-	if (none && (empty || self)) {
+	if (a->none && (a->empty || a->self)) {
 		fprintf(stderr, "fpbench: --none loads nothing: no --empty, "
 				"no --self\n");
 		return 2;
 	}
-	if ((beside_first && !beside) || (beside && (none || hold))) {
+	if ((a->beside_first && !a->beside) ||
+	    (a->beside && (a->none || a->hold))) {
 		fprintf(stderr, "fpbench: --first goes with --beside OBJ, "
 				"which needs programs to measure (no --none, "
 				"no --hold)\n");
 		return 2;
 	}
-	if (hold && (!empty || self)) {
+	if (a->hold && (!a->empty || a->self)) {
 		fprintf(stderr, "fpbench: --hold goes with --empty OBJ\n");
 		return 2;
 	}
+	return 0;
+}
+
+/*
+ * The agent's programs, as the agent loads them, tracking sleepers (kept
+ * in @kids) and, with --self, the worker @wpid. 0 or -1 (told).
+ */
+static int load_agent(struct bpfstate *b, const struct fp_args *a, pid_t wpid,
+		      pid_t *kids, int *nkids)
+{
+	struct bpfstate_settings o = {
+		.filter = true, /* by the tracked set */
+		.probe_mode = PROBE_AUTO,
+		.burst_faults = 2048,
+		.burst_window_ns = 100000000,
+		.rss_step = 4 << 20,
+	};
+	struct bpf_program *prog;
+
+	if (bpfstate_load(b, &o) || bpfstate_attach(b, true) <= 0) {
+		fprintf(stderr, "fpbench: failed to load the agent's "
+				"programs\n");
+		return -1;
+	}
+	for (int i = 0; i < a->tracked - a->self; i++) {
+		kids[*nkids] = sleeper();
+		if (bpfstate_track(b, kids[(*nkids)++])) {
+			fprintf(stderr, "fpbench: failed to track\n");
+			return -1;
+		}
+	}
+	if (a->self && bpfstate_track(b, wpid)) {
+		fprintf(stderr, "fpbench: failed to track the "
+				"worker\n");
+		return -1;
+	}
+	bpf_object__for_each_program(prog, b->skel->obj) add_prog(prog, false);
+	return 0;
+}
+
+/* Run the worker once with the stats on; print the result. 0 or -1. */
+static int measure(const struct fp_args *a, int go, int res)
+{
+	double out[2] = { 0, 0 };
+	unsigned long pages;
+	int stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+
+	if (stats_fd < 0) {
+		fprintf(stderr, "fpbench: failed to enable BPF stats: %s\n",
+			strerror(errno));
+		return -1;
+	}
+	snap(-1);
+	if (write(go, "x", 1) != 1 ||
+	    read(res, out, sizeof(out)) != sizeof(out) || out[1] < 0) {
+		fprintf(stderr, "fpbench: the worker failed\n");
+		close(stats_fd);
+		return -1;
+	}
+	snap(1);
+	pages = a->rounds *
+		((a->size + sysconf(_SC_PAGESIZE) - 1) / sysconf(_SC_PAGESIZE));
+	printf("{\"tracked\":%d,\"self\":%s,\"empty\":%s,\"none\":%s,"
+	       "\"pages\":%lu,\"cpu_s\":%.6f,\"switches\":%lu,"
+	       "\"switch_ns\":%.1f,\"beside_first\":%s,",
+	       a->none ? 0 : a->tracked, a->self ? "true" : "false",
+	       a->empty ? "true" : "false", a->none ? "true" : "false", pages,
+	       out[0], a->switches, out[1] * 1e9,
+	       a->beside_first ? "true" : "false");
+	print_progs(false);
+	if (a->beside) {
+		printf(",");
+		print_progs(true);
+	}
+	printf("}\n");
+	close(stats_fd);
+	return 0;
+}
+
+/* --hold: the programs stay attached until stdin closes. */
+static void hold(void)
+{
+	char c;
+
+	printf("{\"type\":\"ready\"}\n");
+	fflush(stdout);
+	while (read(0, &c, 1) > 0)
+		;
+}
+
+int main(int argc, char **argv)
+{
+	struct fp_args a = { .size = 16UL << 20, .rounds = 20, .tracked = 1 };
+	pid_t kids[RC_MAX_TARGETS], wpid = 0;
+	struct bpf_object *obj = NULL, *bobj = NULL;
+	int nkids = 0, go[2], res[2], err = 1;
+	struct bpfstate b = {};
+
+	if (parse_args(argc, argv, &a) || check_args(&a))
+		return 2;
 	if (pipe(go) || pipe(res)) {
 		perror("fpbench: pipe");
 		return 1;
@@ -306,89 +408,25 @@ int main(int argc, char **argv)
 	if (wpid == 0) {
 		close(go[1]);
 		close(res[0]);
-		worker(go[0], res[1], size, rounds, switches);
+		worker(go[0], res[1], a.size, a.rounds, a.switches);
 	}
 	close(go[0]);
 	close(res[1]);
 
 	/* a tracepoint runs its programs in the order they were attached */
-	if (beside && beside_first && !(bobj = attach_all(beside, true)))
+	if (a.beside && a.beside_first && !(bobj = attach_all(a.beside, true)))
 		goto out;
-	if (none) {
-		/* the floor of the floor: the tracepoints without programs */
-	} else if (empty) {
-		obj = attach_all(empty, false);
-		if (!obj)
-			goto out;
-	} else {
-		o.filter = true; /* by the tracked set */
-		o.probe_mode = PROBE_AUTO;
-		o.burst_faults = 2048;
-		o.burst_window_ns = 100000000;
-		o.rss_step = 4 << 20;
-		if (bpfstate_load(&b, &o) || bpfstate_attach(&b, true) <= 0) {
-			fprintf(stderr, "fpbench: failed to load the agent's "
-					"programs\n");
-			goto out;
-		}
-		for (int i = 0; i < tracked - self; i++) {
-			kids[nkids] = sleeper();
-			if (bpfstate_track(&b, kids[nkids++])) {
-				fprintf(stderr, "fpbench: failed to track\n");
-				goto out;
-			}
-		}
-		if (self && bpfstate_track(&b, wpid)) {
-			fprintf(stderr, "fpbench: failed to track the "
-					"worker\n");
-			goto out;
-		}
-		bpf_object__for_each_program(prog, b.skel->obj)
-			add_prog(prog, false);
-	}
-	if (beside && !beside_first && !(bobj = attach_all(beside, true)))
+	if (a.empty && !(obj = attach_all(a.empty, false)))
 		goto out;
-	if (hold) {
-		char c;
-
-		printf("{\"type\":\"ready\"}\n");
-		fflush(stdout);
-		while (read(0, &c, 1) > 0)
-			;
-		err = 0;
+	/* --none: the floor of the floor, the tracepoints without programs */
+	if (!a.none && !a.empty && load_agent(&b, &a, wpid, kids, &nkids))
 		goto out;
-	}
-	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
-	if (stats_fd < 0) {
-		fprintf(stderr, "fpbench: failed to enable BPF stats: %s\n",
-			strerror(errno));
+	if (a.beside && !a.beside_first && !(bobj = attach_all(a.beside, true)))
 		goto out;
-	}
-	snap(-1);
-	if (write(go[1], "x", 1) != 1 ||
-	    read(res[0], out, sizeof(out)) != sizeof(out) || out[1] < 0) {
-		fprintf(stderr, "fpbench: the worker failed\n");
-		goto out;
-	}
-	snap(1);
-	pages = rounds *
-		((size + sysconf(_SC_PAGESIZE) - 1) / sysconf(_SC_PAGESIZE));
-	printf("{\"tracked\":%d,\"self\":%s,\"empty\":%s,\"none\":%s,"
-	       "\"pages\":%lu,\"cpu_s\":%.6f,\"switches\":%lu,"
-	       "\"switch_ns\":%.1f,\"beside_first\":%s,",
-	       none ? 0 : tracked, self ? "true" : "false",
-	       empty ? "true" : "false", none ? "true" : "false", pages, out[0],
-	       switches, out[1] * 1e9, beside_first ? "true" : "false");
-	print_progs(false);
-	if (beside) {
-		printf(",");
-		print_progs(true);
-	}
-	printf("}\n");
-	err = 0;
+	if (a.hold)
+		hold();
+	err = a.hold ? 0 : -measure(&a, go[1], res[0]);
 out:
-	if (stats_fd >= 0)
-		close(stats_fd);
 	if (wpid > 0) {
 		kill(wpid, SIGKILL);
 		waitpid(wpid, NULL, 0);

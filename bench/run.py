@@ -130,7 +130,7 @@ def merge_from(res, path, only):
                      "base_date": om.get("base_date", old.get("date"))}
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", help="directory for results.json and "
@@ -146,7 +146,10 @@ def main():
                     "be measured again without the rest")
     ap.add_argument("--trials", type=int, help="reaction trials and "
                     "outcome rounds (fewer: e.g. to redraw the pictures)")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def config(args):
     cfg = dict(QUICK if args.quick else FULL)
     if args.trials:
         cfg.update(reaction_trials=args.trials, outcome_rounds=args.trials,
@@ -154,24 +157,16 @@ def main():
                    comfy=dict(cfg["comfy"], rounds=args.trials))
         if "comfy_real" in cfg:
             cfg["comfy_real"] = dict(cfg["comfy_real"], rounds=args.trials)
-    out = args.out or os.path.join(OUTPUT, "bench",
-                                   "quick" if args.quick else "")
-    os.makedirs(out, exist_ok=True)
+    return cfg
+
+
+def run_sections(cfg, args, res):
+    """Every section selected, in the order that keeps zram last."""
     only = set(filter(None, args.only.split(",")))
 
     def want(s):
         return not only or s in only
 
-    t0 = time.monotonic()
-    res = {"quick": args.quick,
-           "command": " ".join(shlex.quote(a) for a in
-                               ["bench/run.py", *sys.argv[1:]]),
-           "date": datetime.datetime.now(datetime.timezone.utc)
-           .strftime("%Y-%m-%d %H:%M UTC"),
-           "machine": machine(), "config": {
-               k: v for k, v in cfg.items()}}
-    if os.environ.get("RAMCACHE_BENCH_CMD"):
-        res["command"] = os.environ["RAMCACHE_BENCH_CMD"]
     skipped = {"skipped": "not selected (--only)"}
     res["overhead"] = bench_overhead(cfg) if want("overhead") else skipped
     res["tax"] = bench_tax(cfg) if want("tax") else skipped
@@ -201,6 +196,25 @@ def main():
                                      doc)
     if args.merge and only:
         merge_from(res, args.merge, only)
+
+
+def main():
+    args = parse_args()
+    cfg = config(args)
+    out = args.out or os.path.join(OUTPUT, "bench",
+                                   "quick" if args.quick else "")
+    os.makedirs(out, exist_ok=True)
+    t0 = time.monotonic()
+    res = {"quick": args.quick,
+           "command": " ".join(shlex.quote(a) for a in
+                               ["bench/run.py", *sys.argv[1:]]),
+           "date": datetime.datetime.now(datetime.timezone.utc)
+           .strftime("%Y-%m-%d %H:%M UTC"),
+           "machine": machine(), "config": {
+               k: v for k, v in cfg.items()}}
+    if os.environ.get("RAMCACHE_BENCH_CMD"):
+        res["command"] = os.environ["RAMCACHE_BENCH_CMD"]
+    run_sections(cfg, args, res)
     res["verdicts"] = verdicts(res)
     res["seconds"] = time.monotonic() - t0
     jpath = args.json or os.path.join(out, "results.json")
