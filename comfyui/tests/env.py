@@ -61,6 +61,22 @@ def load_package():
     return comfyui_main.load_custom_node(PKG)
 
 
+_AGENT = []
+
+
+def fake_agent(bridge):
+    """The fake agent on this process's page (opened once per process)."""
+    from fakeagent import FakeAgent
+    assert bridge.page is not None, "no control page: " + str(bridge.disabled)
+    if not _AGENT:
+        _AGENT.append(FakeAgent(bridge.page.path))
+    return _AGENT[0]
+
+
+def outputs(w):
+    return w.executor.caches.outputs
+
+
 # ------------------------------------------------------------ test nodes
 
 STEP_HOOK = []  # callables (node_id, step) run before each sampling step

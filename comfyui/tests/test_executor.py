@@ -9,7 +9,6 @@ import time
 
 import env
 from env import MiB, node
-from fakeagent import FakeAgent
 from rctest import main, test
 
 import comfy.model_management
@@ -19,20 +18,11 @@ pkg = env.load_package()
 BRIDGE = pkg.bridge.BRIDGE
 lib = pkg.page
 
-_agent = None
-
-
 def agent():
-    """The fake agent on this process's page (opened once)."""
-    global _agent
-    assert BRIDGE.page is not None, "no control page: " + str(BRIDGE.disabled)
-    if _agent is None:
-        _agent = FakeAgent(BRIDGE.page.path)
-    return _agent
+    return env.fake_agent(BRIDGE)
 
 
-def outputs(w):
-    return w.executor.caches.outputs
+outputs = env.outputs
 
 
 def entry_for(w, node_id):

@@ -12,7 +12,6 @@ import time
 
 import env
 from env import MiB, node
-from fakeagent import FakeAgent
 from rctest import main, test
 
 import comfy.memory_management as cmm
@@ -25,19 +24,11 @@ lib = pkg.page
 GiB = 1 << 30
 ROOM = 8 * GiB  # psutil's available memory, as the stand-in's ram_release reads it
 
-_agent = None
-
-
 def agent():
-    global _agent
-    assert BRIDGE.page is not None, "no control page: " + str(BRIDGE.disabled)
-    if _agent is None:
-        _agent = FakeAgent(BRIDGE.page.path)
-    return _agent
+    return env.fake_agent(BRIDGE)
 
 
-def outputs(w):
-    return w.executor.caches.outputs
+outputs = env.outputs
 
 
 def default_worker():
