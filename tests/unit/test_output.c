@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* JSON lines, histograms and event formatting, as a user reads them. */
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <ramcache/control.h>
 
@@ -312,6 +314,45 @@ TEST(text_mode_escapes_labels_paths_and_names)
 	ASSERT_TRUE(strstr(s, "(\\x1b[31mred)") != NULL, s);
 	ASSERT_TRUE(strstr(s, "/a\\x07b") != NULL, s);
 	free(s);
+}
+
+static int libbpf_says(const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = out_libbpf_print(0, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+/* libbpf's messages (-v) name what it read: sanitised, lines kept. */
+TEST(libbpf_messages_are_escaped_line_by_line)
+{
+	char buf[256] = { 0 };
+	FILE *f = tmpfile();
+	int saved = dup(2);
+
+	if (!ASSERT_TRUE(f && saved >= 0, "stderr to a file"))
+		return;
+	fflush(stderr);
+	dup2(fileno(f), 2);
+	out_set_verbose_libbpf(true);
+	libbpf_says("libbpf: elf: symbol '%s'\n%s\n", "\x1b]2;pwn\x07",
+		    "\xe2\x80\xaeok");
+	out_set_verbose_libbpf(false);
+	libbpf_says("libbpf: not shown without -v\n");
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(f);
+	fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	ASSERT_STREQ(buf,
+		     "libbpf: elf: symbol '\\x1b]2;pwn\\x07'\n"
+		     "\\xe2\\x80\\xaeok\n",
+		     "escaped, two lines");
 }
 
 TEST_MAIN()

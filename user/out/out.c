@@ -888,9 +888,29 @@ void out_set_verbose_libbpf(bool on)
 	libbpf_verbose = on;
 }
 
+/*
+ * libbpf's messages (-v) name files, sections and symbols it read: they go
+ * through the sanitiser too, a line at a time, the line breaks kept.
+ */
 int out_libbpf_print(int level, const char *fmt, va_list args)
 {
+	char *msg = NULL, *safe, *line;
+	int n;
+
 	if (!libbpf_verbose)
 		return 0;
-	return vfprintf(stderr, fmt, args);
+	n = vasprintf(&msg, fmt, args);
+	if (n < 0)
+		return n;
+	safe = malloc(TEXT_SANITIZED_LEN((size_t)n));
+	for (line = msg; safe && *line;) {
+		size_t len = strcspn(line, "\n");
+
+		sanitize_text(safe, TEXT_SANITIZED_LEN(len), line, len);
+		fprintf(stderr, "%s%s", safe, line[len] ? "\n" : "");
+		line += len + (line[len] ? 1 : 0);
+	}
+	free(safe);
+	free(msg);
+	return n;
 }
