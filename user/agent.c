@@ -14,8 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -25,6 +27,7 @@
 #include <bpf/libbpf.h>
 
 #include "agent.h"
+#include "caps.h"
 #include "kernel/bpfstate.h"
 #include "core/cadence.h"
 #include "core/faultwatch.h"
@@ -1691,7 +1694,7 @@ static int setup_metrics(struct agent *a)
 
 	if (!a->o->metrics)
 		return 0;
-	err = metrics_http_start(&a->http, &a->m, a->o->metrics);
+	err = metrics_http_bind(&a->http, &a->m, a->o->metrics);
 	if (err == -EINVAL)
 		return out_fail(
 			&a->out, EXIT_USAGE,
@@ -1702,6 +1705,60 @@ static int setup_metrics(struct agent *a)
 				"failed to listen on %s: %s", a->o->metrics,
 				strerror(-err));
 	return 0;
+}
+
+/* The metrics server's thread, once the agent holds no more than it needs. */
+static int serve_metrics(struct agent *a)
+{
+	int err = a->http ? metrics_http_run(a->http) : 0;
+
+	if (err)
+		return out_fail(&a->out, EXIT_RUNTIME,
+				"failed to serve metrics on %s: %s",
+				a->o->metrics, strerror(-err));
+	return 0;
+}
+
+/*
+ * Set-up is done (programs attached, rings made, memory locked, the
+ * metrics socket bound, no thread yet): keep only the capabilities the
+ * loop uses (caps.c says which and why), in every thread to come.
+ */
+static int try_probe(const void *disc)
+{
+	return discover_try_probe(disc);
+}
+
+static void drop_privileges(struct agent *a)
+{
+	uint64_t have = caps_effective(), keep;
+	struct rlimit lim = { 0 };
+	struct caps_need n = {
+		.discover = a->o->follow == FOLLOW_ALL,
+		.open_paths = a->o->control != NULL,
+	};
+	int err;
+
+	n.memlock = a->o->mlock && (getrlimit(RLIMIT_MEMLOCK, &lim) ||
+				    lim.rlim_cur != RLIM_INFINITY);
+	keep = caps_keep(&n, have);
+	/* some kernels create a uprobe for CAP_SYS_ADMIN only: --all then
+	 * keeps it, or finds executors on another libc by the scan alone */
+	if (a->adm.uprobe && !caps_would_do(keep, try_probe, &a->disc) &&
+	    (have & CAPS_BIT(CAP_SYS_ADMIN)) &&
+	    caps_would_do(keep | CAPS_BIT(CAP_SYS_ADMIN), try_probe,
+			  &a->disc)) {
+		keep |= CAPS_BIT(CAP_SYS_ADMIN);
+		out_note(
+			&a->out,
+			"this kernel creates uprobes for CAP_SYS_ADMIN only: --all keeps it to probe the libc of executors it finds later");
+	}
+	err = caps_drop_to(keep);
+	if (err)
+		out_warn(
+			&a->out,
+			"failed to drop capabilities after set-up: %s; the agent runs on with those it was given",
+			strerror(-err));
 }
 
 static void loop(struct agent *a)
@@ -1871,7 +1928,11 @@ static int setup(struct agent *a)
 			&a->out,
 			"failed to lock the agent's memory: %s; it may be paged out under pressure",
 			strerror(-err));
-	return setup_metrics(a);
+	code = setup_metrics(a);
+	if (code)
+		return code;
+	drop_privileges(a);
+	return serve_metrics(a);
 }
 
 /* Detach every target; true if any was evicting. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/nsfs.h>
+#include <linux/perf_event.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -545,4 +546,35 @@ int discover_first_look(const char *proc, pid_t pid, struct discover_look *l)
 		err = -ESRCH;
 	close(pidfd);
 	return err == -ENOENT ? -ESRCH : err;
+}
+
+int discover_try_probe(const struct discover *d)
+{
+	struct perf_event_attr attr = { .size = sizeof(attr) };
+	char type[32];
+	uint64_t off;
+	int fd, err;
+
+	if (!d->libc[0])
+		return -ENOENT;
+	err = readfile_text("/sys/bus/event_source/devices/uprobe/type", type,
+			    sizeof(type));
+	if (err)
+		return err;
+	fd = open(d->libc, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	err = elfsym_func_offset_fd(fd, "memfd_create", &off);
+	close(fd);
+	if (err)
+		return err;
+	attr.type = (uint32_t)atoi(type);
+	attr.config1 = (uint64_t)(uintptr_t)d->libc;
+	attr.config2 = off;
+	fd = (int)syscall(SYS_perf_event_open, &attr, -1, 0, -1,
+			  PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
 }

@@ -101,6 +101,13 @@ int discover_scan_found(struct discover *d, const char *proc, pid_t pid,
 			bool missed, char *why, size_t len);
 
 /*
+ * Can this process create a uprobe (the perf event, nothing attached) on
+ * the agent's own libc? 0, or -errno: what a probe of a libc found later
+ * needs, tried before capabilities are dropped for good.
+ */
+int discover_try_probe(const struct discover *d);
+
+/*
  * An executor reported by the probe of cookie @probe is followed: it holds
  * that probe. Returns its index (for discover_release()), 0 for none.
  */

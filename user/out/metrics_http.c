@@ -62,6 +62,8 @@ struct metrics_http {
 	struct metrics_values *snap;
 	size_t render_size;
 	uint16_t port;
+	int fd; /* the bound socket, until the server takes it */
+	bool ipv6;
 	struct conn conns[MAX_CONNECTIONS];
 };
 
@@ -330,14 +332,13 @@ static int listen_on(const struct sockaddr_storage *ss, socklen_t sslen,
 	return fd;
 }
 
-int metrics_http_start(struct metrics_http **out, struct metrics *m,
-		       const char *addr)
+int metrics_http_bind(struct metrics_http **out, struct metrics *m,
+		      const char *addr)
 {
-	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD;
 	struct sockaddr_storage ss;
 	struct metrics_http *h;
 	socklen_t sslen;
-	int fd, mhd_fd, err;
+	int err;
 
 	err = metrics_http_parse_addr(addr, &ss, &sslen);
 	if (err)
@@ -352,21 +353,27 @@ int metrics_http_start(struct metrics_http **out, struct metrics *m,
 	}
 	h->render_size = METRICS_RENDER_SIZE;
 	h->m = m;
-	fd = listen_on(&ss, sslen, &h->port);
-	if (fd < 0) {
-		free(h->snap);
-		free(h);
-		return fd;
-	}
-	mhd_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	if (mhd_fd < 0) {
-		err = -errno;
-		close(fd);
+	h->ipv6 = ss.ss_family == AF_INET6;
+	h->fd = listen_on(&ss, sslen, &h->port);
+	if (h->fd < 0) {
+		err = h->fd;
 		free(h->snap);
 		free(h);
 		return err;
 	}
-	if (ss.ss_family == AF_INET6)
+	*out = h;
+	return 0;
+}
+
+int metrics_http_run(struct metrics_http *h)
+{
+	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD;
+	int mhd_fd;
+
+	mhd_fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
+	if (mhd_fd < 0)
+		return -errno;
+	if (h->ipv6)
 		flags |= MHD_USE_IPv6;
 #if MHD_VERSION >= 0x00095300
 	flags |= MHD_USE_AUTO;
@@ -384,14 +391,28 @@ int metrics_http_start(struct metrics_http **out, struct metrics *m,
 				     MHD_OPTION_NOTIFY_COMPLETED, on_completed,
 				     h, MHD_OPTION_THREAD_STACK_SIZE,
 				     (size_t)THREAD_STACK_SIZE, MHD_OPTION_END);
-	close(fd);
 	if (!h->daemon) {
-		free(h->snap);
-		free(h);
+		close(mhd_fd);
 		return -EIO;
 	}
-	*out = h;
+	close(h->fd);
+	h->fd = -1;
 	return 0;
+}
+
+int metrics_http_start(struct metrics_http **out, struct metrics *m,
+		       const char *addr)
+{
+	int err = metrics_http_bind(out, m, addr);
+
+	if (err)
+		return err;
+	err = metrics_http_run(*out);
+	if (err) {
+		metrics_http_stop(*out);
+		*out = NULL;
+	}
+	return err;
 }
 
 uint16_t metrics_http_port(const struct metrics_http *h)
@@ -403,7 +424,10 @@ void metrics_http_stop(struct metrics_http *h)
 {
 	if (!h)
 		return;
-	MHD_stop_daemon(h->daemon);
+	if (h->daemon)
+		MHD_stop_daemon(h->daemon);
+	if (h->fd >= 0)
+		close(h->fd);
 	free(h->snap);
 	free(h);
 }

@@ -39,6 +39,16 @@ int metrics_http_parse_addr(const char *s, struct sockaddr_storage *ss,
 int metrics_http_start(struct metrics_http **out, struct metrics *m,
 		       const char *addr);
 
+/*
+ * metrics_http_start() in two steps: bind the socket (errors as above;
+ * metrics_http_stop() frees it), then serve it (-EIO, or the errno of
+ * dup): the agent drops its capabilities in between, so the server
+ * thread never holds more than the loop does.
+ */
+int metrics_http_bind(struct metrics_http **out, struct metrics *m,
+		      const char *addr);
+int metrics_http_run(struct metrics_http *h);
+
 /* The port actually bound (useful with port 0). */
 uint16_t metrics_http_port(const struct metrics_http *h);
 
