@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """One `--all` agent, no tuning, and more executors than one.
 
+- Three demos (`ramcache-demo --policy agent`, its defaults) in child
+  cgroups of one 512 MiB parent, the agent with its defaults: their active
+  working sets fit, so none may be OOM-killed, ten runs in a row.
 - The table of followed executors is full (64 by default): the next
   executor is refused a place with a `control` event and a metric, and is
   taken the moment a place frees, not at the next look through /proc.
@@ -13,10 +16,73 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import promtext  # noqa: E402
-from rctest import (HELPERS, Agent, ParentMemcg, main,  # noqa: E402
-                    require_root, test)
+from rctest import (HELPERS, MiB, Agent, Demo, ParentMemcg,  # noqa: E402
+                    main, require_demo, require_root, scratch_dir, test,
+                    wait_page)
 
 EXECUTOR = os.path.join(HELPERS, "executor")
+LIMIT = 512 * MiB
+RUNS = 10
+DEMOS = 3
+TIMEOUT = 240
+
+
+class _Child:
+    """What Demo wants of a memcg: preexec() into child @i of @dom."""
+
+    def __init__(self, dom, i):
+        self.dom, self.i = dom, i
+
+    def preexec(self):
+        return self.dom.preexec(self.i)
+
+
+def one_run(run, dirs):
+    """Three demos and one agent, both with their defaults, in a fresh
+    512 MiB parent; returns (exit codes, OOM kills in the parent, the
+    agent's commands by status)."""
+    with ParentMemcg(LIMIT, DEMOS, "crowd") as dom:
+        # --cgroup only keeps the agent to this test's executors on a
+        # machine others share: it changes no threshold
+        agent = Agent("--all", "--cgroup", dom.rel, "--interval", "1s")
+        demos = []
+        try:
+            assert agent.wait_type("start", timeout=60), agent.stderr
+            demos = [Demo("--policy", "agent", "--prompts", 8,
+                          "--wait-agent", 60, memcg=_Child(dom, i),
+                          mdir=dirs[i]) for i in range(DEMOS)]
+            for x in demos:
+                assert wait_page(x.proc.pid, timeout=30), "no page"
+            rcs = [x.wait(timeout=TIMEOUT) for x in demos]
+        finally:
+            for x in demos:
+                x.kill()
+            agent.stop()
+        status = {}
+        for e in agent.of_type("evict_done"):
+            status[e["status"]] = status.get(e["status"], 0) + 1
+        return rcs, dom.oom_kills(), status
+
+
+@test
+def three_demos_fit_under_defaults_ten_runs():
+    """The issue's case: with the thresholds the agent derives itself,
+    three demos whose active entries fit in 512 MiB all finish, 0 OOM
+    kills, in each of ten runs in a row."""
+    require_root()
+    require_demo()
+    bad = []
+    with scratch_dir("crowd-") as d0, scratch_dir("crowd-") as d1, \
+            scratch_dir("crowd-") as d2:
+        for run in range(RUNS):
+            rcs, kills, status = one_run(run, [d0, d1, d2])
+            print(f"# run {run + 1}: exits {rcs}, {kills} OOM kills, "
+                  f"commands {status}")
+            if rcs != [0] * DEMOS or kills:
+                bad.append((run + 1, rcs, kills))
+    assert not bad, f"runs with an OOM kill or a failed demo: {bad}"
+
+
 
 
 def start_executor(dom):
