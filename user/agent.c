@@ -814,7 +814,7 @@ static void tell_refusal(struct agent *a, pid_t pid, struct principal who,
 	char name[64];
 
 	if (v == ADMISSION_OK || v == ADMISSION_PENDING ||
-	    !admission_may_warn(&a->adm, now))
+	    !admission_may_warn(&a->adm, v, now))
 		return;
 	principal_name(who, name, sizeof(name));
 	if (v == ADMISSION_TOO_FAST)
@@ -906,7 +906,8 @@ static int may_adopt(struct agent *a, pid_t pid, struct principal who,
 		return 1;
 	}
 	err = discover_verify(RC_PROC_ROOT, pid);
-	if (err == -EMFILE && admission_may_warn(&a->adm, now))
+	if (err == -EMFILE &&
+	    admission_may_warn(&a->adm, ADMISSION_WARN_FDS, now))
 		out_warn(
 			&a->out,
 			"not following pid %d: it holds more than %d descriptors, the most looked through for a page",
@@ -933,7 +934,8 @@ static void follow(struct agent *a, pid_t pid, struct principal who,
 		return;
 	}
 	if (err) {
-		if (err != -EACCES && admission_may_warn(&a->adm, now))
+		if (err != -EACCES &&
+		    admission_may_warn(&a->adm, ADMISSION_WARN_ATTACH, now))
 			attach_failed(a, pid, err);
 		return;
 	}
@@ -978,7 +980,7 @@ static bool adopt(struct agent *a, pid_t pid, const char *how, bool spend,
 	}
 	if (l.fds <= CONTROL_MAX_FDS)
 		verdict = may_adopt(a, pid, who, &s, &sp);
-	else if (admission_may_warn(&a->adm, t0))
+	else if (admission_may_warn(&a->adm, ADMISSION_WARN_FDS, t0))
 		out_warn(
 			&a->out,
 			"not following pid %d: it holds %u descriptors, more than the %d looked through for a page",

@@ -89,7 +89,8 @@ TEST(a_principal_is_looked_at_a_burst_then_at_the_rate)
 	ASSERT_EQ(ok, (int)ADMISSION_UID_BURST, "a burst at once");
 	ASSERT_EQ(admission_may_look(&ad, user(1000), T0), ADMISSION_TOO_FAST,
 		  "then too fast");
-	ASSERT_TRUE(ad.refused, "refused");
+	ASSERT_TRUE(ad.next_scan_ns <= T0 + ADMISSION_RESCAN_LOST_NS,
+		    "looked for again soon");
 	/* the bucket refills at the rate: one look per 1/rate s */
 	ASSERT_EQ(admission_may_look(&ad, user(1000),
 				     T0 + (uint64_t)(SEC / ADMISSION_UID_RATE)),
@@ -151,12 +152,30 @@ TEST(more_users_than_buckets_reuse_the_stalest)
 TEST(refusals_are_told_at_most_every_warn_period)
 {
 	struct admission ad = fresh();
+	unsigned int k = ADMISSION_USER_FULL;
 
-	ASSERT_TRUE(admission_may_warn(&ad, T0), "the first");
-	ASSERT_FALSE(admission_may_warn(&ad, T0 + 1), "not again at once");
-	ASSERT_FALSE(admission_may_warn(&ad, T0 + ADMISSION_WARN_NS - 1),
+	ASSERT_TRUE(admission_may_warn(&ad, k, T0), "the first");
+	ASSERT_FALSE(admission_may_warn(&ad, k, T0 + 1), "not again at once");
+	ASSERT_FALSE(admission_may_warn(&ad, k, T0 + ADMISSION_WARN_NS - 1),
 		     "nor within the period");
-	ASSERT_TRUE(admission_may_warn(&ad, T0 + ADMISSION_WARN_NS), "after");
+	ASSERT_TRUE(admission_may_warn(&ad, k, T0 + ADMISSION_WARN_NS),
+		    "after");
+	ASSERT_FALSE(admission_may_warn(&ad, ADMISSION_WARN_KINDS, T0),
+		     "no kind past the last");
+}
+
+TEST(one_reason_told_often_does_not_hide_another)
+{
+	struct admission ad = fresh();
+
+	ASSERT_TRUE(admission_may_warn(&ad, ADMISSION_TOO_FAST, T0),
+		    "too fast");
+	ASSERT_FALSE(admission_may_warn(&ad, ADMISSION_TOO_FAST, T0 + 1),
+		     "too fast again");
+	ASSERT_TRUE(admission_may_warn(&ad, ADMISSION_USER_FULL, T0 + 1),
+		    "places full, in the same period");
+	ASSERT_TRUE(admission_may_warn(&ad, ADMISSION_WARN_FDS, T0 + 2),
+		    "descriptors, in the same period");
 }
 
 TEST(a_place_freed_after_a_refusal_brings_the_look_forward)
@@ -184,6 +203,25 @@ TEST(a_place_freed_after_a_refusal_brings_the_look_forward)
 	admission_place_freed(&ad, T0 + 20 * SEC);
 	ASSERT_EQ(ad.next_scan_ns, T0 + ADMISSION_RESCAN_LOST_NS,
 		  "never later than already due");
+}
+
+TEST(an_executor_refused_for_its_users_pace_is_looked_for_soon)
+{
+	struct admission ad = fresh();
+	uint64_t until;
+	int n = 0;
+
+	ad.uprobe = true;
+	ASSERT_TRUE(admission_scan_due(&ad, T0, &until), "first look");
+	ad.scan_from = 0;
+	admission_scanned(&ad, T0);
+	ASSERT_EQ(ad.next_scan_ns, T0 + ADMISSION_RESCAN_NS, "then rarely");
+	while (admission_may_look(&ad, user(1000), T0 + SEC) == ADMISSION_OK)
+		n++;
+	ASSERT_EQ(n, (int)ADMISSION_UID_BURST, "a burst of looks");
+	ASSERT_EQ(ad.next_scan_ns, T0 + ADMISSION_RESCAN_LOST_NS,
+		  "the one refused is looked for at the next RESCAN_LOST");
+	ASSERT_TRUE(ad.scan_for_lost, "not a report the uprobe missed");
 }
 
 TEST(a_look_goes_in_slices_and_counts_when_done)

@@ -58,6 +58,24 @@ refill:
 	return k;
 }
 
+/*
+ * Bring the next look through /proc forward to @now, or to
+ * ADMISSION_RESCAN_LOST_NS after the last when that is later: what it
+ * finds makes up for processes refused a look or a place, not for
+ * reports the uprobe missed.
+ */
+static void look_soon(struct admission *ad, uint64_t now)
+{
+	uint64_t at = ad->last_scan_ns + ADMISSION_RESCAN_LOST_NS;
+
+	if (at < now)
+		at = now;
+	if (at < ad->next_scan_ns) {
+		ad->next_scan_ns = at;
+		ad->scan_for_lost = true;
+	}
+}
+
 enum admission_verdict admission_may_look(struct admission *ad,
 					  struct principal who, uint64_t now)
 {
@@ -66,12 +84,13 @@ enum admission_verdict admission_may_look(struct admission *ad,
 	if (admission_exempt(ad, who))
 		return ADMISSION_OK;
 	k = bucket_of(ad, who, now);
+	/* refused a look now, looked at again by the next scan, soon */
 	if (ad->budget[k].work_ns <= 0) {
-		ad->refused = true;
+		look_soon(ad, now);
 		return ADMISSION_TOO_DEAR;
 	}
 	if (ad->budget[k].tokens < 1) {
-		ad->refused = true;
+		look_soon(ad, now);
 		return ADMISSION_TOO_FAST;
 	}
 	ad->budget[k].tokens -= 1;
@@ -106,27 +125,20 @@ void admission_refused(struct admission *ad)
 	ad->refused = true;
 }
 
-bool admission_may_warn(struct admission *ad, uint64_t now)
+bool admission_may_warn(struct admission *ad, unsigned int kind, uint64_t now)
 {
-	if (now < ad->next_warn_ns)
+	if (kind >= ADMISSION_WARN_KINDS || now < ad->next_warn_ns[kind])
 		return false;
-	ad->next_warn_ns = now + ADMISSION_WARN_NS;
+	ad->next_warn_ns[kind] = now + ADMISSION_WARN_NS;
 	return true;
 }
 
 void admission_place_freed(struct admission *ad, uint64_t now)
 {
-	uint64_t at = ad->last_scan_ns + ADMISSION_RESCAN_LOST_NS;
-
 	if (!ad->refused)
 		return;
 	ad->refused = false;
-	if (at < now)
-		at = now;
-	if (at < ad->next_scan_ns) {
-		ad->next_scan_ns = at;
-		ad->scan_for_lost = true;
-	}
+	look_soon(ad, now);
 }
 
 static int pending_of(const struct admission *ad, struct principal who)

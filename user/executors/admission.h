@@ -67,6 +67,29 @@
 /* At most this often a warning about executors not followed. */
 #define ADMISSION_WARN_NS (10 * NSEC_PER_SEC)
 
+/* Why a process was not looked at or was refused a place. */
+enum admission_verdict {
+	ADMISSION_OK = 0,
+	ADMISSION_TOO_FAST,   /* more looks than ADMISSION_UID_RATE a second */
+	ADMISSION_TOO_DEAR,   /* its looks took their share of the loop */
+	ADMISSION_USER_FULL,  /* ADMISSION_UID_MAX places are its already */
+	ADMISSION_PENDING,    /* reported again while it waits for a look */
+	ADMISSION_QUEUE_FULL, /* ADMISSION_PEND_PER_PRINCIPAL wait already */
+	ADMISSION_VERDICTS
+};
+
+/*
+ * What a warning about a process not followed tells: a verdict above, or
+ * one of these. Each kind has its own period, so that one reason told
+ * often (a user starting executors too fast) never hides another (the
+ * same user's places all taken).
+ */
+enum {
+	ADMISSION_WARN_FDS = ADMISSION_VERDICTS, /* too many descriptors */
+	ADMISSION_WARN_ATTACH,			 /* following it failed */
+	ADMISSION_WARN_KINDS
+};
+
 struct admission {
 	bool uprobe;   /* the kernel reports new pages (else: looks only) */
 	bool has_user; /* --user: its uid is exempt from the limits */
@@ -92,7 +115,7 @@ struct admission {
 		uint64_t next_ns;  /* the next look */
 	} pend[RC_MAX_TARGETS];	   /* pages reported, not ready yet */
 	int npend;
-	uint64_t next_warn_ns;
+	uint64_t next_warn_ns[ADMISSION_WARN_KINDS]; /* per kind */
 	/* looks per principal: token buckets (root and --user: none) */
 	struct {
 		struct principal who;
@@ -115,20 +138,12 @@ struct principal admission_principal(const struct admission *ad, uint32_t uid,
 /* root and --user's uid are held to no limit. */
 bool admission_exempt(const struct admission *ad, struct principal who);
 
-/* Why a process was not looked at or was refused a place. */
-enum admission_verdict {
-	ADMISSION_OK = 0,
-	ADMISSION_TOO_FAST,  /* more looks than ADMISSION_UID_RATE a second */
-	ADMISSION_TOO_DEAR,  /* its looks took their share of the loop */
-	ADMISSION_USER_FULL, /* ADMISSION_UID_MAX places are its already */
-	ADMISSION_PENDING,   /* reported again while it waits for a look */
-	ADMISSION_QUEUE_FULL /* ADMISSION_PEND_PER_PRINCIPAL wait already */
-};
-
 /*
  * May a process of @who be looked at, at @now? Spends one of its looks
- * when it may. Refusals are remembered (a place freed then brings the
- * next look through /proc forward).
+ * when it may. When it may not, the next look through /proc is brought
+ * forward (at most every ADMISSION_RESCAN_LOST_NS), so that an executor
+ * refused for its user's pace is followed seconds later, not at the next
+ * ADMISSION_RESCAN_NS.
  */
 enum admission_verdict admission_may_look(struct admission *ad,
 					  struct principal who, uint64_t now);
@@ -162,8 +177,11 @@ bool admission_wait(struct admission *ad, pid_t pid);
  */
 pid_t admission_next_waiting(struct admission *ad);
 
-/* True at most every ADMISSION_WARN_NS: tell a refusal now. */
-bool admission_may_warn(struct admission *ad, uint64_t now);
+/*
+ * True at most every ADMISSION_WARN_NS for each @kind (a verdict or an
+ * ADMISSION_WARN_*): tell a refusal of that kind now.
+ */
+bool admission_may_warn(struct admission *ad, unsigned int kind, uint64_t now);
 
 /*
  * A place came free: when an executor was refused one since, the next
