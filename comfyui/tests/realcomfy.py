@@ -314,20 +314,26 @@ def _version_tuple(v):
     return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
 
 
+def installed_version(name):
+    """@name's version as PYTHON (the interpreter ComfyUI runs under, not
+    necessarily this one) has it installed, or None."""
+    p = subprocess.run([PYTHON, "-c", "import importlib.metadata as m, sys\n"
+                        "try: print(m.version(sys.argv[1]))\n"
+                        "except m.PackageNotFoundError: pass", name],
+                       capture_output=True, text=True, timeout=60)
+    return p.stdout.strip() or None
+
+
 def too_old(tree):
     """Modules to replace because Debian's package is older than @tree's
     requirements.txt asks (TOO_OLD)."""
-    import importlib.metadata
     out = []
     for line in read_text(os.path.join(tree, "requirements.txt")).splitlines():
         m = re.match(r"\s*([A-Za-z0-9_.-]+)\s*(>=|~=)\s*([0-9.]+)", line)
         if not m or m.group(1) not in TOO_OLD:
             continue
-        try:
-            have = importlib.metadata.version(m.group(1))
-        except importlib.metadata.PackageNotFoundError:
-            continue
-        if _version_tuple(have) < _version_tuple(m.group(3)):
+        have = installed_version(m.group(1))
+        if have and _version_tuple(have) < _version_tuple(m.group(3)):
             out += TOO_OLD[m.group(1)]
     return out
 
