@@ -878,14 +878,15 @@ static void no_place(struct agent *a, pid_t pid)
 }
 
 /*
- * --all: may @pid (of @who, as its first look says) take a place, and does
+ * --all: may @pid (of @who, first looked at in @l) take a place, and does
  * it hold a page that passes every check? 0: yes (*@sp: the filter it
  * passed, or NULL), 1: no, never (stop looking), -1: not yet (its page is
  * not there: the uprobe's are looked at again for ADMISSION_PEND_NS, a
  * scan's at the next scan).
  */
-static int may_adopt(struct agent *a, pid_t pid, struct principal who,
-		     struct match_spec *s, struct match_spec **sp)
+static int may_adopt(struct agent *a, pid_t pid, const struct discover_look *l,
+		     struct principal who, struct match_spec *s,
+		     struct match_spec **sp)
 {
 	uint64_t now = now_ns();
 	enum admission_verdict v;
@@ -896,7 +897,15 @@ static int may_adopt(struct agent *a, pid_t pid, struct principal who,
 		match_spec_of(a->o, s);
 		*sp = s;
 		if (match_verify(RC_PROC_ROOT, s, pid, -1))
-			return 1; /* not ours, or gone */
+			return 1; /* not ours, or gone: nothing to tell */
+	}
+	if (l->fds > CONTROL_MAX_FDS) {
+		if (admission_may_warn(&a->adm, ADMISSION_WARN_FDS, now))
+			out_warn(
+				&a->out,
+				"not following pid %d: it holds %u descriptors, more than the %d looked through for a page",
+				pid, l->fds, CONTROL_MAX_FDS);
+		return 1;
 	}
 	reap_exited(a);
 	/* a full share is refused before its page is looked for */
@@ -963,7 +972,7 @@ static bool adopt(struct agent *a, pid_t pid, const char *how, bool spend,
 	struct match_spec s, *sp;
 	struct discover_look l;
 	struct principal who;
-	int verdict = 1;
+	int verdict;
 
 	if (pid == getpid() || targets_find(&a->ts, pid))
 		return true;
@@ -978,13 +987,7 @@ static bool adopt(struct agent *a, pid_t pid, const char *how, bool spend,
 			return true;
 		}
 	}
-	if (l.fds <= CONTROL_MAX_FDS)
-		verdict = may_adopt(a, pid, who, &s, &sp);
-	else if (admission_may_warn(&a->adm, ADMISSION_WARN_FDS, t0))
-		out_warn(
-			&a->out,
-			"not following pid %d: it holds %u descriptors, more than the %d looked through for a page",
-			pid, l.fds, CONTROL_MAX_FDS);
+	verdict = may_adopt(a, pid, &l, who, &s, &sp);
 	admission_charge(&a->adm, who, now_ns() - t0, now_ns());
 	if (!verdict)
 		follow(a, pid, who, sp, how, probe);
