@@ -1381,7 +1381,7 @@ static void tick_evictors(struct agent *a, uint64_t now, bool fresh)
 		return;
 	for_each_target(a, t, i)
 		if (t->evicting)
-			evictor_tick(&t->ev, now);
+			target_tick(t, now);
 	/* calm: nothing new to judge but what was just read */
 	if (fresh || !a->cad.calm)
 		evaluate(a, 0);

@@ -211,6 +211,7 @@ def build(events, t0_ns=None):
             if num_field(e.get("rss")) is not None:
                 tl.rss.setdefault(pid, []).append((t, e["rss"]))
         elif typ == "summary":
+            _comm(tl, pid, e)
             if pid and num_field(e.get("rss")):
                 tl.rss.setdefault(pid, []).append((t, e["rss"]))
             for key, series in (("memcg_usage", tl.memcg_usage),

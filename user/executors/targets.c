@@ -79,6 +79,17 @@ static int read_comm(pid_t pid, char *buf, size_t len)
 	return 0;
 }
 
+void target_tick(struct target *t, uint64_t now)
+{
+	char comm[sizeof(t->comm)];
+
+	/* read by pid: kept only while the pidfd says it is the same */
+	if (!t->ev.open && !read_comm(t->pid, comm, sizeof(comm)) &&
+	    match_pidfd_alive(t->pidfd) == 0)
+		memcpy(t->comm, comm, sizeof(comm));
+	evictor_tick(&t->ev, now);
+}
+
 /* The first --weight rule naming @pid or a piece of its command line. */
 static double weight_of(const struct opts *o, pid_t pid)
 {

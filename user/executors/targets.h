@@ -104,6 +104,13 @@ int target_attach(struct targets *ts, const struct target_env *env, pid_t pid,
 bool target_detach(struct targets *ts, const struct target_env *env,
 		   struct target *t, struct hist *ack, struct hist *freed);
 
+/*
+ * @t's page: heartbeat, acks, timeouts (evictor_tick). Until the page is
+ * open its name is read again: followed before an exec, an executor is
+ * named by the program that made the page.
+ */
+void target_tick(struct target *t, uint64_t now);
+
 /* The followed process @pid, or NULL. */
 struct target *targets_find(const struct targets *ts, pid_t pid);
 /* The target in @slot, or NULL. */
