@@ -79,8 +79,9 @@ def bench_docexec(cfg):
             f"written from docs/control-page.md) caching {c['entries']} x "
             f"{c['size']} MiB, one every {c['every_ms']} ms, in a "
             f"{c['limit'] // MiB} MiB memcg without swap, ramcache-bpf "
-            f"{' '.join(c['agent_flags'])}, {c['rounds']} round(s); its "
-            "loop takes commands every 5 ms and after making an entry")
+            f"{' '.join(c['agent_flags'])}, {c['rounds']} round(s); it "
+            "looks at the page every 2 ms, and every 256 KiB while it makes "
+            "an entry (commands for that entry held to the end of its job)")
     return res
 
 

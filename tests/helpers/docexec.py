@@ -1,18 +1,24 @@
-#!/usr/bin/env python3
-"""An executor written from docs/control-page.md alone: Python standard
-library only, nothing taken from the C library or the agent's code.
+#!/usr/bin/python3
+# Written from README.md and docs/control-page.md alone (not the code), 2026-12-02.
+"""An executor for ramcache-bpf written from docs/control-page.md alone.
 
-It makes its control page as a sealed memfd, caches --entries blobs of
---size MiB of real anonymous memory (one mmap each, so an eviction gives
-the memory back to the kernel at once), one every --every-ms, and keeps
-all of them: with no agent it grows until its memory cgroup kills it. It
-obeys eviction commands and answers each with an ack.
+Standard library only (Python 3.11), no ctypes: it polls ``cmd_head`` and
+``agent_lock`` every few milliseconds instead of sleeping on the futexes
+("Commands", "Watching the agent" and "Python" in control-page.md).
 
-One JSON object per line on stdout: "ready" (pid, uid, page), "agent"
-(seen or lost), "cmd" (each command taken), "done" (totals). Exits 0 after
-the last entry and --hold-s more seconds, or on SIGTERM/SIGINT.
+As a program:
+
+    docexec.py [--entries N=24] [--size MiB=16] [--every-ms MS=150]
+               [--hold-s S=2] [--wait-agent S=0] [--start-file PATH]
+               [--no-seal]
+
+As a module: ``Page(max_entries, ring, seal=True)``, with ``publish``,
+``remove``, ``set_generation``, ``heartbeat``, ``agent_alive``, ``take``,
+``ack``, ``close`` and the attribute ``path``.
 """
+
 import argparse
+import collections
 import fcntl
 import json
 import mmap
@@ -22,278 +28,561 @@ import struct
 import sys
 import time
 
-# docs/control-page.md, "Values"
-MAGIC = 0x314C544343524152
-VERSION = 1
-HEARTBEAT_PERIOD_NS = 250_000_000
-HEARTBEAT_TIMEOUT_NS = 1_500_000_000
-LABEL_LEN = 48
+# ---------------------------------------------------------------- values
+
+MAGIC = 0x314C544343524152          # RAMCACHE_CTL_MAGIC, the bytes "RARCCTL1"
+VERSION = 1                         # RAMCACHE_CTL_VERSION
+MEMFD_NAME = "ramcache"             # RAMCACHE_CTL_MEMFD_NAME
+HEADER_SIZE = 256
+ENTRY_SIZE = 96
+CMD_SIZE = 32
+ACK_SIZE = 48
+LABEL_LEN = 48                      # RAMCACHE_LABEL_LEN
+MAX_ENTRIES = 65536                 # RAMCACHE_MAX_ENTRIES
+MAX_RING = 4096                     # RAMCACHE_MAX_RING
+DEFAULT_RING = 64                   # RAMCACHE_DEFAULT_RING
+HEARTBEAT_PERIOD_NS = 250_000_000   # RAMCACHE_HEARTBEAT_PERIOD_NS
+HEARTBEAT_TIMEOUT_NS = 1_500_000_000  # RAMCACHE_HEARTBEAT_TIMEOUT_NS
+LOCK_TID_MASK = 0x3FFFFFFF          # RAMCACHE_LOCK_TID_MASK
+LOCK_OWNER_DIED = 0x40000000        # RAMCACHE_LOCK_OWNER_DIED
+LOCK_WAITERS = 0x80000000           # RAMCACHE_LOCK_WAITERS
+
+F_ACTIVE, F_PINNED, F_MODEL = 1, 2, 4               # RAMCACHE_F_*
+LEVEL_OK, LEVEL_WARN, LEVEL_HIGH, LEVEL_CRITICAL = 0, 1, 2, 3
+REASON_HEADROOM, REASON_INACTIVE, REASON_FORECAST, REASON_RECLAIM = 1, 2, 3, 4
 ACK_EVICTED, ACK_NOT_FOUND, ACK_BUSY, ACK_PINNED = 1, 2, 3, 4
 
-# docs/control-page.md, "Layout": record sizes and header offsets
-HEADER_SIZE, ENTRY_SIZE, CMD_SIZE, ACK_SIZE = 256, 96, 32, 48
-OFF_MAGIC = 0
-OFF_EXEC_HEARTBEAT = 128
-OFF_ENTRIES_SEQ = 136
-OFF_NR_ENTRIES = 140
-OFF_GENERATION = 144
-OFF_CMD_DONE = 152
-OFF_ACK_HEAD = 160
-OFF_AGENT_HEARTBEAT = 192
-OFF_LEVEL = 204
-OFF_CMD_HEAD = 224
+REASON_NAMES = {REASON_HEADROOM: "headroom", REASON_INACTIVE: "inactive",
+                REASON_FORECAST: "forecast", REASON_RECLAIM: "reclaim"}
+STATUS_NAMES = {ACK_EVICTED: "evicted", ACK_NOT_FOUND: "not_found",
+                ACK_BUSY: "busy", ACK_PINNED: "pinned"}
+
+# Header offsets ("Header: struct ramcache_ctl").
+H_MAGIC = 0
+H_VERSION = 8
+H_EXEC_HEARTBEAT = 128
+H_ENTRIES_SEQ = 136
+H_NR_ENTRIES = 140
+H_GENERATION = 144
+H_CMD_DONE = 152
+H_ACK_HEAD = 160
+H_AGENT_HEARTBEAT = 192
+H_AGENT_PID = 200
+H_LEVEL = 204
+H_HEADROOM = 208
+H_TARGET = 216
+H_CMD_HEAD = 224
+H_CMD_FUTEX = 232
+H_AGENT_LOCK = 236
+
+# Offsets 8..79, in order: version, header_size, total_size,
+# max_entries, ring_size, entry_size, cmd_size, ack_size, executor_pid,
+# executor_uid, reserved0, entries_off, cmds_off, acks_off (pad0 stays 0).
+HEADER_FMT = "<IIQIIIIIIIIQQQ"
+# One entry: id, bytes, last_use_ns, used_generation, cost_ns, flags,
+# reserved, label.
+ENTRY_FMT = "<QQQQQII48s"
+# The body of one ack, after its seq: entry_id, bytes_freed, recv_ns,
+# ack_ns, status, reserved.
+ACK_BODY_FMT = "<QQQQII"
+
+assert struct.calcsize(HEADER_FMT) == 80 - 8   # 8..79; pad0 (80..127) stays 0
+assert struct.calcsize(ENTRY_FMT) == ENTRY_SIZE
+assert struct.calcsize(ACK_BODY_FMT) == ACK_SIZE - 8
+
+U64 = (1 << 64) - 1
+U32 = (1 << 32) - 1
+MFD_NOEXEC_SEAL = getattr(os, "MFD_NOEXEC_SEAL", 0x0008)   # linux/memfd.h
 
 
-def now_ns():
+def now():
+    """CLOCK_MONOTONIC nanoseconds, the page's clock."""
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 
 
-def say(**kw):
-    print(json.dumps(kw), flush=True)
+def ctl_size(max_entries, ring_size):
+    """The size formula: (entries_off, cmds_off, acks_off, total_size)."""
+    entries_off = HEADER_SIZE
+    cmds_off = entries_off + ENTRY_SIZE * max_entries
+    acks_off = cmds_off + CMD_SIZE * ring_size
+    return entries_off, cmds_off, acks_off, acks_off + ACK_SIZE * ring_size
+
+
+def encode_label(label):
+    """UTF-8, at most 48 bytes (never cut inside a character), NUL-padded
+    by struct's "48s"."""
+    if isinstance(label, str):
+        raw = label.encode("utf-8")
+        if len(raw) > LABEL_LEN:
+            raw = raw[:LABEL_LEN]
+            while raw:
+                try:
+                    raw.decode("utf-8")
+                    break
+                except UnicodeDecodeError:
+                    raw = raw[:-1]
+        return raw
+    return bytes(label or b"")[:LABEL_LEN]
+
+
+class Command(collections.namedtuple("Command",
+                                     "seq entry_id recv_ns reason issue_ns")):
+    """A command taken from the ring. Indexes 0..2 are (seq, entry_id,
+    recv_ns), as the document's example returns them."""
+    __slots__ = ()
+
+    @property
+    def id(self):
+        return self.entry_id
 
 
 class Page:
-    """The executor's side of one control page (a sealed memfd)."""
+    """The executor's side of one control page: a sealed memfd named
+    "ramcache", mapped MAP_SHARED read-write, kept open while it lives."""
 
-    def __init__(self, max_entries, ring, seal=True):
-        self.max_entries = max_entries
-        self.ring = ring
-        # "Size formula"
-        self.entries_off = 256
-        self.cmds_off = self.entries_off + 96 * max_entries
-        self.acks_off = self.cmds_off + 32 * ring
-        self.size = self.acks_off + 48 * ring
-        # "Finding the page": memfd, size, seal, map, keep the fd
-        self.fd = os.memfd_create("ramcache",
-                                  os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-        os.ftruncate(self.fd, self.size)
-        if seal:
-            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS,
-                        fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
-        self.m = mmap.mmap(self.fd, self.size, mmap.MAP_SHARED,
-                           mmap.PROT_READ | mmap.PROT_WRITE)
-        # publishing stores and loads: one aligned 8- or 4-byte access
-        self.q = memoryview(self.m).cast("Q")
-        self.w = memoryview(self.m).cast("I")
-        self.ids = []  # ids[i] is the entry in slot i
-        self.entries_seq = 0
-        self.cmd_done = 0  # our own copy, never read back
-        self.ack_head = 0
-        # "Creating the page": every header field, then the magic
-        struct.pack_into("<IIQIIIIIIIIQQQ", self.m, 8, VERSION, HEADER_SIZE,
-                         self.size, max_entries, ring, ENTRY_SIZE, CMD_SIZE,
-                         ACK_SIZE, os.getpid(), os.geteuid(), 0,
+    def __init__(self, max_entries=4096, ring=DEFAULT_RING, seal=True):
+        max_entries, ring = int(max_entries), int(ring)
+        if not 1 <= max_entries <= MAX_ENTRIES:
+            raise ValueError("max_entries must be in 1..%d" % MAX_ENTRIES)
+        if not (1 <= ring <= MAX_RING and ring & (ring - 1) == 0):
+            raise ValueError("ring must be a power of two in 1..%d" % MAX_RING)
+        self.max_entries, self.ring = max_entries, ring
+        (self.entries_off, self.cmds_off, self.acks_off,
+         self.size) = ctl_size(max_entries, ring)
+        self.fd = self.m = self.q = self.d = None
+        self.closed = False
+
+        # 1. memfd_create("ramcache", MFD_CLOEXEC | MFD_ALLOW_SEALING), with
+        #    MFD_NOEXEC_SEAL where the kernel knows it (as the C library).
+        flags = os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING
+        try:
+            self.fd = os.memfd_create(MEMFD_NAME, flags | MFD_NOEXEC_SEAL)
+        except OSError:
+            self.fd = os.memfd_create(MEMFD_NAME, flags)
+        try:
+            # 2. sized once, for the life of the page;
+            os.ftruncate(self.fd, self.size)
+            # 3. sealed against shrinking (required) and growing, as the C
+            #    library does; --no-seal leaves it unsealed.
+            self.sealed = bool(seal)
+            if seal:
+                fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS,
+                            fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+                            | fcntl.F_SEAL_SEAL)
+            # 4. mapped MAP_SHARED, read and write. Python's map keeps a
+            #    descriptor of its own (a dup of fd): both are closed in
+            #    close().
+            self.m = mmap.mmap(self.fd, self.size, mmap.MAP_SHARED,
+                               mmap.PROT_READ | mmap.PROT_WRITE)
+            self.q = memoryview(self.m).cast("Q")   # q[off // 8]: one 8-byte store
+            self.d = memoryview(self.m).cast("I")   # d[off // 4]: one 4-byte store
+        except BaseException:
+            self._release()
+            raise
+        self.path = "/proc/%d/fd/%d" % (os.getpid(), self.fd)
+        self.pid = os.getpid()
+
+        # Private state, never read back from the page.
+        self._eseq = 0          # entries_seq
+        self._ids = []          # slot -> entry id
+        self._recs = []         # slot -> the 96 bytes written there
+        self._slot = {}         # entry id -> slot
+        self._cmd_done = 0      # cmd_done
+        self._ack_head = 0      # ack_head
+
+        # 5. the header: offsets 8..127 (plain stores), exec_heartbeat_ns,
+        #    then magic last (publishing store).
+        struct.pack_into(HEADER_FMT, self.m, H_VERSION,
+                         VERSION, HEADER_SIZE, self.size, max_entries, ring,
+                         ENTRY_SIZE, CMD_SIZE, ACK_SIZE,
+                         os.getpid() & U32, os.geteuid() & U32, 0,
                          self.entries_off, self.cmds_off, self.acks_off)
         self.heartbeat()
-        self.store64(OFF_MAGIC, MAGIC)
+        self.q[H_MAGIC // 8] = MAGIC
 
-    def store64(self, off, v):
-        self.q[off // 8] = v
-
-    def load64(self, off):
-        return self.q[off // 8]
-
-    def store32(self, off, v):
-        self.w[off // 4] = v
-
-    @property
-    def path(self):
-        return f"/proc/{os.getpid()}/fd/{self.fd}"
+    # ------------------------------------------------------------ header
 
     def heartbeat(self):
-        self.store64(OFF_EXEC_HEARTBEAT, now_ns())
+        """exec_heartbeat_ns = now (publishing store); at least every 250 ms."""
+        self.q[H_EXEC_HEARTBEAT // 8] = now()
+
+    def set_generation(self, gen):
+        """generation (publishing store): when a job starts, before the
+        entries it uses say so in used_generation."""
+        self.q[H_GENERATION // 8] = int(gen) & U64
+
+    # ------------------------------------------------------------- agent
+
+    def agent_lock(self):
+        return self.d[H_AGENT_LOCK // 4]
+
+    def agent_state(self):
+        """'alive', or how not: 'died' (the kernel marked agent_lock),
+        'none' (no heartbeat: none yet, or a clean detach), 'silent'
+        (heartbeat older than 1.5 s)."""
+        if self.d[H_AGENT_LOCK // 4] & LOCK_OWNER_DIED:
+            return "died"
+        hb = self.q[H_AGENT_HEARTBEAT // 8]
+        if hb == 0:
+            return "none"
+        return "alive" if abs(now() - hb) < HEARTBEAT_TIMEOUT_NS else "silent"
 
     def agent_alive(self):
-        hb = self.load64(OFF_AGENT_HEARTBEAT)
-        return hb != 0 and abs(now_ns() - hb) < HEARTBEAT_TIMEOUT_NS
+        """Two loads: a fresh agent_heartbeat_ns and no OWNER_DIED in
+        agent_lock."""
+        return self.agent_state() == "alive"
 
-    def level(self):
-        return self.w[OFF_LEVEL // 4]
+    def agent_info(self):
+        """The agent's hints: (agent_pid, level, headroom_bytes, target_bytes)."""
+        return (self.d[H_AGENT_PID // 4], self.d[H_LEVEL // 4],
+                self.q[H_HEADROOM // 8], self.q[H_TARGET // 8])
 
-    # "Entry table (seqcount)"
+    # ------------------------------------------------------ entry table
+
     def _begin(self):
-        self.entries_seq += 1
-        self.store32(OFF_ENTRIES_SEQ, self.entries_seq)
+        self._eseq = (self._eseq + 1) & U32
+        self.d[H_ENTRIES_SEQ // 4] = self._eseq          # odd: changing
 
     def _end(self):
-        self.store32(OFF_NR_ENTRIES, len(self.ids))
-        self.entries_seq += 1
-        self.store32(OFF_ENTRIES_SEQ, self.entries_seq)
+        self._eseq = (self._eseq + 1) & U32
+        self.d[H_ENTRIES_SEQ // 4] = self._eseq          # even: done
 
-    def _write_entry(self, slot, eid, nbytes, last_use, gen, cost, flags,
-                     label):
-        raw = label.encode()[:LABEL_LEN].ljust(LABEL_LEN, b"\0")
-        struct.pack_into("<QQQQQII48s", self.m,
-                         self.entries_off + ENTRY_SIZE * slot, eid, nbytes,
-                         last_use, gen, cost, flags, 0, raw)
+    def _slot_off(self, slot):
+        return self.entries_off + ENTRY_SIZE * slot
 
     def publish(self, eid, nbytes, gen, cost_ns, label, flags=0):
-        if len(self.ids) >= self.max_entries:
+        """Add entry eid, or update it in its slot. False when eid is 0 or
+        the table is full."""
+        eid = int(eid)
+        if self.closed or not 0 < eid <= U64:
             return False
+        slot = self._slot.get(eid)
+        new = slot is None
+        if new:
+            if len(self._ids) >= self.max_entries:
+                return False
+            slot = len(self._ids)
+        # Prepared outside the window: the window only copies.
+        rec = struct.pack(ENTRY_FMT, eid, int(nbytes) & U64, now(),
+                          int(gen) & U64, int(cost_ns) & U64,
+                          int(flags) & U32, 0, encode_label(label))
+        off = self._slot_off(slot)
+        nr = slot + 1 if new else len(self._ids)
         self._begin()
-        self._write_entry(len(self.ids), eid, nbytes, now_ns(), gen, cost_ns,
-                          flags, label)
-        self.ids.append(eid)
+        self.m[off:off + ENTRY_SIZE] = rec
+        if new:
+            self.d[H_NR_ENTRIES // 4] = nr
         self._end()
+        if new:
+            self._ids.append(eid)
+            self._recs.append(rec)
+            self._slot[eid] = slot
+        else:
+            self._recs[slot] = rec
         return True
 
     def remove(self, eid):
-        slot = self.ids.index(eid)
-        last = len(self.ids) - 1
+        """Remove entry eid, moving the last one into its slot (the table
+        stays dense). False when there is no such entry."""
+        slot = self._slot.get(int(eid))
+        if slot is None or self.closed:
+            return False
+        last = len(self._ids) - 1
+        moved = self._recs[last]
+        zero = bytes(ENTRY_SIZE)
+        off, last_off = self._slot_off(slot), self._slot_off(last)
         self._begin()
-        if slot != last:  # keep the table dense: the last moves in
-            off = self.entries_off
-            self.m[off + ENTRY_SIZE * slot:off + ENTRY_SIZE * (slot + 1)] = \
-                self.m[off + ENTRY_SIZE * last:off + ENTRY_SIZE * (last + 1)]
-            self.ids[slot] = self.ids[last]
-        self.ids.pop()
+        if slot != last:
+            self.m[off:off + ENTRY_SIZE] = moved
+        self.m[last_off:last_off + ENTRY_SIZE] = zero
+        self.d[H_NR_ENTRIES // 4] = last
         self._end()
+        del self._slot[int(eid)]
+        if slot != last:
+            moved_id = self._ids[last]
+            self._ids[slot], self._recs[slot] = moved_id, moved
+            self._slot[moved_id] = slot
+        self._ids.pop()
+        self._recs.pop()
+        return True
 
-    def set_generation(self, gen):
-        self.store64(OFF_GENERATION, gen)
+    def entries(self):
+        """The ids published, in slot order."""
+        return list(self._ids)
 
-    # "Commands (agent -> executor)"
+    # --------------------------------------------------------- commands
+
     def take(self):
-        """(seq, entry_id, issue_ns, reason) of the next command, or None."""
-        while True:
-            nxt = self.cmd_done + 1
-            head = self.load64(OFF_CMD_HEAD)
+        """The next command to run, as a Command (seq, entry_id, recv_ns,
+        reason, issue_ns), or None when there is none. Lapped, torn or
+        unfinished commands are consumed and skipped."""
+        while not self.closed:
+            nxt = self._cmd_done + 1
+            head = self.q[H_CMD_HEAD // 8]               # publishing load
             if head < nxt:
                 return None
-            if head - nxt >= self.ring:  # lapped: the older slots are gone
-                self.cmd_done = head - self.ring
+            if head - nxt >= self.ring:
+                # Lapped: the older slots are gone. Consumed, never run.
+                self._cmd_done = head - self.ring
+                self.q[H_CMD_DONE // 8] = self._cmd_done
                 continue
             off = self.cmds_off + CMD_SIZE * ((nxt - 1) % self.ring)
-            s1 = self.load64(off)
-            eid, issue, reason = struct.unpack_from("<QQI", self.m, off + 8)
-            s2 = self.load64(off)
-            self.cmd_done = nxt
-            self.store64(OFF_CMD_DONE, nxt)
-            if s1 == nxt and s2 == nxt:
-                return nxt, eid, issue, reason
+            s1 = self.q[off // 8]
+            eid = self.q[off // 8 + 1]
+            issue_ns = self.q[off // 8 + 2]
+            reason = self.d[(off + 24) // 4]
+            s2 = self.q[off // 8]
+            recv_ns = now()
+            self._cmd_done = nxt
+            self.q[H_CMD_DONE // 8] = nxt                # consumed, whole or not
+            if s1 == s2 == nxt:
+                return Command(nxt, eid, recv_ns, reason, issue_ns)
+        return None
 
-    # "Acks (executor -> agent)"
+    def cmd_futex(self):
+        return self.d[H_CMD_FUTEX // 4]
+
+    # ------------------------------------------------------------- acks
+
     def ack(self, seq, eid, status, freed, recv_ns):
-        n = self.ack_head + 1
+        """Answer command seq once. Returns the ack's number n."""
+        if self.closed:
+            return 0
+        n = self._ack_head + 1
         off = self.acks_off + ACK_SIZE * ((n - 1) % self.ring)
-        self.store64(off, 0)
-        struct.pack_into("<QQQQI", self.m, off + 8, eid, freed, recv_ns,
-                         now_ns(), status)
-        self.store64(off, seq)
-        self.ack_head = n
-        self.store64(OFF_ACK_HEAD, n)
+        self.q[off // 8] = 0                             # seq 0 while it changes
+        struct.pack_into(ACK_BODY_FMT, self.m, off + 8, int(eid) & U64,
+                         int(freed) & U64, int(recv_ns) & U64, now(),
+                         int(status) & U32, 0)
+        self.q[off // 8] = int(seq) & U64                # the command's seq
+        self._ack_head = n
+        self.q[H_ACK_HEAD // 8] = n                      # ack_head
+        return n
+
+    # ------------------------------------------------------------ close
+
+    def _release(self):
+        for view in (self.q, self.d):
+            if view is not None:
+                view.release()
+        self.q = self.d = None
+        if self.m is not None:
+            self.m.close()          # the map's own descriptor goes here
+            self.m = None
+        if self.fd is not None:
+            os.close(self.fd)       # and the page with this one
+            self.fd = None
 
     def close(self):
-        self.q.release()
-        self.w.release()
-        self.m.close()
-        os.close(self.fd)
+        """End the page: release the views, close the map (and its
+        descriptor) and our descriptor."""
+        if not self.closed:
+            self.closed = True
+            self._release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
-def rss():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+# ================================================================ program
+
+POLL_S = 0.002      # how often cmd_head and agent_lock are looked at
+COST_NS = 50_000_000
+MIB = 1 << 20
+SAFE_POINT_BYTES = 256 << 10    # a safe point after each 256 KiB made
 
 
-def blob(nbytes):
-    """nbytes of anonymous memory, every page touched."""
-    m = mmap.mmap(-1, nbytes, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    page = os.sysconf("SC_PAGE_SIZE")
-    for off in range(0, nbytes, page):
-        m[off] = 1
-    return m
+class Executor:
+    def __init__(self, args):
+        self.args = args
+        self.blob_bytes = max(mmap.PAGESIZE,
+                              -(-int(args.size * MIB) // mmap.PAGESIZE)
+                              * mmap.PAGESIZE)
+        n = max(1, min(args.entries, MAX_ENTRIES))
+        self.page = Page(n, DEFAULT_RING, seal=not args.no_seal)
+        self.blobs = {}         # entry id -> mmap
+        self.active = None      # the entry the running job uses
+        self.held = []          # commands held for it
+        self.alive = False
+        self.stop = False
+        self.made = self.cmds = self.acks = self.evicted = self.rss_drops = 0
+        self.statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+        self.rss_max = 0
+        self.rss()
 
+    # -------------------------------------------------------------- io
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--entries", type=int, default=24)
-    ap.add_argument("--size", type=int, default=16, help="MiB per entry")
-    ap.add_argument("--every-ms", type=int, default=150)
-    ap.add_argument("--hold-s", type=float, default=2.0)
-    ap.add_argument("--wait-agent", type=float, default=0,
-                    help="seconds to wait for an agent before caching")
-    ap.add_argument("--start-file", default=None,
-                    help="after the agent is seen, make no entry before "
-                    "this file exists (several executors start in step)")
-    ap.add_argument("--no-seal", action="store_true",
-                    help="leave the page unsealed (the agent must refuse it)")
-    a = ap.parse_args()
-    stop = []
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.append(1))
+    @staticmethod
+    def emit(obj):
+        try:
+            sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
+            sys.stdout.flush()
+        except (BrokenPipeError, ValueError):
+            pass
 
-    page = Page(max_entries=256, ring=64, seal=not a.no_seal)
-    say(type="ready", pid=os.getpid(), uid=os.geteuid(), page=page.path,
-        size=page.size)
-    end = time.monotonic() + a.wait_agent
-    while a.wait_agent and not page.agent_alive() and not stop:
-        if time.monotonic() > end:
-            break
+    def rss(self):
+        pages = int(os.pread(self.statm, 128, 0).split()[1])
+        rss = pages * mmap.PAGESIZE
+        if rss > self.rss_max:
+            self.rss_max = rss
+        return rss
+
+    # ---------------------------------------------------- safe points
+
+    def service(self):
+        """A safe point: beat, see how the agent is, take every command;
+        commands for the entry in use are held, any other is obeyed now."""
+        page = self.page
         page.heartbeat()
-        time.sleep(0.02)
-    while a.start_file and not os.path.exists(a.start_file) and not stop:
-        if time.monotonic() > end:
-            break
-        page.heartbeat()
-        time.sleep(0.02)
-    if a.start_file:
-        say(type="start", t_ns=now_ns())
-
-    cache = {}
-    nbytes = a.size << 20
-    made = cmds = acks = evicted = rss_drops = 0
-    rss_max = 0
-    alive = False
-    next_make = time.monotonic()
-    last_beat = 0
-    done_at = None
-    while not stop:
-        t = time.monotonic()
-        if now_ns() - last_beat >= HEARTBEAT_PERIOD_NS // 2:
-            page.heartbeat()
-            last_beat = now_ns()
-            if page.agent_alive() != alive:
-                alive = not alive
-                say(type="agent", alive=alive)
+        alive = page.agent_alive()
+        if alive != self.alive:
+            self.alive = alive
+            self.emit({"type": "agent", "alive": alive})
         while True:
-            c = page.take()
-            if c is None:
+            cmd = page.take()
+            if cmd is None:
                 break
-            seq, eid, _, reason = c
-            recv = now_ns()
-            cmds += 1
-            say(type="cmd", seq=seq, id=eid, reason=reason)
-            if eid in cache:
-                before = rss()
-                page.remove(eid)
-                cache.pop(eid).close()
-                after = rss()
-                rss_drops += before - after >= nbytes // 2
-                page.ack(seq, eid, ACK_EVICTED, nbytes, recv)
-                evicted += 1
+            self.cmds += 1
+            self.emit({"type": "cmd", "seq": cmd.seq, "id": cmd.entry_id,
+                       "reason": REASON_NAMES.get(cmd.reason, cmd.reason)})
+            if self.active is not None and cmd.entry_id == self.active:
+                self.held.append(cmd)       # in use: obeyed when the job ends
             else:
-                page.ack(seq, eid, ACK_NOT_FOUND, 0, recv)
-            acks += 1
-        if made < a.entries and t >= next_make:
-            made += 1
-            cache[made] = blob(nbytes)
-            page.set_generation(made)
-            page.publish(made, nbytes, made, 50_000_000, f"blob {made}")
-            # a fixed clock, not "every_ms after the last one": executors
-            # started in step stay in step even where making an entry is
-            # slow (an emulated machine), so entry N is as old in each
-            next_make += a.every_ms / 1000
-            rss_max = max(rss_max, rss())
-        if made == a.entries and done_at is None:
-            done_at = t + a.hold_s
-        if done_at is not None and t >= done_at:
-            break
-        time.sleep(0.005)
-    say(type="done", made=made, cmds=cmds, acks=acks, evicted=evicted,
-        rss_drops=rss_drops, rss_max=rss_max, rss_end=rss(),
-        cached=len(cache), interrupted=bool(stop))
-    page.close()
-    return 0
+                self.obey(cmd)
+        self.rss()
+
+    def obey(self, cmd):
+        blob = self.blobs.pop(cmd.entry_id, None)
+        if blob is None:
+            self.page.ack(cmd.seq, cmd.entry_id, ACK_NOT_FOUND, 0, cmd.recv_ns)
+            self.acks += 1
+            return
+        before = self.rss()
+        freed = len(blob)
+        self.page.remove(cmd.entry_id)      # off the table first,
+        blob.close()                        # munmap: back to the kernel now,
+        after = self.rss()
+        self.page.ack(cmd.seq, cmd.entry_id, ACK_EVICTED, freed, cmd.recv_ns)
+        self.acks += 1                      # then the ack
+        self.evicted += 1
+        if before - after >= self.blob_bytes // 2:
+            self.rss_drops += 1
+
+    def idle_until(self, deadline_ns):
+        while not self.stop:
+            self.service()
+            left = deadline_ns - now()
+            if left <= 0:
+                return
+            time.sleep(min(POLL_S, left / 1e9))
+
+    # ----------------------------------------------------------- jobs
+
+    def job(self, k):
+        """Make entry k: real memory, 256 KiB at a time, a safe point after
+        each; the entry is active (in use) while its job runs."""
+        label = "blob %d" % k
+        page = self.page
+        page.set_generation(k)
+        blob = mmap.mmap(-1, self.blob_bytes, flags=mmap.MAP_PRIVATE,
+                         prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        self.blobs[k] = blob
+        self.active = k
+        page.publish(k, self.blob_bytes, k, COST_NS, label, F_ACTIVE)
+        self.made += 1
+        step = mmap.PAGESIZE
+        for start in range(0, self.blob_bytes, SAFE_POINT_BYTES):
+            for off in range(start, min(start + SAFE_POINT_BYTES,
+                                        self.blob_bytes), step):
+                blob[off] = 1               # real memory: every page touched
+            self.service()                  # a safe point after each piece
+            if self.stop:
+                break
+        # The job is over (or cut short): the entry is no longer in use.
+        self.active = None
+        held, self.held = self.held, []
+        for cmd in held:
+            self.obey(cmd)
+        if k in self.blobs:
+            page.publish(k, self.blob_bytes, k, COST_NS, label, 0)
+        self.rss()
+
+    # ------------------------------------------------------------ run
+
+    def run(self):
+        a = self.args
+        self.emit({"type": "ready", "pid": os.getpid(), "uid": os.geteuid(),
+                   "page": self.page.path, "size": self.page.size})
+        self.service()
+        deadline = now() + int(a.wait_agent * 1e9)
+        while not self.stop and not self.alive and now() < deadline:
+            time.sleep(POLL_S)
+            self.service()
+        if a.start_file:
+            while not self.stop and not os.path.exists(a.start_file):
+                time.sleep(POLL_S)
+                self.service()
+        start = now()
+        if a.start_file and not self.stop:
+            self.emit({"type": "start", "t_ns": start})
+        every = int(a.every_ms * 1e6)
+        last = now()
+        for k in range(1, a.entries + 1):
+            self.idle_until(start + k * every)
+            if self.stop:
+                break
+            self.job(k)
+            last = now()
+        self.idle_until(last + int(a.hold_s * 1e9))
+        self.service()
+        rss_end = self.rss()
+        self.emit({"type": "done", "made": self.made, "cmds": self.cmds,
+                   "acks": self.acks, "evicted": self.evicted,
+                   "rss_drops": self.rss_drops, "rss_max": self.rss_max,
+                   "rss_end": rss_end, "cached": len(self.blobs),
+                   "interrupted": self.stop})
+        return 0
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        description="ramcache executor written from docs/control-page.md")
+    p.add_argument("--entries", type=int, default=24, metavar="N",
+                   help="entries to make, ids 1..N (default 24)")
+    p.add_argument("--size", type=float, default=16, metavar="MiB",
+                   help="each entry's blob, MiB (default 16)")
+    p.add_argument("--every-ms", type=float, default=150, metavar="MS",
+                   help="entry k at start + k * MS (default 150)")
+    p.add_argument("--hold-s", type=float, default=2, metavar="S",
+                   help="exit S seconds after the last entry (default 2)")
+    p.add_argument("--wait-agent", type=float, default=0, metavar="S",
+                   help="wait up to S seconds for a live agent first")
+    p.add_argument("--start-file", metavar="PATH",
+                   help="then make no entry before PATH exists")
+    p.add_argument("--no-seal", action="store_true",
+                   help="leave the memfd unsealed (the agent refuses it)")
+    a = p.parse_args(argv)
+    if a.entries < 0 or a.entries > MAX_ENTRIES:
+        p.error("--entries must be in 0..%d" % MAX_ENTRIES)
+    if a.size <= 0 or a.every_ms < 0 or a.hold_s < 0 or a.wait_agent < 0:
+        p.error("sizes and times must be positive")
+    return a
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    ex = Executor(args)
+
+    def on_signal(signum, frame):
+        ex.stop = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    # The page ends when the process exits (every descriptor of it goes).
+    return ex.run()
 
 
 if __name__ == "__main__":
