@@ -506,6 +506,23 @@ def fault_storm_is_kept_up_with_and_cpu_is_bounded():
     assert cpu < wall, f"agent used {cpu:.2f} s CPU in {wall:.2f} s"
 
 
+def wait_fault_probes(pid, timeout=60):
+    """Until the agent @pid has its program on page faults attached (its
+    stdout is the pipe under test: it cannot be read for the start event;
+    a slow machine, a VM under emulation, takes seconds to load)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                    if "page_fault_user" in f.read():
+                        return
+            except OSError:
+                pass
+        time.sleep(0.1)
+    raise AssertionError(f"agent {pid}: no program on page faults in {timeout} s")
+
+
 def in_all(stderr, what):
     """The last "N <what> (M in all)" total in the agent's warnings (stderr
     is never dropped; the JSON summary on stdout may be)."""
@@ -542,7 +559,7 @@ def every_lost_event_is_counted_by_exit():
     os.close(w)
     lines = []
     try:
-        time.sleep(1)
+        wait_fault_probes(p.pid)
         storm(n, pages)  # the pipe fills early on; the rest is dropped
         time.sleep(1)
         out = os.fdopen(r, errors="replace")
@@ -584,7 +601,7 @@ def unread_stdout_never_blocks_the_agent():
         os.close(w)
         w = -1
         try:
-            time.sleep(1)
+            wait_fault_probes(p.pid)
             storm(4, 20000)  # far more than any pipe holds
             time.sleep(1)
             assert p.poll() is None, p.stderr.read()
