@@ -9,6 +9,7 @@
 #include <ramcache/control.h>
 
 #include "core/hist.h"
+#include "out/histfmt.h"
 #include "out/json.h"
 #include "out/out.h"
 #include "kernel/probes.h"
@@ -82,10 +83,10 @@ TEST(hist_slots_are_floor_log2)
 
 static void print_hist(FILE *f, void *ctx)
 {
-	hist_print(f, ctx, "usecs");
+	histfmt_text(f, ctx, "usecs");
 }
 
-TEST(hist_print_shows_ranges_and_bars)
+TEST(histfmt_text_shows_ranges_and_bars)
 {
 	struct hist h = { 0 };
 	char *s;

@@ -4,7 +4,6 @@
 #define RAMCACHE_HIST_H
 
 #include <stdint.h>
-#include <stdio.h>
 
 #define HIST_SLOTS 32
 
@@ -19,11 +18,7 @@ uint64_t hist_total(const struct hist *h);
 /* Add every count of @src to @dst. */
 void hist_merge(struct hist *dst, const struct hist *src);
 
-/* Print as an ASCII table with bars, @unit names the values ("usecs"). */
-void hist_print(FILE *f, const struct hist *h, const char *unit);
-
-/* Print as a JSON array of {"lo":..,"hi":..,"count":..} for non-empty slots. */
-struct jw;
-void hist_json(struct jw *w, const char *key, const struct hist *h);
+/* The values slot @i counts: @lo to @hi, both included. */
+void hist_range(int i, uint64_t *lo, uint64_t *hi);
 
 #endif /* RAMCACHE_HIST_H */

@@ -30,12 +30,8 @@ void target_thresholds(const struct target_env *env, uint64_t cg_limit,
 
 static void report_read(const struct target_env *env, int err)
 {
-	if (err && err != *env->read_err)
-		out_warn(
-			env->out,
-			"failed to read %s: %s; the pressure level may be stale",
-			"memory and cgroup counters", strerror(-err));
-	*env->read_err = err;
+	out_read_error(env->out, env->read_err, err,
+		       "memory and cgroup counters");
 }
 
 /*
@@ -448,4 +444,62 @@ bool target_recheck_cgroup(struct targets *ts, const struct target_env *env,
 	out_target_cgroup(env->out, t->pid, t->comm, has ? cg.path : NULL,
 			  has ? cg.version : 0);
 	return true;
+}
+
+bool targets_evicting(const struct targets *ts)
+{
+	for (int i = 0; i < RC_MAX_TARGETS; i++)
+		if (ts->t[i] && ts->t[i]->evicting)
+			return true;
+	return false;
+}
+
+static bool pressing(const struct target *t)
+{
+	if (t->evicting && t->ev.nr_inflight)
+		return true;
+	return t->sm.headroom / 2 < t->thr.inactive_min;
+}
+
+bool targets_pressing(const struct targets *ts)
+{
+	for (int i = 0; i < RC_MAX_TARGETS; i++)
+		if (ts->t[i] && pressing(ts->t[i]))
+			return true;
+	return false;
+}
+
+void targets_nearest(const struct targets *ts, uint64_t *headroom,
+		     uint64_t *near_at)
+{
+	uint64_t best = UINT64_MAX;
+
+	for (int i = 0; i < RC_MAX_TARGETS; i++) {
+		const struct target *t = ts->t[i];
+		uint64_t near, above;
+
+		if (!t)
+			continue;
+		near = 2 * t->thr.inactive_min;
+		above = t->sm.headroom > near ? t->sm.headroom - near : 0;
+		if (above < best) {
+			best = above;
+			*headroom = t->sm.headroom;
+			*near_at = near;
+		}
+	}
+}
+
+int targets_wakes(const struct targets *ts, struct cadence_due *d)
+{
+	int n = 0;
+
+	for (int i = 0; i < RC_MAX_TARGETS; i++)
+		if (ts->t[i] && ts->t[i]->evicting)
+			/* a heartbeat is on time; a look for a page is not */
+			d[n++] = (struct cadence_due){
+				evictor_next_ns(&ts->t[i]->ev),
+				ts->t[i]->ev.open ? 0 : CADENCE_SLACK_NS
+			};
+	return n;
 }

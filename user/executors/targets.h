@@ -16,6 +16,7 @@
 #include <linux/types.h>
 
 #include "args.h"
+#include "core/cadence.h"
 #include "kernel/bpfstate.h"
 #include "page/control.h"
 #include "executors/evictor.h"
@@ -29,6 +30,12 @@
 /* How often each target's cgroup is looked up again (it may be moved). */
 #define TARGET_CGROUP_PERIOD_NS 1000000000ULL
 
+/* Page faults counted: at the first read, at the last. */
+struct fault_count {
+	uint64_t base, last;
+	bool has;
+};
+
 struct target {
 	pid_t pid;
 	uid_t uid;
@@ -41,9 +48,8 @@ struct target {
 	bool has_rss_file;
 	uint64_t rss_file; /* file-backed resident bytes, last rss event */
 	uint64_t rss_told; /* RSS of the last rss event (BPF's or polled) */
-	/* minflt + majflt (/proc/PID/stat): at the first read, the last */
-	uint64_t faults_base, faults_prev;
-	bool has_faults;
+	/* minflt + majflt (/proc/PID/stat), or the fault program's */
+	struct fault_count faults;
 	struct evictor ev;
 	bool evicting;
 	struct rc_thresholds thr;
@@ -117,6 +123,29 @@ struct target *targets_find(const struct targets *ts, pid_t pid);
 struct target *targets_at(const struct targets *ts, int slot);
 /* The only target when there is exactly one, else NULL. */
 struct target *targets_single(const struct targets *ts);
+
+/* Some target has its page open (evicting). */
+bool targets_evicting(const struct targets *ts);
+
+/*
+ * Some target is close to a threshold (headroom under twice its
+ * inactive_min) or has commands out: the loop follows headroom every tick.
+ */
+bool targets_pressing(const struct targets *ts);
+
+/*
+ * The target nearest its near point (twice its inactive_min): its
+ * headroom and near point into *@headroom and *@near_at, left as they are
+ * without targets.
+ */
+void targets_nearest(const struct targets *ts, uint64_t *headroom,
+		     uint64_t *near_at);
+
+/*
+ * When each evictor must be ticked, into @d (RC_MAX_TARGETS): a heartbeat
+ * on time, a look for a page within the cadence's slack. How many.
+ */
+int targets_wakes(const struct targets *ts, struct cadence_due *d);
 
 /* An rss event of the target: sampler, evictor, growth ring. */
 void target_rss(struct target *t, uint64_t ts_ns, uint64_t total,

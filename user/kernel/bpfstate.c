@@ -76,8 +76,45 @@ int bpfstate_faults(struct bpfstate *b, bool on)
 	return probes_faults(&b->probes, b->skel, on);
 }
 
+int bpfstate_events_open(struct bpfstate *b, bpfstate_event_fn fn, void *ctx)
+{
+	b->rb = ring_buffer__new(bpfstate_events_fd(b), fn, ctx, NULL);
+	return b->rb ? 0 : -errno;
+}
+
+int bpfstate_events_epoll_fd(struct bpfstate *b)
+{
+	return ring_buffer__epoll_fd(b->rb);
+}
+
+void bpfstate_events_consume(struct bpfstate *b)
+{
+	ring_buffer__consume(b->rb);
+}
+
+void bpfstate_events_close(struct bpfstate *b)
+{
+	ring_buffer__free(b->rb);
+	b->rb = NULL;
+}
+
+static int (*print_fn)(int level, const char *fmt, va_list ap);
+
+static int print_libbpf(enum libbpf_print_level level, const char *fmt,
+			va_list ap)
+{
+	return print_fn(level, fmt, ap);
+}
+
+void bpfstate_set_print(int (*fn)(int level, const char *fmt, va_list ap))
+{
+	print_fn = fn;
+	libbpf_set_print(print_libbpf);
+}
+
 void bpfstate_destroy(struct bpfstate *b)
 {
+	bpfstate_events_close(b);
 	probes_detach(&b->probes);
 	bpf_link__destroy(b->learn);
 	b->learn = NULL;

@@ -7,7 +7,9 @@
 #ifndef RAMCACHE_BPFSTATE_H
 #define RAMCACHE_BPFSTATE_H
 
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -18,6 +20,7 @@
 
 struct pressure_bpf;
 struct bpf_link;
+struct ring_buffer;
 
 /* Counters of one tracked tgid (or of the system), summed over CPUs. */
 struct track_totals {
@@ -37,6 +40,7 @@ struct bpfstate {
 	struct memcg_refs memcgs;    /* targets in each watched memcg */
 	/* each slot's BPF counts when its tgid began to be tracked */
 	struct track_totals base[RC_MAX_TARGETS];
+	struct ring_buffer *rb; /* the events, and the rings added to it */
 };
 
 /* What the programs are loaded with: the options that concern them. */
@@ -96,5 +100,21 @@ int bpfstate_hist(struct bpfstate *b, enum rc_hist_kind kind, struct hist *h);
 void bpfstate_rss_wake(struct bpfstate *b, uint64_t bytes);
 /* fd of the ring buffer map. */
 int bpfstate_events_fd(struct bpfstate *b);
+
+/* A record of a ring buffer, as the kernel wrote it; 0 to go on. */
+typedef int (*bpfstate_event_fn)(void *ctx, void *data, size_t len);
+
+/*
+ * Read the programs' events with @fn: an epoll fd (events_epoll_fd),
+ * drained by events_consume. 0 or -errno.
+ */
+int bpfstate_events_open(struct bpfstate *b, bpfstate_event_fn fn, void *ctx);
+int bpfstate_events_epoll_fd(struct bpfstate *b);
+void bpfstate_events_consume(struct bpfstate *b);
+/* Stop reading them (also done by bpfstate_destroy). */
+void bpfstate_events_close(struct bpfstate *b);
+
+/* libbpf's own messages go to @fn (its level: 0 warn, 1 info, 2 debug). */
+void bpfstate_set_print(int (*fn)(int level, const char *fmt, va_list ap));
 
 #endif /* RAMCACHE_BPFSTATE_H */

@@ -150,8 +150,28 @@ int discover_open(struct discover *d, char *why, size_t len)
 	return 0;
 }
 
+int discover_events_open(struct discover *d,
+			 int (*fn)(void *ctx, void *data, size_t len),
+			 void *ctx)
+{
+	d->rb = ring_buffer__new(discover_events_fd(d), fn, ctx, NULL);
+	return d->rb ? 0 : -errno;
+}
+
+int discover_events_epoll_fd(const struct discover *d)
+{
+	return ring_buffer__epoll_fd(d->rb);
+}
+
+void discover_events_consume(struct discover *d)
+{
+	ring_buffer__consume(d->rb);
+}
+
 void discover_close(struct discover *d)
 {
+	ring_buffer__free(d->rb);
+	d->rb = NULL;
 	bpf_link__destroy(d->exec);
 	for (int i = 0; i < DISC_MAX_LIBC; i++)
 		bpf_link__destroy(d->libcs[i].link);

@@ -33,13 +33,16 @@ struct disc_libc {
 	bool told;	       /* a warning named it */
 };
 
+struct ring_buffer;
+
 struct discover {
 	struct discover_bpf *skel;
 	struct bpf_link *exec;
 	/* [0]: the agent's own; a probe's cookie is its index + 1 */
 	struct disc_libc libcs[DISC_MAX_LIBC];
-	unsigned int told;   /* DISC_TOLD_* warnings given */
-	char libc[PATH_MAX]; /* the agent's libc, "" if none */
+	unsigned int told;	/* DISC_TOLD_* warnings given */
+	char libc[PATH_MAX];	/* the agent's libc, "" if none */
+	struct ring_buffer *rb; /* its reports, read by events_consume */
 };
 
 /*
@@ -51,6 +54,17 @@ int discover_open(struct discover *d, char *why, size_t len);
 void discover_close(struct discover *d);
 /* The ring buffer map's fd (events are struct rc_discover_ev). */
 int discover_events_fd(const struct discover *d);
+
+/*
+ * Read the reports with @fn, from a ring of their own: one epoll fd
+ * (events_epoll_fd), drained by events_consume until @fn returns < 0 (a
+ * budget per turn). 0 or -errno; discover_close() frees it.
+ */
+int discover_events_open(struct discover *d,
+			 int (*fn)(void *ctx, void *data, size_t len),
+			 void *ctx);
+int discover_events_epoll_fd(const struct discover *d);
+void discover_events_consume(struct discover *d);
 /* Reports the kernel lost to a full ring since discover_open(). */
 uint64_t discover_drops(const struct discover *d);
 /* Report execve of @tgid (on), or stop (off). */

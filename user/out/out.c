@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "core/hist.h"
+#include "out/histfmt.h"
 #include "out/json.h"
 #include "proc/match.h"
 #include "out/out.h"
@@ -632,6 +633,16 @@ void out_warn(struct out *o, const char *fmt, ...)
 	va_end(ap);
 }
 
+void out_read_error(struct out *o, int *last, int err, const char *what)
+{
+	if (err && err != *last)
+		out_warn(
+			o,
+			"failed to read %s: %s; the pressure level may be stale",
+			what, strerror(-err));
+	*last = err;
+}
+
 void out_note(struct out *o, const char *fmt, ...)
 {
 	va_list ap;
@@ -872,12 +883,12 @@ void out_hist(struct out *o, const char *name, const char *title,
 		json_str(&w, "name", name);
 		json_str(&w, "unit", "usecs");
 		json_u64(&w, "count", hist_total(h));
-		hist_json(&w, "slots", h);
+		histfmt_json(&w, "slots", h);
 		json_end(&w);
 		return;
 	}
 	fprintf(o->f, "\n%s:\n", title);
-	hist_print(o->f, h, "usecs");
+	histfmt_text(o->f, h, "usecs");
 	fflush(o->f);
 }
 

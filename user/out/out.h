@@ -129,6 +129,11 @@ void out_note(struct out *o, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void out_warn(struct out *o, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/*
+ * A periodic read of @what failed with @err (-errno): warned once, not
+ * every time; *@last is the error told last, and 0 rearms it.
+ */
+void out_read_error(struct out *o, int *last, int err, const char *what);
 
 /*
  * A fatal error: "ramcache-bpf: <message>" on stderr, and with --json also

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The pressure levels the agent tells: its own (one target's, or the
+ * machine's) and, with several targets, each memory domain's; published
+ * as gauges, handed to each evictor, told as `pressure` events and to the
+ * --on-level commands when they change.
+ */
+#ifndef RAMCACHE_LEVELS_H
+#define RAMCACHE_LEVELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "executors/domains.h"
+#include "executors/domlevel.h"
+#include "executors/level.h"
+#include "executors/targets.h"
+#include "out/metrics.h"
+#include "out/onlevel.h"
+#include "out/out.h"
+#include "proc/sampler.h"
+
+struct levels {
+	struct level_watch lw;	 /* the agent's */
+	struct domain_levels dl; /* several targets: each domain's */
+	int err;		 /* the read error told last */
+};
+
+/* What an update reads, and where it tells. */
+struct levels_env {
+	struct targets *ts;
+	const struct domain_env *denv;
+	const struct sampler *sys;	     /* the machine's */
+	const struct rc_thresholds *sys_thr; /* in force without one target */
+	uint64_t horizon_ns;		     /* --horizon */
+	struct metrics *m;
+	struct out *out;
+	const struct on_level *cmds; /* --on-level */
+	int ncmds;
+};
+
+void levels_init(struct levels *lv);
+
+/* kswapd on node @nid woke (or went to sleep). */
+void levels_kswapd(struct levels *lv, int nid, bool awake);
+
+/*
+ * Judge every level at @now, BPF having counted @direct direct and
+ * @memcg memcg reclaim stalls so far; publish, hand on and tell.
+ */
+void levels_update(struct levels *lv, const struct levels_env *env,
+		   uint64_t direct, uint64_t memcg, uint64_t now);
+
+/*
+ * Each memory domain's gauges (headroom, forecast ETA, level); without
+ * targets, the machine's as domain 0 with @sys_eta_ns.
+ */
+void levels_publish(const struct levels *lv, const struct levels_env *env,
+		    uint64_t now, uint64_t sys_eta_ns);
+
+#endif /* RAMCACHE_LEVELS_H */
