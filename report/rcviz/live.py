@@ -10,6 +10,12 @@ from .sanitize import text
 from .svg import fmt_bytes, fmt_ms
 
 
+def _n(e, k, default=None):
+    """Field @k of @e if it is a number, else @default."""
+    v = num_field(e.get(k))
+    return default if v is None else v
+
+
 class Executor:
     def __init__(self, pid):
         self.pid = pid
@@ -71,104 +77,113 @@ class Live:
         (a crafted record) counts as absent."""
         self.events += 1
         t = self.secs(e)
-        typ = e.get("type")
-        pid = int_field(e.get("pid"))
+        handler = _FEED.get(e.get("type"))
+        if handler:
+            handler(self, e, t, int_field(e.get("pid")))
 
-        def n(k, default=None):
-            v = num_field(e.get(k))
-            return default if v is None else v
+    def _on_start(self, e, t, pid):
+        self.start = e
+        if pid:
+            x = self._executor(pid)
+            x.comm = str(e.get("comm", ""))
+        self._thresholds(e, "")
 
-        if typ == "start":
-            self.start = e
-            if pid:
-                x = self._executor(pid)
-                x.comm = str(e.get("comm", ""))
+    def _on_target(self, e, t, pid):
+        if pid:
+            x = self._executor(pid)
+            x.comm = x.comm or str(e.get("comm", ""))
+            x.alive = e.get("state") == "attached"
             self._thresholds(e, "")
-        elif typ == "target":
-            if pid:
-                x = self._executor(pid)
-                x.comm = x.comm or str(e.get("comm", ""))
-                x.alive = e.get("state") == "attached"
-                self._thresholds(e, "")
-        elif typ == "rss":
-            if pid in self.ex:
-                self.ex[pid].rss = n("rss")
-        elif typ == "summary":
-            self.mem_available = n("mem_available")
-            self.headroom = n("headroom")
-            self.headroom_max = max(self.headroom_max, self.headroom or 0,
-                                    self.mem_available or 0)
-            self.drops = max(self.drops, n("drops", 0))
-            self._thresholds(e, "threshold_")
-            self._level(e)
-            if pid:
-                x = self._executor(pid)
-                x.rss = n("rss", x.rss)
-                x.memcg_usage = n("memcg_usage")
-                x.memcg_limit = n("memcg_limit")
-                x.headroom = n("headroom")
-                x.forecast = n("forecast")
-                x.eta = n("eta_s")
-        elif typ == "pressure":
-            self._level(e)
-            if pid and pid in self.ex:
-                self.ex[pid].eta = n("eta_s")
-                self.ex[pid].headroom = n("headroom")
-        elif typ == "evict":
-            self.sent += 1
-            seq = int_field(e.get("seq"))
+
+    def _on_rss(self, e, t, pid):
+        if pid in self.ex:
+            self.ex[pid].rss = _n(e, "rss")
+
+    def _on_summary(self, e, t, pid):
+        self.mem_available = _n(e, "mem_available")
+        self.headroom = _n(e, "headroom")
+        self.headroom_max = max(self.headroom_max, self.headroom or 0,
+                                self.mem_available or 0)
+        self.drops = max(self.drops, _n(e, "drops", 0))
+        self._thresholds(e, "threshold_")
+        self._level(e)
+        if pid:
+            x = self._executor(pid)
+            x.rss = _n(e, "rss", x.rss)
+            x.memcg_usage = _n(e, "memcg_usage")
+            x.memcg_limit = _n(e, "memcg_limit")
+            x.headroom = _n(e, "headroom")
+            x.forecast = _n(e, "forecast")
+            x.eta = _n(e, "eta_s")
+
+    def _on_pressure(self, e, t, pid):
+        self._level(e)
+        if pid and pid in self.ex:
+            self.ex[pid].eta = _n(e, "eta_s")
+            self.ex[pid].headroom = _n(e, "headroom")
+
+    def _on_evict(self, e, t, pid):
+        self.sent += 1
+        seq = int_field(e.get("seq"))
+        ev = {"t": t, "pid": pid, "seq": seq,
+              "label": str(e.get("label", "")),
+              "bytes": _n(e, "bytes", 0), "reason": e.get("reason"),
+              "status": "dry run" if e.get("dry_run") else "sent",
+              "ack_ms": None, "freed_ms": None}
+        self.evictions.append(ev)
+        if seq is not None:
+            self._by_seq[(pid, seq)] = ev
+
+    def _on_evict_done(self, e, t, pid):
+        seq = int_field(e.get("seq"))
+        ev = self._by_seq.pop((pid, seq), None)
+        if ev is None:
             ev = {"t": t, "pid": pid, "seq": seq,
                   "label": str(e.get("label", "")),
-                  "bytes": n("bytes", 0), "reason": e.get("reason"),
-                  "status": "dry run" if e.get("dry_run") else "sent",
-                  "ack_ms": None, "freed_ms": None}
+                  "bytes": _n(e, "bytes", 0), "reason": None}
             self.evictions.append(ev)
-            if seq is not None:
-                self._by_seq[(pid, seq)] = ev
-        elif typ == "evict_done":
-            seq = int_field(e.get("seq"))
-            ev = self._by_seq.pop((pid, seq), None)
-            if ev is None:
-                ev = {"t": t, "pid": pid, "seq": seq,
-                      "label": str(e.get("label", "")),
-                      "bytes": n("bytes", 0), "reason": None}
-                self.evictions.append(ev)
-            ev["status"] = str(e.get("status", ""))
-            if n("ack_latency_ns") is not None:
-                ev["ack_ms"] = n("ack_latency_ns") / 1e6
-            ev["freed_ms"] = (n("freed_latency_ns") / 1e6
-                              if n("freed_latency_ns") else None)
-            self.counts[STATUS_GROUP.get(ev["status"], "not_found")] += 1
-            if ev["status"] == "evicted":
-                self.bytes_freed += n("bytes_freed", 0)
-        elif typ == "reclaim":
-            if pid in self.ex and e.get("comm"):
-                self.ex[pid].comm = str(e["comm"])
-            kind = str(e.get("kind", "direct"))
-            self.stall_count[kind] += 1
-            self.stall_ns[kind] += n("latency_ns", 0)
-            self.stalls.append({"t": t, "kind": kind, "pid": pid,
-                                "comm": str(e.get("comm", "")),
-                                "ms": n("latency_ns", 0) / 1e6})
-        elif typ == "kswapd":
-            if e.get("state") == "wake":
-                self.kswapd_awake.add(int_field(e.get("nid")))
-            else:
-                self.kswapd_awake.discard(int_field(e.get("nid")))
-        elif typ == "oom_kill":
-            victim = int_field(e.get("victim_pid"))
-            if victim in self.ex and e.get("comm"):
-                self.ex[victim].comm = str(e["comm"])
-            self.ooms.append({"t": t, "pid": victim,
-                              "comm": str(e.get("comm", "")),
-                              "rss": sum(n(k, 0) for k in (
-                                  "anon_rss", "file_rss", "shmem_rss"))})
-        elif typ == "warning":
-            self.warnings.append((t, str(e.get("message", ""))))
-        elif typ == "error":
-            self.warnings.append((t, "error: " + str(e.get("message", ""))))
-        elif typ == "exit":
-            self.exit = e
+        ev["status"] = str(e.get("status", ""))
+        if _n(e, "ack_latency_ns") is not None:
+            ev["ack_ms"] = _n(e, "ack_latency_ns") / 1e6
+        ev["freed_ms"] = (_n(e, "freed_latency_ns") / 1e6
+                          if _n(e, "freed_latency_ns") else None)
+        self.counts[STATUS_GROUP.get(ev["status"], "not_found")] += 1
+        if ev["status"] == "evicted":
+            self.bytes_freed += _n(e, "bytes_freed", 0)
+
+    def _on_reclaim(self, e, t, pid):
+        if pid in self.ex and e.get("comm"):
+            self.ex[pid].comm = str(e["comm"])
+        kind = str(e.get("kind", "direct"))
+        self.stall_count[kind] += 1
+        self.stall_ns[kind] += _n(e, "latency_ns", 0)
+        self.stalls.append({"t": t, "kind": kind, "pid": pid,
+                            "comm": str(e.get("comm", "")),
+                            "ms": _n(e, "latency_ns", 0) / 1e6})
+
+    def _on_kswapd(self, e, t, pid):
+        if e.get("state") == "wake":
+            self.kswapd_awake.add(int_field(e.get("nid")))
+        else:
+            self.kswapd_awake.discard(int_field(e.get("nid")))
+
+    def _on_oom_kill(self, e, t, pid):
+        victim = int_field(e.get("victim_pid"))
+        if victim in self.ex and e.get("comm"):
+            self.ex[victim].comm = str(e["comm"])
+        self.ooms.append({"t": t, "pid": victim,
+                          "comm": str(e.get("comm", "")),
+                          "rss": sum(_n(e, k, 0) for k in (
+                              "anon_rss", "file_rss", "shmem_rss"))})
+
+    def _on_warning(self, e, t, pid):
+        self.warnings.append((t, str(e.get("message", ""))))
+
+    def _on_error(self, e, t, pid):
+        self.warnings.append((t, "error: " + str(e.get("message", ""))))
+
+    def _on_exit(self, e, t, pid):
+        self.exit = e
 
     def _thresholds(self, e, prefix):
         for k in ("headroom", "inactive"):
@@ -187,6 +202,11 @@ class Live:
     @property
     def lost(self):
         return self.counts["lost"]
+
+
+_FEED = {typ: getattr(Live, "_on_" + typ) for typ in (
+    "start", "target", "rss", "summary", "pressure", "evict", "evict_done",
+    "reclaim", "kswapd", "oom_kill", "warning", "error", "exit")}
 
 
 # ---------------------------------------------------------------- screen
@@ -212,15 +232,8 @@ def fit(s, width):
     return s if len(s) <= width else s[:max(0, width - 1)] + "~"
 
 
-def screen(st, width=80, height=24, clock=None):
-    """Lines (text, style) for one refresh; style is None, "bold",
-    "title", or a level name (for colour)."""
-    clock = clock or time.strftime("%H:%M:%S")
-    L = []
-
-    def add(s, style=None):
-        L.append((fit(text(s), width), style))
-
+def _screen_head(st, add, clock):
+    """The title, the level and the thresholds."""
     up = (st.t_last - st.t_first) / 1e9 if st.t_first is not None else 0
     who = "the whole system"
     if st.start and int_field(st.start.get("pid")):
@@ -241,6 +254,11 @@ def screen(st, width=80, height=24, clock=None):
         f"inactive below {fmt_bytes(th.get('inactive'))}   MemAvailable "
         f"{fmt_bytes(st.mem_available)}")
     add("")
+
+
+def _screen_executors(st, add, width):
+    """The last four executors with their headroom bars, or the system."""
+    th = st.thresholds
     bw = max(6, min(30, width - 71))
     add(f"{'PID':>7} {'COMMAND':<14} {'RSS':>9} {'CGROUP':>17} "
         f"{'HEADROOM':>9} {'':{bw + 2}} {'ETA':>7}", "bold")
@@ -263,6 +281,11 @@ def screen(st, width=80, height=24, clock=None):
             f"{fmt_bytes(st.headroom):>9} {b} {eta_text(st.eta):>7}",
             st.level)
     add("")
+
+
+def _screen_evictions(st, add, L, height):
+    """The counts, and as many of the last commands as fit in @height
+    lines after those in @L."""
     c = st.counts
     add(f"Evictions: {st.sent} sent, {c['evicted']} evicted, {c['busy']} "
         f"busy, {c['lost']} lost, {c['not_found']} not found; "
@@ -278,6 +301,11 @@ def screen(st, width=80, height=24, clock=None):
             f"{fmt_ms(ev['freed_ms']):>9}",
             "lost" if STATUS_GROUP.get(ev["status"]) == "lost" else None)
     add("")
+
+
+def _screen_tail(st, add, L, height):
+    """Reclaim stalls (as many as fit in @height lines after those in @L),
+    OOM kills, the last warning, the agent's exit."""
     add(f"Reclaim stalls: direct {st.stall_count['direct']} "
         f"({st.stall_ns['direct'] / 1e6:.1f} ms), memcg "
         f"{st.stall_count['memcg']} ({st.stall_ns['memcg'] / 1e6:.1f} ms)",
@@ -295,6 +323,21 @@ def screen(st, width=80, height=24, clock=None):
     if st.exit:
         add(f"agent exited: {st.exit.get('reason')} (code "
             f"{st.exit.get('code')}); q to quit", "bold")
+
+
+def screen(st, width=80, height=24, clock=None):
+    """Lines (text, style) for one refresh; style is None, "bold",
+    "title", or a level name (for colour)."""
+    clock = clock or time.strftime("%H:%M:%S")
+    L = []
+
+    def add(s, style=None):
+        L.append((fit(text(s), width), style))
+
+    _screen_head(st, add, clock)
+    _screen_executors(st, add, width)
+    _screen_evictions(st, add, L, height)
+    _screen_tail(st, add, L, height)
     return L[:height]
 
 

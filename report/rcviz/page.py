@@ -48,8 +48,8 @@ def _lat_row(name, st):
             S.fmt_ms(st["p99"]), S.fmt_ms(st["max"])]
 
 
-def render(tl, source="record"):
-    sm = summarize(tl)
+def _meta(tl, source):
+    """The record's line under the title: source, length, whom."""
     st = tl.start
     who = ", ".join(f"{c or '?'} ({p})" for p, c in sorted(tl.comms.items()))
     meta = [f"record <code>{html.escape(os.path.basename(source))}</code>",
@@ -68,6 +68,12 @@ def render(tl, source="record"):
                     f"inactive {S.fmt_bytes(tl.thresholds.get('inactive'))}")
     if tl.exit:
         meta.append(f"agent exit: {html.escape(str(tl.exit.get('reason')))}")
+    return meta
+
+
+def _warnings(tl):
+    """What the reader must know the record misses."""
+    st = tl.start
     warn = []
     if tl.bad_lines:
         warn.append(f"{tl.bad_lines} line(s) of the record were not JSON "
@@ -78,7 +84,11 @@ def render(tl, source="record"):
     if tl.drops:
         warn.append(f"the ring buffer dropped {tl.drops} kernel event(s): "
                     "the stalls and RSS shown miss them")
+    return warn
 
+
+def _tables(tl, sm):
+    """The summary's tables, as HTML."""
     tables = []
     by = sm["by_status"]
     tables.append(_table(
@@ -116,6 +126,13 @@ def render(tl, source="record"):
         tables.append(_table(
             "Agent warnings and errors", ["time", "message"],
             [[f"{t:.3f} s", m] for t, m in tl.warnings[:50]], "warnings"))
+    return tables
+
+
+def render(tl, source="record"):
+    meta = _meta(tl, source)
+    warn = _warnings(tl)
+    tables = _tables(tl, summarize(tl))
 
     title = "ramcache-bpf report"
     body = [

@@ -179,127 +179,24 @@ def build(events, t0_ns=None):
         return tl
     tl.t0_ns = t0_ns if t0_ns is not None else (
         starts[0] if starts else min(stamps))
+    b = _Builder(tl)
     last = tl.t0_ns
-    evs = {}
-    kswapd_open = {}
-    level_now = None
     for e in events:
         ts = num_field(e.get("ts_ns"))
         ts = last if ts is None else ts
         last = max(last, ts)
-        t = tl.secs(ts)
         tl.events += 1
-        typ = e["type"]
-        pid = int_field(e.get("pid"))
-        if typ == "start":
-            tl.start = e
-            if pid:
-                tl.comms[pid] = str(e.get("comm", ""))
-            for k in ("headroom", "inactive"):
-                if num_field(e.get(k)):
-                    tl.thresholds[k] = e[k]
-        elif typ == "target":
-            tl.targets.append((t, e.get("state"), pid, e.get("comm")))
-            if e.get("state") == "attached" and pid:
-                tl.comms[pid] = str(e.get("comm", ""))
-                for k in ("headroom", "inactive"):
-                    if num_field(e.get(k)):
-                        tl.thresholds[k] = e[k]
-            if e.get("state") == "exited" and pid in tl.rss:
-                tl.rss[pid].append((t, None))
-        elif typ == "rss":
-            if num_field(e.get("rss")) is not None:
-                tl.rss.setdefault(pid, []).append((t, e["rss"]))
-        elif typ == "summary":
-            _comm(tl, pid, e)
-            if pid and num_field(e.get("rss")):
-                tl.rss.setdefault(pid, []).append((t, e["rss"]))
-            for key, series in (("memcg_usage", tl.memcg_usage),
-                                ("memcg_limit", tl.memcg_limit),
-                                ("mem_available", tl.mem_available),
-                                ("headroom", tl.headroom),
-                                ("forecast", tl.forecast)):
-                v = num_field(e.get(key))
-                if v is not None:
-                    series.append((t, v))
-                elif series and series[-1][1] is not None:
-                    series.append((t, None))  # a gap: no target then
-            tl.drops = max(tl.drops, num_field(e.get("drops")) or 0)
-            for k in ("headroom", "inactive"):
-                v = num_field(e.get("threshold_" + k))
-                if v:
-                    tl.thresholds[k] = v
-                    tl.threshold_series[k].append((t, v))
-            if e.get("level") in LEVELS:
-                level_now = _level(tl, t, e, level_now)
-        elif typ == "pressure":
-            if e.get("level") in LEVELS:
-                level_now = _level(tl, t, e, level_now, force=True)
-            v = num_field(e.get("headroom"))
-            if v is not None:
-                tl.headroom.append((t, v))
-        elif typ == "evict":
-            seq = int_field(e.get("seq"))
-            ev = Eviction(pid, seq)
-            ev.dry_run = bool(e.get("dry_run")) or seq is None
-            ev.id = e.get("id")
-            ev.label = str(e.get("label", ""))
-            ev.bytes = num_field(e.get("bytes")) or 0
-            ev.reason = str(e.get("reason", ""))
-            ev.headroom = num_field(e.get("headroom"))
-            ev.forecast = num_field(e.get("forecast"))
-            ev.t_post = t
-            tl.evictions.append(ev)
-            if seq is not None:
-                evs[(pid, seq)] = ev
-            if ev.headroom is not None:
-                tl.headroom.append((t, ev.headroom))
-            if ev.forecast is not None:
-                tl.forecast.append((t, ev.forecast))
-        elif typ == "evict_done":
-            ev = evs.pop((pid, int_field(e.get("seq"))), None)
-            if ev is None:  # its post is before the record began
-                ev = Eviction(pid, int_field(e.get("seq")))
-                ev.id = e.get("id")
-                ev.label = str(e.get("label", ""))
-                ev.bytes = num_field(e.get("bytes")) or 0
-                ev.t_post = t - max(num_field(e.get("ack_latency_ns")) or 0,
-                                    num_field(e.get("freed_latency_ns")) or 0) / 1e9
-                tl.evictions.append(ev)
-            ev.t_done = t
-            ev.status = str(e.get("status", ""))
-            ev.bytes_freed = num_field(e.get("bytes_freed"))
-            ack = num_field(e.get("ack_latency_ns"))
-            recv = num_field(e.get("recv_latency_ns"))
-            freed = num_field(e.get("freed_latency_ns"))
-            if recv is not None:
-                ev.t_recv = ev.t_post + recv / 1e9
-            if ack is not None:
-                ev.ack_ns = ack
-                ev.t_ack = ev.t_post + ack / 1e9
-            if freed:
-                ev.freed_ns = freed
-                ev.t_freed = ev.t_post + freed / 1e9
-        elif typ == "reclaim":
-            tl.stalls.append(Stall(t, e))
-            _comm(tl, pid, e)
-        elif typ == "kswapd":
-            nid = int_field(e.get("nid")) or 0
-            if e.get("state") == "wake":
-                kswapd_open.setdefault(nid, t)
-            elif e.get("state") == "sleep":
-                t_wake = kswapd_open.pop(nid, None)
-                tl.kswapd.append((nid, t if t_wake is None else t_wake, t))
-        elif typ == "oom_kill":
-            tl.ooms.append(Oom(t, e))
-            _comm(tl, int_field(e.get("victim_pid")), e)
-        elif typ in ("warning", "error"):
-            tl.warnings.append((t, ("error: " if typ == "error" else "")
-                                + str(e.get("message", ""))))
-        elif typ == "exit":
-            tl.exit = e
+        handler = _HANDLERS.get(e["type"])
+        if handler:
+            handler(b, tl.secs(ts), int_field(e.get("pid")), e)
+    _finish(tl, b, last)
+    return tl
+
+
+def _finish(tl, b, last):
+    """Close what is still open at the record's end, and sort the series."""
     tl.duration = max(0.0, tl.secs(last))
-    for nid, t_wake in kswapd_open.items():
+    for nid, t_wake in b.kswapd_open.items():
         tl.kswapd.append((nid, t_wake, None))
     if tl.bands:
         tl.bands[-1].t1 = tl.duration
@@ -308,8 +205,152 @@ def build(events, t0_ns=None):
     for s in (tl.headroom, tl.forecast):
         s.sort(key=lambda p: p[0])
     tl.stalls.sort(key=lambda s: s.t_end)
-    return tl
 
+
+class _Builder:
+    """What build() keeps between events: commands posted and not yet
+    done, kswapd wakes without their sleep, the level in force."""
+
+    def __init__(self, tl):
+        self.tl = tl
+        self.evs = {}
+        self.kswapd_open = {}
+        self.level_now = None
+
+    def _thresholds(self, e):
+        for k in ("headroom", "inactive"):
+            if num_field(e.get(k)):
+                self.tl.thresholds[k] = e[k]
+
+    def start(self, t, pid, e):
+        self.tl.start = e
+        if pid:
+            self.tl.comms[pid] = str(e.get("comm", ""))
+        self._thresholds(e)
+
+    def target(self, t, pid, e):
+        tl = self.tl
+        tl.targets.append((t, e.get("state"), pid, e.get("comm")))
+        if e.get("state") == "attached" and pid:
+            tl.comms[pid] = str(e.get("comm", ""))
+            self._thresholds(e)
+        if e.get("state") == "exited" and pid in tl.rss:
+            tl.rss[pid].append((t, None))
+
+    def rss(self, t, pid, e):
+        if num_field(e.get("rss")) is not None:
+            self.tl.rss.setdefault(pid, []).append((t, e["rss"]))
+
+    def summary(self, t, pid, e):
+        tl = self.tl
+        _comm(tl, pid, e)
+        if pid and num_field(e.get("rss")):
+            tl.rss.setdefault(pid, []).append((t, e["rss"]))
+        for key, series in (("memcg_usage", tl.memcg_usage),
+                            ("memcg_limit", tl.memcg_limit),
+                            ("mem_available", tl.mem_available),
+                            ("headroom", tl.headroom),
+                            ("forecast", tl.forecast)):
+            v = num_field(e.get(key))
+            if v is not None:
+                series.append((t, v))
+            elif series and series[-1][1] is not None:
+                series.append((t, None))  # a gap: no target then
+        tl.drops = max(tl.drops, num_field(e.get("drops")) or 0)
+        for k in ("headroom", "inactive"):
+            v = num_field(e.get("threshold_" + k))
+            if v:
+                tl.thresholds[k] = v
+                tl.threshold_series[k].append((t, v))
+        if e.get("level") in LEVELS:
+            self.level_now = _level(tl, t, e, self.level_now)
+
+    def pressure(self, t, pid, e):
+        if e.get("level") in LEVELS:
+            self.level_now = _level(self.tl, t, e, self.level_now,
+                                    force=True)
+        v = num_field(e.get("headroom"))
+        if v is not None:
+            self.tl.headroom.append((t, v))
+
+    def evict(self, t, pid, e):
+        tl = self.tl
+        seq = int_field(e.get("seq"))
+        ev = Eviction(pid, seq)
+        ev.dry_run = bool(e.get("dry_run")) or seq is None
+        ev.id = e.get("id")
+        ev.label = str(e.get("label", ""))
+        ev.bytes = num_field(e.get("bytes")) or 0
+        ev.reason = str(e.get("reason", ""))
+        ev.headroom = num_field(e.get("headroom"))
+        ev.forecast = num_field(e.get("forecast"))
+        ev.t_post = t
+        tl.evictions.append(ev)
+        if seq is not None:
+            self.evs[(pid, seq)] = ev
+        if ev.headroom is not None:
+            tl.headroom.append((t, ev.headroom))
+        if ev.forecast is not None:
+            tl.forecast.append((t, ev.forecast))
+
+    def evict_done(self, t, pid, e):
+        ev = self.evs.pop((pid, int_field(e.get("seq"))), None)
+        if ev is None:  # its post is before the record began
+            ev = Eviction(pid, int_field(e.get("seq")))
+            ev.id = e.get("id")
+            ev.label = str(e.get("label", ""))
+            ev.bytes = num_field(e.get("bytes")) or 0
+            ev.t_post = t - max(num_field(e.get("ack_latency_ns")) or 0,
+                                num_field(e.get("freed_latency_ns")) or 0) / 1e9
+            self.tl.evictions.append(ev)
+        ev.t_done = t
+        ev.status = str(e.get("status", ""))
+        ev.bytes_freed = num_field(e.get("bytes_freed"))
+        ack = num_field(e.get("ack_latency_ns"))
+        recv = num_field(e.get("recv_latency_ns"))
+        freed = num_field(e.get("freed_latency_ns"))
+        if recv is not None:
+            ev.t_recv = ev.t_post + recv / 1e9
+        if ack is not None:
+            ev.ack_ns = ack
+            ev.t_ack = ev.t_post + ack / 1e9
+        if freed:
+            ev.freed_ns = freed
+            ev.t_freed = ev.t_post + freed / 1e9
+
+    def reclaim(self, t, pid, e):
+        self.tl.stalls.append(Stall(t, e))
+        _comm(self.tl, pid, e)
+
+    def kswapd(self, t, pid, e):
+        nid = int_field(e.get("nid")) or 0
+        if e.get("state") == "wake":
+            self.kswapd_open.setdefault(nid, t)
+        elif e.get("state") == "sleep":
+            t_wake = self.kswapd_open.pop(nid, None)
+            self.tl.kswapd.append((nid, t if t_wake is None else t_wake, t))
+
+    def oom_kill(self, t, pid, e):
+        self.tl.ooms.append(Oom(t, e))
+        _comm(self.tl, int_field(e.get("victim_pid")), e)
+
+    def warning(self, t, pid, e):
+        typ = e["type"]
+        self.tl.warnings.append((t, ("error: " if typ == "error" else "")
+                                 + str(e.get("message", ""))))
+
+    def exit(self, t, pid, e):
+        self.tl.exit = e
+
+
+_HANDLERS = {
+    "start": _Builder.start, "target": _Builder.target, "rss": _Builder.rss,
+    "summary": _Builder.summary, "pressure": _Builder.pressure,
+    "evict": _Builder.evict, "evict_done": _Builder.evict_done,
+    "reclaim": _Builder.reclaim, "kswapd": _Builder.kswapd,
+    "oom_kill": _Builder.oom_kill, "warning": _Builder.warning,
+    "error": _Builder.warning, "exit": _Builder.exit,
+}
 
 def _comm(tl, pid, e):
     """A followed pid's comm as the kernel last named it (the one at

@@ -61,115 +61,164 @@ static bool stdin_closed(void)
 	return read(0, buf, sizeof(buf)) <= 0;
 }
 
-int main(int argc, char **argv)
-{
-	const char *path = NULL;
-	uint64_t bytes = 64ULL << 20, next_id = 1, cmds = 0, dups = 0;
-	unsigned int entries = 16;
-	long ms = -1;
-	int wait_ms = 20;
-	static const char *const states[] = { "none", "alive", "died",
-					      "silent" };
-	bool once = false, alive = false;
-	static uint64_t seen[MAX_SEEN];
-	struct ramcache_command cmd;
-	struct ramcache *rc;
-	uint64_t end = 0, last_seq = 0;
-	int err;
+struct settings {
+	const char *path;
+	uint64_t bytes;
+	unsigned int entries;
+	long ms;
+	int wait_ms;
+	bool once;
+};
 
+/* The commands taken so far, and whether any came twice. */
+struct taken {
+	uint64_t next_id, cmds, dups, last_seq;
+	uint64_t seen[MAX_SEEN];
+};
+
+/* 0, or 2 (told) for a bad argument. */
+static int parse_args(int argc, char **argv, struct settings *st)
+{
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--path") && i + 1 < argc)
-			path = argv[++i];
+			st->path = argv[++i];
 		else if (!strcmp(argv[i], "--entries") && i + 1 < argc)
-			entries = (unsigned int)strtoul(argv[++i], NULL, 0);
+			st->entries = (unsigned int)strtoul(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--bytes") && i + 1 < argc)
-			bytes = strtoull(argv[++i], NULL, 0);
+			st->bytes = strtoull(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--ms") && i + 1 < argc)
-			ms = strtol(argv[++i], NULL, 0);
+			st->ms = strtol(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--wait-ms") && i + 1 < argc)
-			wait_ms = (int)strtol(argv[++i], NULL, 0);
+			st->wait_ms = (int)strtol(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--once"))
-			once = true;
+			st->once = true;
 		else {
 			fprintf(stderr, "executor: bad argument '%s'\n",
 				argv[i]);
 			return 2;
 		}
 	}
-	signal(SIGTERM, on_signal);
-	signal(SIGINT, on_signal);
-	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
+
+/* The page with st->entries published, or NULL (told). */
+static struct ramcache *create_page(const struct settings *st, struct taken *tk)
+{
+	struct ramcache *rc;
+	int err;
 
 	/* room for every entry asked for (the default holds 4096) */
 	err = ramcache_create(
-		&rc, path, entries > RAMCACHE_DEFAULT_ENTRIES ? entries : 0, 0);
+		&rc, st->path,
+		st->entries > RAMCACHE_DEFAULT_ENTRIES ? st->entries : 0, 0);
 	if (err) {
 		fprintf(stderr, "executor: failed to create the page: %s\n",
 			strerror(-err));
-		return 1;
+		return NULL;
 	}
-	for (unsigned int i = 0; i < entries; i++) {
-		err = publish(rc, next_id++, bytes);
+	for (unsigned int i = 0; i < st->entries; i++) {
+		err = publish(rc, tk->next_id++, st->bytes);
 		if (err) {
 			fprintf(stderr, "executor: failed to publish: %s\n",
 				strerror(-err));
 			ramcache_destroy(rc, true);
-			return 1;
+			return NULL;
 		}
 	}
-	printf("{\"type\":\"ready\",\"pid\":%d,\"uid\":%u,\"path\":\"%s\"}\n",
-	       (int)getpid(), (unsigned int)geteuid(), ramcache_path(rc));
+	return rc;
+}
+
+/* An `agent` line when the agent's liveness changed from *@alive. */
+static void tell_agent(struct ramcache *rc, bool *alive)
+{
+	static const char *const states[] = { "none", "alive", "died",
+					      "silent" };
+	bool now_alive = ramcache_agent_alive(rc);
+	int st;
+
+	if (now_alive == *alive)
+		return;
+	st = ramcache_agent_state(rc);
+	*alive = now_alive;
+	printf("{\"type\":\"agent\",\"alive\":%s,\"state\":\"%s\",\"t_ns\":%llu}\n",
+	       *alive ? "true" : "false", st >= 0 && st < 4 ? states[st] : "?",
+	       (unsigned long long)ramcache_now_ns());
 	fflush(stdout);
-	if (ms >= 0)
-		end = ramcache_now_ns() + (uint64_t)ms * 1000000ULL;
+}
 
-	while (!once && !stop && !stdin_closed() &&
+/* Count @cmd (a seq seen before is a dup), tell it, ack it. */
+static void take(struct ramcache *rc, const struct ramcache_command *cmd,
+		 struct taken *tk, uint64_t bytes)
+{
+	tk->cmds++;
+	if (cmd->seq <= tk->last_seq)
+		tk->dups++; /* out of order or repeated: never allowed */
+	for (uint64_t k = 0; k < tk->cmds - 1 && k < MAX_SEEN; k++)
+		if (tk->seen[k] == cmd->seq)
+			tk->dups++;
+	if (tk->cmds - 1 < MAX_SEEN)
+		tk->seen[tk->cmds - 1] = cmd->seq;
+	tk->last_seq = cmd->seq;
+	printf("{\"type\":\"cmd\",\"seq\":%llu,\"id\":%llu,\"t_ns\":%llu}\n",
+	       (unsigned long long)cmd->seq, (unsigned long long)cmd->entry_id,
+	       (unsigned long long)cmd->recv_ns);
+	fflush(stdout);
+	if (ramcache_remove(rc, cmd->entry_id) == 0) {
+		ramcache_ack(rc, cmd, RAMCACHE_ACK_EVICTED, bytes);
+		publish(rc, tk->next_id++, bytes);
+	} else {
+		ramcache_ack(rc, cmd, RAMCACHE_ACK_NOT_FOUND, 0);
+	}
+}
+
+/* Serve commands until told to stop, stdin closes or --ms ends. */
+static void serve(struct ramcache *rc, const struct settings *st,
+		  struct taken *tk)
+{
+	uint64_t end = 0;
+	struct ramcache_command cmd;
+	bool alive = false;
+	int err;
+
+	if (st->ms >= 0)
+		end = ramcache_now_ns() + (uint64_t)st->ms * 1000000ULL;
+	while (!st->once && !stop && !stdin_closed() &&
 	       (!end || ramcache_now_ns() < end)) {
-		bool now_alive;
-
 		ramcache_heartbeat(rc);
-		now_alive = ramcache_agent_alive(rc);
-		if (now_alive != alive) {
-			int st = ramcache_agent_state(rc);
-
-			alive = now_alive;
-			printf("{\"type\":\"agent\",\"alive\":%s,\"state\":\"%s\",\"t_ns\":%llu}\n",
-			       alive ? "true" : "false",
-			       st >= 0 && st < 4 ? states[st] : "?",
-			       (unsigned long long)ramcache_now_ns());
-			fflush(stdout);
-		}
-		err = ramcache_wait(rc, &cmd, wait_ms);
+		tell_agent(rc, &alive);
+		err = ramcache_wait(rc, &cmd, st->wait_ms);
 		if (err < 0) {
 			fprintf(stderr, "executor: wait: %s\n", strerror(-err));
 			break;
 		}
-		if (err == 0)
-			continue;
-		cmds++;
-		if (cmd.seq <= last_seq)
-			dups++; /* out of order or repeated: never allowed */
-		for (uint64_t k = 0; k < cmds - 1 && k < MAX_SEEN; k++)
-			if (seen[k] == cmd.seq)
-				dups++;
-		if (cmds - 1 < MAX_SEEN)
-			seen[cmds - 1] = cmd.seq;
-		last_seq = cmd.seq;
-		printf("{\"type\":\"cmd\",\"seq\":%llu,\"id\":%llu,\"t_ns\":%llu}\n",
-		       (unsigned long long)cmd.seq,
-		       (unsigned long long)cmd.entry_id,
-		       (unsigned long long)cmd.recv_ns);
-		fflush(stdout);
-		if (ramcache_remove(rc, cmd.entry_id) == 0) {
-			ramcache_ack(rc, &cmd, RAMCACHE_ACK_EVICTED, bytes);
-			publish(rc, next_id++, bytes);
-		} else {
-			ramcache_ack(rc, &cmd, RAMCACHE_ACK_NOT_FOUND, 0);
-		}
+		if (err > 0)
+			take(rc, &cmd, tk, st->bytes);
 	}
-	printf("{\"type\":\"done\",\"cmds\":%llu,\"dups\":%llu}\n",
-	       (unsigned long long)cmds, (unsigned long long)dups);
+}
+
+int main(int argc, char **argv)
+{
+	struct settings st = {
+		.bytes = 64ULL << 20, .entries = 16, .ms = -1, .wait_ms = 20
+	};
+	static struct taken tk = { .next_id = 1 };
+	struct ramcache *rc;
+
+	if (parse_args(argc, argv, &st))
+		return 2;
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+	rc = create_page(&st, &tk);
+	if (!rc)
+		return 1;
+	printf("{\"type\":\"ready\",\"pid\":%d,\"uid\":%u,\"path\":\"%s\"}\n",
+	       (int)getpid(), (unsigned int)geteuid(), ramcache_path(rc));
 	fflush(stdout);
-	ramcache_destroy(rc, !once);
+	serve(rc, &st, &tk);
+	printf("{\"type\":\"done\",\"cmds\":%llu,\"dups\":%llu}\n",
+	       (unsigned long long)tk.cmds, (unsigned long long)tk.dups);
+	fflush(stdout);
+	ramcache_destroy(rc, !st.once);
 	return 0;
 }

@@ -164,6 +164,28 @@ static char *grow(unsigned long bytes, double rate_mbps)
 	return p;
 }
 
+/* Touch @touch fresh small pages and tell the page faults counted; 0 or 1. */
+static int touch_pages(unsigned long touch)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	unsigned long before = stat_faults(), after;
+	char *p = mmap(NULL, touch * page, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED) {
+		perror("memhog: mmap");
+		return 1;
+	}
+	if (madvise(p, touch * page, MADV_NOHUGEPAGE))
+		perror("memhog: madvise");
+	for (unsigned long i = 0; i < touch; i++)
+		p[i * page] = 1;
+	after = stat_faults();
+	printf("{\"type\":\"faults\",\"delta\":%lu,\"pages\":%lu}\n",
+	       after - before, touch);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned long touch = 0, grow_bytes = 0;
@@ -210,24 +232,8 @@ int main(int argc, char **argv)
 		if (!fgets(line, sizeof(line), stdin))
 			return 1;
 	}
-	if (touch) {
-		long page = sysconf(_SC_PAGESIZE);
-		unsigned long before = stat_faults(), after;
-		char *p = mmap(NULL, touch * page, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-		if (p == MAP_FAILED) {
-			perror("memhog: mmap");
-			return 1;
-		}
-		if (madvise(p, touch * page, MADV_NOHUGEPAGE))
-			perror("memhog: madvise");
-		for (unsigned long i = 0; i < touch; i++)
-			p[i * page] = 1;
-		after = stat_faults();
-		printf("{\"type\":\"faults\",\"delta\":%lu,\"pages\":%lu}\n",
-		       after - before, touch);
-	}
+	if (touch && touch_pages(touch))
+		return 1;
 	if (map) {
 		map_file(map, thrash_s);
 		thrash_s = 0;

@@ -609,6 +609,22 @@ def free_port():
         return s.getsockname()[1]
 
 
+def domain_gauges(port, names):
+    """ramcache_domain_level of each domain in @names (None: not scraped)."""
+    gauges = [None] * len(names)
+    try:
+        m = promtext.scrape(f"127.0.0.1:{port}")
+    except (OSError, ValueError):
+        m = {}
+    for k, v in m.items():
+        if not k.startswith("ramcache_domain_level{"):
+            continue
+        for i, n in enumerate(names):
+            if f'domain="{n}"' in k:
+                gauges[i] = v
+    return gauges
+
+
 @test
 def each_domain_has_its_own_level():
     """Two executors in two 256 MiB cgroups, one of them nearly full: its
@@ -655,17 +671,7 @@ def each_domain_has_its_own_level():
             while time.monotonic() < end:
                 assert agent.proc.poll() is None, agent.stderr
                 pages = [page_level(p) for p in pids]
-                gauges = [None, None]
-                try:
-                    m = promtext.scrape(f"127.0.0.1:{port}")
-                except (OSError, ValueError):
-                    m = {}
-                for k, v in m.items():
-                    if not k.startswith("ramcache_domain_level{"):
-                        continue
-                    for i, n in enumerate(names):
-                        if f'domain="{n}"' in k:
-                            gauges[i] = v
+                gauges = domain_gauges(port, names)
                 seen = (pages, gauges)
                 if (pages[0] is not None and pages[0] > 0 and
                         pages[1] == 0 and gauges[0] is not None and

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Static checks as test cases: `make lint` (cppcheck), `make
-check-format` (clang-format with the repo's .clang-format), and the floors
-of user/'s folders (what each may include and call)."""
+check-format` (clang-format with the repo's .clang-format), the floors
+of user/'s folders (what each may include and call), the README's code map
+against user/'s folders, and no function over 80 lines."""
+import ast
 import glob
 import os
 import re
@@ -80,6 +82,92 @@ def user_folders_keep_their_floors():
     assert os.path.isdir(os.path.join(ROOT, "user", "core"))
     bad = floor_breaks()
     assert not bad, "\n".join(bad)
+
+
+@test
+def code_map_names_every_folder_of_user():
+    """The README's code map has one row for each folder of user/, and no
+    row for a folder that is gone."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    assert "## Code map" in text, "README has no code map"
+    rows = re.findall(r"^\| `user/([a-z_]*)/?` \|", text, re.M)
+    tree = sorted(d for d in os.listdir(os.path.join(ROOT, "user"))
+                  if os.path.isdir(os.path.join(ROOT, "user", d)))
+    assert sorted(r for r in rows if r) == tree and rows.count("") == 1, \
+        f"code map rows user/{rows}, folders {tree}"
+
+
+MAX_LINES = 80
+C_FOLDERS = ("user", "lib", "demo", "tests", "bpf")
+PY_FOLDERS = ("python", "comfyui", "bench", "tests", "rctest", "report",
+              "contrib")
+SKIP_DIRS = {"node_modules", "__pycache__", "build"}
+# a line before which a C function's head cannot start
+C_BEFORE_HEAD = re.compile(r"[;}]\s*$|\*/\s*$|^\s*#|^\s*$")
+
+
+def source_files(folders, exts, root=ROOT):
+    """Files under @folders ending in one of @exts; links (the rctest
+    links, each a copy of rctest/) and build outputs left out."""
+    for folder in folders:
+        for top, dirs, files in os.walk(os.path.join(root, folder)):
+            dirs[:] = sorted(
+                d for d in dirs if not d.startswith(".") and
+                d not in SKIP_DIRS and not os.path.islink(os.path.join(top, d)))
+            yield from (os.path.join(top, n) for n in sorted(files)
+                        if n.endswith(exts))
+
+
+def c_functions(text):
+    """(name, first line, lines) of each function in kernel-style C: its
+    body opens with a `{` alone at the start of a line (clang-format puts
+    it there, and nowhere else) and ends with the next `}` there; its head
+    runs back to the line after a `;`, `}`, comment, directive or blank."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line != "{":
+            continue
+        start = i
+        while start > 0 and not C_BEFORE_HEAD.search(lines[start - 1]):
+            start -= 1
+        end = next((j for j in range(i + 1, len(lines)) if lines[j] == "}"),
+                   len(lines) - 1)
+        name = re.search(r"(\w+)\s*\(", " ".join(lines[start:i]))
+        yield (name.group(1) if name else "?"), start + 1, end - start + 1
+
+
+def py_functions(text):
+    """(name, first line, lines) of each function and method, nested ones
+    too (an outer function's lines include theirs)."""
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node.name, node.lineno, node.end_lineno - node.lineno + 1
+
+
+def long_functions(root=ROOT):
+    """'path:line name() is N lines' for each function over MAX_LINES."""
+    found = []
+    for exts, folders, parse in (((".c", ".h"), C_FOLDERS, c_functions),
+                                 ((".py",), PY_FOLDERS, py_functions)):
+        for path in source_files(folders, exts, root):
+            with open(path, errors="replace") as f:
+                funcs = list(parse(f.read()))
+            found += [f"{os.path.relpath(path, root)}:{line} {name}() is "
+                      f"{n} lines" for name, line, n in funcs
+                      if n > MAX_LINES]
+    return found
+
+
+@test
+def no_function_is_over_80_lines():
+    """No C function in user/, lib/, demo/, tests/, bpf/ and no Python
+    function in python/, comfyui/, bench/, tests/, rctest/, report/,
+    contrib/ is over 80 lines, its head and closing brace counted."""
+    counted = sum(1 for _ in source_files(C_FOLDERS, (".c",)))
+    assert counted > 100, f"only {counted} C files found under {ROOT}"
+    long = long_functions()
+    assert not long, "\n".join(long)
 
 
 main()

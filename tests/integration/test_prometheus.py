@@ -560,6 +560,101 @@ def series_by_part(text):
     return slots, domains, fixed, len(lines)
 
 
+def fleet_cgroups(stack):
+    """Where the five executors run: three children of one scratch cgroup
+    (one domain), a cgroup of their own, and the machine (None)."""
+    shared = stack.enter_context(Memcg(2 << 30, name=(
+        f"ramcache-fleet-{os.getpid()}-{int(time.monotonic())}")))
+    if shared.version == 2:
+        shared._w("cgroup.subtree_control", "+memory")
+    # children without a limit of their own: the parent's is theirs
+    unlimited = "max" if shared.version == 2 else -1
+    where = [stack.enter_context(Memcg(
+        unlimited, swap_limit=None,
+        name=f"{os.path.basename(shared.path)}/ramcache-{c}"))
+        for c in "abc"]
+    return where + [stack.enter_context(Memcg(1 << 30)), None]
+
+
+def executor_copy(stack):
+    """A copy of the executor any uid can run: the checkout may sit in a
+    directory only root can enter (a clone in /root, as in make
+    test-fresh)."""
+    bindir = tempfile.mkdtemp(prefix="ramcache-prom-", dir="/var/tmp")
+    stack.callback(shutil.rmtree, bindir, True)
+    os.chmod(bindir, 0o755)
+    executor = shutil.copy(EXECUTOR, bindir)
+    os.chmod(executor, 0o755)
+    return executor
+
+
+def start_executor(executor, uid, cg):
+    """@executor as @uid in @cg (None: where the runner is)."""
+    move = cg.preexec() if cg else None
+
+    def pre():
+        if move:
+            move()
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    return subprocess.Popen(
+        [executor, "--entries", "16"], stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        preexec_fn=pre)
+
+
+def settled(agent, port, n):
+    """The scrape once @n executors are up, in three domains."""
+    text = ""
+    end = time.monotonic() + 20
+    while time.monotonic() < end:
+        assert agent.poll() is None, agent.stderr.read()
+        with contextlib.suppress(OSError):
+            text = promtext.fetch(f"127.0.0.1:{port}")
+            ups = re.findall(r"^ramcache_executor_up\{.*\} (\d)$",
+                             text, re.M)
+            inside = re.findall(
+                r"^ramcache_domain_executors\{.*\} (\d+)$", text,
+                re.M)
+            if ups.count("1") == n and len(inside) == 3 and \
+                    sum(map(int, inside)) == n:
+                return text
+        time.sleep(0.3)
+    raise AssertionError(f"never {n} attached:\n{text}")
+
+
+def has_page(pid):
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    if "memfd:ramcache" in os.readlink(
+                            f"/proc/{pid}/fd/{fd}"):
+                        return
+        time.sleep(0.02)
+    raise AssertionError(f"pid {pid} made no page")
+
+
+def churn(agent, live, start, where):
+    """15 executors come and go, each replacing the oldest."""
+    for r in range(15):
+        old = live.pop(0)
+        # every other time, as on a busy machine: the agent wakes to
+        # the old one's exit and the new one's page at once
+        busy = r % 2 == 0
+        if busy:
+            os.kill(agent.pid, signal.SIGSTOP)
+        old.kill()
+        old.wait()
+        start(where[r % len(where)])
+        if busy:
+            has_page(live[-1].pid)
+            os.kill(agent.pid, signal.SIGCONT)
+        time.sleep(0.5)
+
+
 @test
 def series_stay_bounded_with_all():
     """--all with five executors in three domains (two scratch cgroups, one
@@ -567,28 +662,12 @@ def series_stay_bounded_with_all():
     number of series before and after, one slot per live executor."""
     require_root()
     with contextlib.ExitStack() as stack:
-        shared = stack.enter_context(Memcg(2 << 30, name=(
-            f"ramcache-fleet-{os.getpid()}-{int(time.monotonic())}")))
-        if shared.version == 2:
-            shared._w("cgroup.subtree_control", "+memory")
-        # children without a limit of their own: the parent's is theirs
-        unlimited = "max" if shared.version == 2 else -1
-        where = [stack.enter_context(Memcg(
-            unlimited, swap_limit=None,
-            name=f"{os.path.basename(shared.path)}/ramcache-{c}"))
-            for c in "abc"]
-        where += [stack.enter_context(Memcg(1 << 30)), None]
+        where = fleet_cgroups(stack)
         port = free_port()
         # the executors run as a uid of their own and the agent follows
         # only it: other executors on a shared machine take no slot here
         uid = 61000 + os.getpid() % 1000
-        # a copy that uid can run: the checkout may sit in a directory only
-        # root can enter (a clone in /root, as in make test-fresh)
-        bindir = tempfile.mkdtemp(prefix="ramcache-prom-", dir="/var/tmp")
-        stack.callback(shutil.rmtree, bindir, True)
-        os.chmod(bindir, 0o755)
-        executor = shutil.copy(EXECUTOR, bindir)
-        os.chmod(executor, 0o755)
+        executor = executor_copy(stack)
         agent = subprocess.Popen(
             [AGENT, "--all", "--user", str(uid), "--quiet", "--metrics",
              f"127.0.0.1:{port}"],
@@ -603,77 +682,25 @@ def series_stay_bounded_with_all():
         stack.callback(stop_all)
 
         def start(cg):
-            move = cg.preexec() if cg else None
-
-            def pre():
-                if move:
-                    move()
-                os.setgroups([])
-                os.setgid(uid)
-                os.setuid(uid)
-            live.append(subprocess.Popen(
-                [executor, "--entries", "16"], stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                preexec_fn=pre))
-
-        def settled():
-            end = time.monotonic() + 20
-            while time.monotonic() < end:
-                assert agent.poll() is None, agent.stderr.read()
-                with contextlib.suppress(OSError):
-                    text = promtext.fetch(f"127.0.0.1:{port}")
-                    ups = re.findall(r"^ramcache_executor_up\{.*\} (\d)$",
-                                     text, re.M)
-                    inside = re.findall(
-                        r"^ramcache_domain_executors\{.*\} (\d+)$", text,
-                        re.M)
-                    if ups.count("1") == len(where) and len(inside) == 3 and \
-                            sum(map(int, inside)) == len(where):
-                        return text
-                time.sleep(0.3)
-            raise AssertionError(f"never {len(where)} attached:\n{text}")
+            live.append(start_executor(executor, uid, cg))
 
         time.sleep(1)
         for cg in where:
             start(cg)
-        slots, domains, fixed, total = series_by_part(settled())
+        slots, domains, fixed, total = series_by_part(
+            settled(agent, port, len(where)))
         print(f"# {total} series = {fixed} fixed + {slots} by slot + "
               f"{domains} by domain")
         assert len(set(slots.values())) == 1, slots
         assert len(set(domains.values())) == 1, domains
         assert len(slots) == 5 and len(domains) == 3, (slots, domains)
-        def has_page(pid):
-            end = time.monotonic() + 10
-            while time.monotonic() < end:
-                with contextlib.suppress(OSError):
-                    for fd in os.listdir(f"/proc/{pid}/fd"):
-                        with contextlib.suppress(OSError):
-                            if "memfd:ramcache" in os.readlink(
-                                    f"/proc/{pid}/fd/{fd}"):
-                                return
-                time.sleep(0.02)
-            raise AssertionError(f"pid {pid} made no page")
-
-        for r in range(15):
-            old = live.pop(0)
-            # every other time, as on a busy machine: the agent wakes to
-            # the old one's exit and the new one's page at once
-            busy = r % 2 == 0
-            if busy:
-                os.kill(agent.pid, signal.SIGSTOP)
-            old.kill()
-            old.wait()
-            start(where[r % len(where)])
-            if busy:
-                has_page(live[-1].pid)
-                os.kill(agent.pid, signal.SIGCONT)
-            time.sleep(0.5)
-        slots2, domains2, fixed2, total2 = series_by_part(settled())
+        churn(agent, live, start, where)
+        slots2, domains2, fixed2, total2 = series_by_part(
+            settled(agent, port, len(where)))
         print(f"# after 15 came and went: {total2} series, slots "
               f"{sorted(slots2)}")
         assert (total2, fixed2, len(slots2), len(domains2)) == \
             (total, fixed, 5, 3), (slots2, domains2)
-
 
 _scraped = []
 

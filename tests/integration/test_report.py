@@ -177,10 +177,7 @@ def x_scale(root):
     return pps, x0 - v0 * pps
 
 
-@test
-def report_draws_every_eviction_and_the_oom_kill():
-    rec = record()
-    events = read_events(rec)
+def check_record(events):
     # the record: every line on the one clock, thresholds per target
     assert all(isinstance(e.get("ts_ns"), int) for e in events), \
         [e["type"] for e in events if "ts_ns" not in e][:5]
@@ -189,19 +186,9 @@ def report_draws_every_eviction_and_the_oom_kill():
     assert thr == {(64 * MiB, 128 * MiB)}, thr
     assert any("forecast" in e for e in events if e["type"] == "summary"), \
         "no summary carries a forecast"
-    t0 = [e for e in events if e["type"] == "start"][0]["ts_ns"]
-    out = os.path.join(work(), "report.html")
-    doc = render(rec, out)
-    # self-contained: nothing fetched, no scripts
-    assert "<script" not in doc.lower(), "a script in the report"
-    assert not re.search(r"\b(src|href)=", doc), "external reference"
-    assert not re.findall(r"https?://(?!www\.w3\.org/2000/svg)", doc)
-    root = svg_of(doc)
-    pps, x0 = x_scale(root)
-    labels = [t.text for a in find_class(root, "x-axis")
-              for t in a.iter(SVG + "text")]
-    assert "time since start (s)" in labels, labels
 
+
+def check_evictions(root, events, t0, pps, x0):
     # every eviction command of the record, where it was posted, its
     # status, and post -> ack as the length of its bar
     posted = {(e["pid"], e["seq"]): e for e in events
@@ -234,7 +221,10 @@ def report_draws_every_eviction_and_the_oom_kill():
                 (key, length, d["ack_latency_ns"])
         title = g.find(SVG + "title").text
         assert title.startswith(f"#{key[1]} "), (key, title)
+    return done
 
+
+def check_oom_kills(root, events, t0, pps, x0):
     # the OOM kill of the classic cache: a mark at its time, with its name
     ooms = [e for e in events if e["type"] == "oom_kill"]
     marks = find_class(root, "oom")
@@ -249,7 +239,10 @@ def report_draws_every_eviction_and_the_oom_kill():
             (line.get("x1"), x0 + (e["ts_ns"] - t0) / 1e9 * pps, e)
         assert f"OOM kill: {e['comm']} ({e['victim_pid']})" in \
             m.find(SVG + "text").text, (m.find(SVG + "text").text, e)
+    return ooms
 
+
+def check_stalls_and_levels(root, events):
     # every reclaim stall; the pressure level with its reasons
     stalls = [e for e in events if e["type"] == "reclaim"]
     drawn_stalls = len(find_class(root, "stall"))
@@ -268,6 +261,8 @@ def report_draws_every_eviction_and_the_oom_kill():
         drawn_reasons |= set(filter(None, b.get("data-reasons").split(",")))
     assert reasons <= drawn_reasons, (reasons, drawn_reasons)
 
+
+def check_legends(root, events):
     # legends name what is drawn, y axes have labelled ticks
     names = {i.get("data-name") for i in find_class(root, "legend-item")}
     pids = sorted({e["pid"] for e in events if e["type"] == "rss"})
@@ -283,6 +278,8 @@ def report_draws_every_eviction_and_the_oom_kill():
     assert all(len(t) >= 2 for t in ylabels), ylabels
     assert any(t.endswith("MiB") for a in ylabels for t in a), ylabels
 
+
+def check_tables(doc, done, ooms):
     # the tables: counts and the p50 computed here from the record
     ack = sorted(d["ack_latency_ns"] / 1e6 for d in done.values()
                  if "ack_latency_ns" in d)
@@ -294,6 +291,29 @@ def report_draws_every_eviction_and_the_oom_kill():
     assert f"<td>{ooms[-1]['victim_pid']}</td>" in doc, \
         f"OOM victim {ooms[-1]['victim_pid']} not in the OOM table"
 
+
+@test
+def report_draws_every_eviction_and_the_oom_kill():
+    rec = record()
+    events = read_events(rec)
+    check_record(events)
+    t0 = [e for e in events if e["type"] == "start"][0]["ts_ns"]
+    out = os.path.join(work(), "report.html")
+    doc = render(rec, out)
+    # self-contained: nothing fetched, no scripts
+    assert "<script" not in doc.lower(), "a script in the report"
+    assert not re.search(r"\b(src|href)=", doc), "external reference"
+    assert not re.findall(r"https?://(?!www\.w3\.org/2000/svg)", doc)
+    root = svg_of(doc)
+    pps, x0 = x_scale(root)
+    labels = [t.text for a in find_class(root, "x-axis")
+              for t in a.iter(SVG + "text")]
+    assert "time since start (s)" in labels, labels
+    done = check_evictions(root, events, t0, pps, x0)
+    ooms = check_oom_kills(root, events, t0, pps, x0)
+    check_stalls_and_levels(root, events)
+    check_legends(root, events)
+    check_tables(doc, done, ooms)
 
 def rcviz_fmt_ms(v):
     sys.path.insert(0, os.path.join(ROOT, "report"))

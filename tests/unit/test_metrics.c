@@ -71,6 +71,124 @@ static bool ends_with(const char *s, size_t len, const char *suffix)
 	return len >= n && !memcmp(s + len - n, suffix, n);
 }
 
+/* What a reader of the exposition knows of the family it is in. */
+struct expo {
+	char family[128], type[16];
+	double last_bucket, inf_bucket;
+};
+
+/* A `# HELP` or `# TYPE` line [@p, @eol) into @x; -1 if it is bad. */
+static int expo_meta(struct expo *x, const char *p, const char *eol)
+{
+	bool is_type = p[2] == 'T';
+	const char *q = p + 7;
+	size_t nl;
+
+	while (q < eol && *q != ' ')
+		q++;
+	nl = (size_t)(q - (p + 7));
+	if (!nl || nl >= sizeof(x->family) || q == eol)
+		return -1;
+	if (!is_type) {
+		memcpy(x->family, p + 7, nl);
+		x->family[nl] = '\0';
+		x->type[0] = '\0';
+		x->last_bucket = x->inf_bucket = -1;
+		return strncmp(x->family, "ramcache_", 9) ? -1 : 0;
+	}
+	if (strncmp(x->family, p + 7, nl) || x->family[nl])
+		return -1; /* TYPE without HELP */
+	snprintf(x->type, sizeof(x->type), "%.*s", (int)(eol - q - 1), q + 1);
+	if (strcmp(x->type, "counter") && strcmp(x->type, "gauge") &&
+	    strcmp(x->type, "histogram"))
+		return -1;
+	if (!strcmp(x->type, "counter") && !ends_with(x->family, nl, "_total"))
+		return -1;
+	return 0;
+}
+
+/* The labels `{a="b",...}` at @q: what follows them, or NULL if bad. */
+static const char *expo_labels(const char *q)
+{
+	q++;
+	while (*q != '}') {
+		if (!name_char(*q, true))
+			return NULL;
+		while (name_char(*q, false))
+			q++;
+		if (q[0] != '=' || q[1] != '"')
+			return NULL;
+		for (q += 2; *q != '"'; q++) {
+			if (*q == '\n' || !*q)
+				return NULL;
+			if (*q == '\\' && !strchr("\\\"n", *++q))
+				return NULL;
+		}
+		q++;
+		if (*q == ',')
+			q++;
+		else if (*q != '}')
+			return NULL;
+	}
+	return q + 1;
+}
+
+/* Sample @name = @val of a histogram line @p (to @eol); -1 if bad. */
+static int expo_histogram(struct expo *x, const char *name, double val,
+			  const char *p, const char *eol)
+{
+	size_t fl = strlen(x->family);
+
+	if (strncmp(name, x->family, fl))
+		return -1;
+	if (!strcmp(name + fl, "_bucket")) {
+		if (!strstr(p, "le=\"") || strstr(p, "le=\"") > eol)
+			return -1;
+		if (val < x->last_bucket)
+			return -1; /* not cumulative */
+		x->last_bucket = val;
+		if (strstr(p, "le=\"+Inf\"") &&
+		    strstr(p, "le=\"+Inf\"") < eol) {
+			x->inf_bucket = val;
+			x->last_bucket = -1;
+		}
+		return 0;
+	}
+	if (!strcmp(name + fl, "_count"))
+		return val != x->inf_bucket ? -1 : 0;
+	return strcmp(name + fl, "_sum") ? -1 : 0;
+}
+
+/* A sample line [@p, @eol) of the family in @x; -1 if it is bad. */
+static int expo_sample(struct expo *x, const char *p, const char *eol)
+{
+	const char *q = p;
+	char name[128], *end;
+	double val;
+	size_t nl;
+
+	if (*p == '#' || !x->type[0] || !name_char(*q, true))
+		return -1;
+	while (name_char(*q, false))
+		q++;
+	nl = (size_t)(q - p);
+	if (nl >= sizeof(name))
+		return -1;
+	memcpy(name, p, nl);
+	name[nl] = '\0';
+	if (*q == '{' && !(q = expo_labels(q)))
+		return -1;
+	if (*q != ' ')
+		return -1;
+	q++;
+	val = strtod(q, &end);
+	if (end == q || end != eol)
+		return -1;
+	if (!strcmp(x->type, "histogram"))
+		return expo_histogram(x, name, val, p, eol);
+	return strcmp(name, x->family) ? -1 : 0;
+}
+
 /*
  * A strict reader for the subset of text format 0.0.4 we emit: HELP and
  * TYPE before a family's samples, well-formed names, labels and values,
@@ -79,8 +197,7 @@ static bool ends_with(const char *s, size_t len, const char *suffix)
  */
 static int parse_exposition(const char *text)
 {
-	char family[128] = "", type[16] = "";
-	double last_bucket = -1, inf_bucket = -1;
+	struct expo x = { .last_bucket = -1, .inf_bucket = -1 };
 	int samples = 0, lineno = 0;
 	const char *p = text;
 
@@ -89,113 +206,17 @@ static int parse_exposition(const char *text)
 		return -1;
 	}
 	while (*p) {
-		const char *eol = strchr(p, '\n'), *q = p, *name_end;
-		char name[128], *end;
-		size_t nl;
+		const char *eol = strchr(p, '\n');
 
 		lineno++;
 		if (!strncmp(p, "# HELP ", 7) || !strncmp(p, "# TYPE ", 7)) {
-			bool is_type = p[2] == 'T';
-
-			q = p + 7;
-			while (q < eol && *q != ' ')
-				q++;
-			nl = (size_t)(q - (p + 7));
-			if (!nl || nl >= sizeof(family) || q == eol)
+			if (expo_meta(&x, p, eol))
 				goto bad;
-			if (is_type) {
-				if (strncmp(family, p + 7, nl) || family[nl])
-					goto bad; /* TYPE without HELP */
-				snprintf(type, sizeof(type), "%.*s",
-					 (int)(eol - q - 1), q + 1);
-				if (strcmp(type, "counter") &&
-				    strcmp(type, "gauge") &&
-				    strcmp(type, "histogram"))
-					goto bad;
-				if (!strcmp(type, "counter") &&
-				    !ends_with(family, nl, "_total"))
-					goto bad;
-			} else {
-				memcpy(family, p + 7, nl);
-				family[nl] = '\0';
-				type[0] = '\0';
-				last_bucket = inf_bucket = -1;
-				if (strncmp(family, "ramcache_", 9))
-					goto bad;
-			}
-			p = eol + 1;
-			continue;
+		} else if (expo_sample(&x, p, eol)) {
+			goto bad;
+		} else {
+			samples++;
 		}
-		if (*p == '#' || !type[0])
-			goto bad;
-		if (!name_char(*q, true))
-			goto bad;
-		while (name_char(*q, false))
-			q++;
-		name_end = q;
-		nl = (size_t)(name_end - p);
-		if (nl >= sizeof(name))
-			goto bad;
-		memcpy(name, p, nl);
-		name[nl] = '\0';
-		if (*q == '{') {
-			q++;
-			while (*q != '}') {
-				if (!name_char(*q, true))
-					goto bad;
-				while (name_char(*q, false))
-					q++;
-				if (q[0] != '=' || q[1] != '"')
-					goto bad;
-				for (q += 2; *q != '"'; q++) {
-					if (*q == '\n' || !*q)
-						goto bad;
-					if (*q == '\\' &&
-					    !strchr("\\\"n", *++q))
-						goto bad;
-				}
-				q++;
-				if (*q == ',')
-					q++;
-				else if (*q != '}')
-					goto bad;
-			}
-			q++;
-		}
-		if (*q != ' ')
-			goto bad;
-		q++;
-		double val = strtod(q, &end);
-		if (end == q || end != eol)
-			goto bad;
-
-		if (!strcmp(type, "histogram")) {
-			size_t fl = strlen(family);
-
-			if (strncmp(name, family, fl))
-				goto bad;
-			if (!strcmp(name + fl, "_bucket")) {
-				if (!strstr(p, "le=\"") ||
-				    strstr(p, "le=\"") > eol)
-					goto bad;
-				if (val < last_bucket)
-					goto bad; /* not cumulative */
-				last_bucket = val;
-				if (strstr(p, "le=\"+Inf\"") &&
-				    strstr(p, "le=\"+Inf\"") < eol) {
-					inf_bucket = val;
-					last_bucket = -1;
-				}
-			} else if (!strcmp(name + fl, "_count")) {
-				if (val != inf_bucket)
-					goto bad;
-			} else if (strcmp(name + fl, "_sum")) {
-				goto bad;
-			}
-		} else if (strcmp(name, family)) {
-			goto bad;
-		}
-		samples++;
 		p = eol + 1;
 	}
 	return samples;
@@ -205,31 +226,46 @@ bad:
 	return -1;
 }
 
-TEST(render_lines)
+/* The reader itself: each rule it checks refuses a line that breaks it. */
+TEST(exposition_reader_refuses_bad_lines)
 {
-	struct metrics m;
-	const char *out;
+#define FAM  "# HELP ramcache_x_total X.\n# TYPE ramcache_x_total counter\n"
+#define HIST "# HELP ramcache_h H.\n# TYPE ramcache_h histogram\n"
+	static const char *const bad[] = {
+		FAM "ramcache_x_total 1",  /* no newline at the end */
+		"ramcache_x_total 1\n",	   /* no HELP, TYPE */
+		"# HELP other_total X.\n", /* not ours */
+		"# HELP ramcache_x X.\n# TYPE ramcache_x counter\n", /* _total */
+		"# HELP ramcache_x X.\n# TYPE ramcache_y gauge\n",
+		"# HELP ramcache_x X.\n# TYPE ramcache_x summary\n",
+		FAM "ramcache_y_total 1\n",	       /* another family */
+		FAM "ramcache_x_total{a=\"b} 1\n",     /* label not closed */
+		FAM "ramcache_x_total{a=\"\\q\"} 1\n", /* bad escape */
+		FAM "ramcache_x_total{1a=\"b\"} 1\n",  /* bad label name */
+		FAM "ramcache_x_total one\n",	       /* not a number */
+		FAM "ramcache_x_total 1 2\n",
+		HIST
+		"ramcache_h_bucket{le=\"1\"} 2\nramcache_h_bucket{le=\"+Inf\"} 1\n",
+		HIST "ramcache_h_bucket{le=\"+Inf\"} 2\nramcache_h_count 3\n",
+		HIST "ramcache_h_max 1\n",
+	};
 
-	metrics_init(&m);
-	ASSERT_OK(metrics_exec_bind(&m, 0, 4242, "comfy", "/a", 0), "bind");
-	metrics_command_acked(&m, 0, RAMCACHE_ACK_BUSY);
-	metrics_command_acked(&m, 0, RAMCACHE_ACK_BUSY);
-	metrics_command_acked(&m, 0, RAMCACHE_ACK_EVICTED);
-	metrics_command_acked(&m, 0, 77);
-	metrics_command_timeout(&m, 0);
-	metrics_bytes_evicted(&m, 0, 1 << 20);
-	metrics_bytes_evicted(&m, 0, 4096);
-	metrics_oom_kill(&m);
-	metrics_set_ringbuf_drops(&m, 12);
-	ASSERT_OK(metrics_domain_set(&m, 0, "/a", 1 << 30, -4096, 2500000000ULL,
-				     RAMCACHE_LEVEL_HIGH),
-		  "domain");
-	metrics_set_level(&m, RAMCACHE_LEVEL_HIGH);
-	metrics_set_headroom(&m, -4096);
-	metrics_set_target(&m, 0, 268435456);
-	metrics_set_rss(&m, 0, 8589934592ULL);
-	out = render(&m);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ASSERT_EQ(parse_exposition(bad[i]), -1, bad[i]);
+	ASSERT_EQ(
+		parse_exposition(
+			FAM
+			"ramcache_x_total{a=\"b\\\"\",c=\"\"} 1\n" HIST
+			"ramcache_h_bucket{le=\"1\"} 1\nramcache_h_bucket{le=\"+Inf\"} 2\n"
+			"ramcache_h_sum 3\nramcache_h_count 2\n"),
+		5, "a good exposition");
+#undef FAM
+#undef HIST
+}
 
+/* render_lines: the machine-wide families. */
+static void render_lines_totals(const char *out)
+{
 	ASSERT_TRUE(
 		has_line(
 			out,
@@ -268,6 +304,11 @@ TEST(render_lines)
 	ASSERT_TRUE(has_line(out, "ramcache_target_bytes 268435456"), "target");
 	ASSERT_TRUE(has_line(out, "ramcache_rss_bytes 8589934592"), "rss");
 	ASSERT_TRUE(has_line(out, "ramcache_executors 1"), "executors");
+}
+
+/* render_lines: the families of slot 0. */
+static void render_lines_executor(const char *out)
+{
 #define EXEC "{slot=\"0\",comm=\"comfy\",domain=\"/a\""
 	ASSERT_TRUE(has_line(out, "ramcache_executor_commands_total" EXEC
 				  ",status=\"busy\"} 2"),
@@ -296,6 +337,11 @@ TEST(render_lines)
 			     "} 0"),
 		    "ack histogram of slot 0");
 #undef EXEC
+}
+
+/* render_lines: the families of domain 0. */
+static void render_lines_domain(const char *out)
+{
 	ASSERT_TRUE(has_line(out, "ramcache_domain_level{domain=\"/a\"} 2"),
 		    "domain level");
 	ASSERT_TRUE(
@@ -314,6 +360,36 @@ TEST(render_lines)
 		"domain eta");
 	ASSERT_TRUE(has_line(out, "ramcache_domain_executors{domain=\"/a\"} 1"),
 		    "domain executors");
+}
+
+TEST(render_lines)
+{
+	struct metrics m;
+	const char *out;
+
+	metrics_init(&m);
+	ASSERT_OK(metrics_exec_bind(&m, 0, 4242, "comfy", "/a", 0), "bind");
+	metrics_command_acked(&m, 0, RAMCACHE_ACK_BUSY);
+	metrics_command_acked(&m, 0, RAMCACHE_ACK_BUSY);
+	metrics_command_acked(&m, 0, RAMCACHE_ACK_EVICTED);
+	metrics_command_acked(&m, 0, 77);
+	metrics_command_timeout(&m, 0);
+	metrics_bytes_evicted(&m, 0, 1 << 20);
+	metrics_bytes_evicted(&m, 0, 4096);
+	metrics_oom_kill(&m);
+	metrics_set_ringbuf_drops(&m, 12);
+	ASSERT_OK(metrics_domain_set(&m, 0, "/a", 1 << 30, -4096, 2500000000ULL,
+				     RAMCACHE_LEVEL_HIGH),
+		  "domain");
+	metrics_set_level(&m, RAMCACHE_LEVEL_HIGH);
+	metrics_set_headroom(&m, -4096);
+	metrics_set_target(&m, 0, 268435456);
+	metrics_set_rss(&m, 0, 8589934592ULL);
+	out = render(&m);
+
+	render_lines_totals(out);
+	render_lines_executor(out);
+	render_lines_domain(out);
 	ASSERT_TRUE(strstr(out, "\nramcache_build_info{version=\""), "build");
 	ASSERT_GE(parse_exposition(out), 100, "parses");
 	metrics_destroy(&m);
@@ -327,6 +403,52 @@ static int count_samples(const char *text)
 	for (const char *p = text; *p; p = strchr(p, '\n') + 1)
 		n += *p != '#';
 	return n;
+}
+
+/*
+ * exec_slot_lifecycle: slot 7 bound with a hostile comm, counted, then
+ * its executor gone: its last counts stay, nothing more is counted.
+ */
+static void slot_seven_exits(struct metrics *m)
+{
+	const char *out;
+
+	/* a hostile comm stays one valid label value */
+	ASSERT_OK(metrics_exec_bind(m, 7, 100, "ev\"il\n\x1b[2J\\", "/cg", 2),
+		  "bind 7");
+	metrics_command_timeout(m, 7);
+	metrics_exec_oom_kill(m, 7);
+	metrics_set_rss(m, 7, 4096);
+	out = render(m);
+#define SEVEN \
+	"{slot=\"7\",comm=\"ev\\\"il\\\\x0a\\\\x1b[2J\\\\\\\\\",domain=\"2\""
+	ASSERT_TRUE(has_line(out, "ramcache_executor_commands_total" SEVEN
+				  ",status=\"timeout\"} 1"),
+		    "escaped comm, domain index until the domain is set");
+	ASSERT_TRUE(has_line(out,
+			     "ramcache_executor_oom_kills_total" SEVEN "} 1"),
+		    "oom of slot 7");
+	ASSERT_TRUE(has_line(out,
+			     "ramcache_commands_total{status=\"timeout\"} 2"),
+		    "totals keep counting");
+	ASSERT_GE(parse_exposition(out), 100, "hostile comm parses");
+
+	metrics_exec_unbind(m, 7);
+	out = render(m);
+	ASSERT_TRUE(has_line(out, "ramcache_executor_up" SEVEN "} 0"),
+		    "exited: up 0");
+	ASSERT_TRUE(has_line(out,
+			     "ramcache_executor_oom_kills_total" SEVEN "} 1"),
+		    "exited: final OOM kill still scraped");
+	ASSERT_TRUE(has_line(out, "ramcache_executor_rss_bytes" SEVEN "} 0"),
+		    "exited: rss 0");
+	ASSERT_TRUE(has_line(out, "ramcache_executors 0"), "none attached");
+	metrics_command_timeout(m, 7);
+	out = render(m);
+	ASSERT_TRUE(has_line(out, "ramcache_executor_commands_total" SEVEN
+				  ",status=\"timeout\"} 1"),
+		    "an exited slot counts nothing more");
+#undef SEVEN
 }
 
 TEST(exec_slot_lifecycle)
@@ -360,42 +482,7 @@ TEST(exec_slot_lifecycle)
 		    "total of an out-of-range slot");
 	ASSERT_TRUE(!strstr(out, "slot=\"7\""), "free slot not rendered");
 
-	/* a hostile comm stays one valid label value */
-	ASSERT_OK(metrics_exec_bind(&m, 7, 100, "ev\"il\n\x1b[2J\\", "/cg", 2),
-		  "bind 7");
-	metrics_command_timeout(&m, 7);
-	metrics_exec_oom_kill(&m, 7);
-	metrics_set_rss(&m, 7, 4096);
-	out = render(&m);
-#define SEVEN \
-	"{slot=\"7\",comm=\"ev\\\"il\\\\x0a\\\\x1b[2J\\\\\\\\\",domain=\"2\""
-	ASSERT_TRUE(has_line(out, "ramcache_executor_commands_total" SEVEN
-				  ",status=\"timeout\"} 1"),
-		    "escaped comm, domain index until the domain is set");
-	ASSERT_TRUE(has_line(out,
-			     "ramcache_executor_oom_kills_total" SEVEN "} 1"),
-		    "oom of slot 7");
-	ASSERT_TRUE(has_line(out,
-			     "ramcache_commands_total{status=\"timeout\"} 2"),
-		    "totals keep counting");
-	ASSERT_GE(parse_exposition(out), 100, "hostile comm parses");
-
-	metrics_exec_unbind(&m, 7);
-	out = render(&m);
-	ASSERT_TRUE(has_line(out, "ramcache_executor_up" SEVEN "} 0"),
-		    "exited: up 0");
-	ASSERT_TRUE(has_line(out,
-			     "ramcache_executor_oom_kills_total" SEVEN "} 1"),
-		    "exited: final OOM kill still scraped");
-	ASSERT_TRUE(has_line(out, "ramcache_executor_rss_bytes" SEVEN "} 0"),
-		    "exited: rss 0");
-	ASSERT_TRUE(has_line(out, "ramcache_executors 0"), "none attached");
-	metrics_command_timeout(&m, 7);
-	out = render(&m);
-	ASSERT_TRUE(has_line(out, "ramcache_executor_commands_total" SEVEN
-				  ",status=\"timeout\"} 1"),
-		    "an exited slot counts nothing more");
-#undef SEVEN
+	slot_seven_exits(&m);
 
 	/* reuse replaces the labels and starts the counts again */
 	metrics_domain_set(&m, 2, "/pod", 1 << 20, 4096, METRICS_NO_ETA, 0);
@@ -889,12 +976,74 @@ static int count_fds(void)
 	return n;
 }
 
+/* http_scrape_moves: one of each thing the metrics count, on slot 5. */
+static void move_everything(struct metrics *m)
+{
+	metrics_exec_bind(m, 5, 99, "x", NULL, 1);
+	metrics_oom_kill(m);
+	metrics_evict_ack(m, 5, 1500000); /* 1.5 ms */
+	metrics_evict_freed(m, 5, 40000000);
+	metrics_command_acked(m, 5, RAMCACHE_ACK_EVICTED);
+	metrics_bytes_evicted(m, 5, 123456789);
+	metrics_reclaim_stall(m, METRICS_RECLAIM_DIRECT, 70000);
+	metrics_set_ringbuf_drops(m, 3);
+	metrics_domain_set(m, 1, "machine", 0, 1 << 30, METRICS_NO_ETA,
+			   RAMCACHE_LEVEL_CRITICAL);
+	metrics_set_level(m, RAMCACHE_LEVEL_CRITICAL);
+	metrics_set_headroom(m, 1 << 30);
+	metrics_set_target(m, 5, 1 << 29);
+	metrics_set_rss(m, 5, 3ULL << 30);
+}
+
+/* http_scrape_moves: the second scrape's @body shows move_everything(). */
+static void check_moved(const char *body)
+{
+	double sum;
+
+	ASSERT_EQ(sample(body, "ramcache_oom_kills_total"), 1, "oom");
+	ASSERT_EQ(sample(body, "ramcache_eviction_ack_seconds_count"), 1,
+		  "ack count");
+	ASSERT_EQ(sample(body,
+			 "ramcache_eviction_ack_seconds_bucket{le=\"0.001\"}"),
+		  0, "ack below 1ms");
+	ASSERT_EQ(sample(body,
+			 "ramcache_eviction_ack_seconds_bucket{le=\"0.0025\"}"),
+		  1, "ack below 2.5ms");
+	sum = sample(body, "ramcache_eviction_ack_seconds_sum");
+	ASSERT_EQ(llround(sum * 1e6), 1500, "ack sum in us");
+	ASSERT_EQ(sample(body, "ramcache_eviction_freed_seconds_count"), 1,
+		  "freed count");
+	ASSERT_EQ(sample(body, "ramcache_commands_total{status=\"evicted\"}"),
+		  1, "evicted");
+	ASSERT_EQ(sample(body, "ramcache_evicted_bytes_total"), 123456789,
+		  "bytes");
+	ASSERT_EQ(
+		sample(body,
+		       "ramcache_reclaim_stall_seconds_count{kind=\"direct\"}"),
+		1, "stall");
+	ASSERT_EQ(sample(body, "ramcache_ringbuf_drops_total"), 3, "drops");
+	ASSERT_EQ(sample(body, "ramcache_level"), 3, "level");
+	ASSERT_EQ(sample(body, "ramcache_level_state{level=\"critical\"}"), 1,
+		  "level state");
+	ASSERT_EQ(sample(body, "ramcache_headroom_bytes"), 1 << 30, "headroom");
+	ASSERT_EQ(sample(body, "ramcache_target_bytes"), 1 << 29, "target");
+	ASSERT_EQ(sample(body, "ramcache_rss_bytes"), 3ULL << 30, "rss");
+	ASSERT_EQ(
+		sample(body,
+		       "ramcache_executor_eviction_ack_seconds_count{slot=\"5\",comm=\"x\",domain=\"machine\"}"),
+		1, "ack count of slot 5");
+	ASSERT_TRUE(
+		isinf(sample(
+			body,
+			"ramcache_domain_forecast_eta_seconds{domain=\"machine\"}")),
+		"no eta is +Inf");
+}
+
 TEST(http_scrape_moves)
 {
 	struct metrics_http *h = NULL;
 	struct metrics m;
 	int fds_before = count_fds();
-	double sum;
 
 	metrics_init(&m);
 	if (!ASSERT_OK(metrics_http_start(&h, &m, "127.0.0.1:0"), "start"))
@@ -914,66 +1063,11 @@ TEST(http_scrape_moves)
 		  "ack count 0");
 	ASSERT_EQ(sample(reply.body, "ramcache_level"), 0, "level 0");
 
-	metrics_exec_bind(&m, 5, 99, "x", NULL, 1);
-	metrics_oom_kill(&m);
-	metrics_evict_ack(&m, 5, 1500000); /* 1.5 ms */
-	metrics_evict_freed(&m, 5, 40000000);
-	metrics_command_acked(&m, 5, RAMCACHE_ACK_EVICTED);
-	metrics_bytes_evicted(&m, 5, 123456789);
-	metrics_reclaim_stall(&m, METRICS_RECLAIM_DIRECT, 70000);
-	metrics_set_ringbuf_drops(&m, 3);
-	metrics_domain_set(&m, 1, "machine", 0, 1 << 30, METRICS_NO_ETA,
-			   RAMCACHE_LEVEL_CRITICAL);
-	metrics_set_level(&m, RAMCACHE_LEVEL_CRITICAL);
-	metrics_set_headroom(&m, 1 << 30);
-	metrics_set_target(&m, 5, 1 << 29);
-	metrics_set_rss(&m, 5, 3ULL << 30);
-
+	move_everything(&m);
 	if (!scrape(metrics_http_port(h), "second scrape"))
 		goto cleanup;
 	ASSERT_GE(parse_exposition(reply.body), 100, "body parses again");
-	ASSERT_EQ(sample(reply.body, "ramcache_oom_kills_total"), 1, "oom");
-	ASSERT_EQ(sample(reply.body, "ramcache_eviction_ack_seconds_count"), 1,
-		  "ack count");
-	ASSERT_EQ(sample(reply.body,
-			 "ramcache_eviction_ack_seconds_bucket{le=\"0.001\"}"),
-		  0, "ack below 1ms");
-	ASSERT_EQ(sample(reply.body,
-			 "ramcache_eviction_ack_seconds_bucket{le=\"0.0025\"}"),
-		  1, "ack below 2.5ms");
-	sum = sample(reply.body, "ramcache_eviction_ack_seconds_sum");
-	ASSERT_EQ(llround(sum * 1e6), 1500, "ack sum in us");
-	ASSERT_EQ(sample(reply.body, "ramcache_eviction_freed_seconds_count"),
-		  1, "freed count");
-	ASSERT_EQ(sample(reply.body,
-			 "ramcache_commands_total{status=\"evicted\"}"),
-		  1, "evicted");
-	ASSERT_EQ(sample(reply.body, "ramcache_evicted_bytes_total"), 123456789,
-		  "bytes");
-	ASSERT_EQ(
-		sample(reply.body,
-		       "ramcache_reclaim_stall_seconds_count{kind=\"direct\"}"),
-		1, "stall");
-	ASSERT_EQ(sample(reply.body, "ramcache_ringbuf_drops_total"), 3,
-		  "drops");
-	ASSERT_EQ(sample(reply.body, "ramcache_level"), 3, "level");
-	ASSERT_EQ(sample(reply.body,
-			 "ramcache_level_state{level=\"critical\"}"),
-		  1, "level state");
-	ASSERT_EQ(sample(reply.body, "ramcache_headroom_bytes"), 1 << 30,
-		  "headroom");
-	ASSERT_EQ(sample(reply.body, "ramcache_target_bytes"), 1 << 29,
-		  "target");
-	ASSERT_EQ(sample(reply.body, "ramcache_rss_bytes"), 3ULL << 30, "rss");
-	ASSERT_EQ(
-		sample(reply.body,
-		       "ramcache_executor_eviction_ack_seconds_count{slot=\"5\",comm=\"x\",domain=\"machine\"}"),
-		1, "ack count of slot 5");
-	ASSERT_TRUE(
-		isinf(sample(
-			reply.body,
-			"ramcache_domain_forecast_eta_seconds{domain=\"machine\"}")),
-		"no eta is +Inf");
+	check_moved(reply.body);
 cleanup:
 	metrics_http_stop(h);
 	metrics_destroy(&m);
