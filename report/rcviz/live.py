@@ -140,7 +140,8 @@ class Live:
         if ev is None:
             ev = {"t": t, "pid": pid, "seq": seq,
                   "label": str(e.get("label", "")),
-                  "bytes": _n(e, "bytes", 0), "reason": None}
+                  "bytes": _n(e, "bytes", 0), "reason": None,
+                  "ack_ms": None}
             self.evictions.append(ev)
         ev["status"] = str(e.get("status", ""))
         if _n(e, "ack_latency_ns") is not None:

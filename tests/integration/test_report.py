@@ -315,6 +315,22 @@ def report_draws_every_eviction_and_the_oom_kill():
     check_legends(root, events)
     check_tables(doc, done, ooms)
 
+@test
+def top_draws_a_command_whose_post_it_did_not_see():
+    """ramcache-top started on a running agent's stream: a command's end
+    whose post came before (timed out, so no ack) is drawn and counted."""
+    sys.path.insert(0, os.path.join(ROOT, "report"))
+    from rcviz import live
+    st = live.Live()
+    for e in ({"type": "start", "ts_ns": 1000},
+              {"type": "evict_done", "ts_ns": 2000, "pid": 5, "seq": 3,
+               "label": "vae", "status": "timeout"}):
+        st.feed(e)
+    lines = [text for text, _ in live.screen(st, 100, 40, "00:00:00")]
+    assert [ln for ln in lines if "vae" in ln and "timeout" in ln], lines
+    assert st.counts["lost"] == 1, st.counts
+
+
 def rcviz_fmt_ms(v):
     sys.path.insert(0, os.path.join(ROOT, "report"))
     from rcviz.svg import fmt_ms
