@@ -224,6 +224,20 @@ TEST(an_executor_refused_for_its_users_pace_is_looked_for_soon)
 	ASSERT_TRUE(ad.scan_for_lost, "not a report the uprobe missed");
 }
 
+TEST(a_reported_page_is_pending_until_looked_at)
+{
+	struct admission ad = fresh();
+	uint64_t wake = 0;
+
+	ASSERT_FALSE(admission_is_pending(&ad, 42), "nothing reported");
+	ASSERT_EQ(admission_report(&ad, 42, user(1000), 7, T0, &wake),
+		  ADMISSION_OK, "reported");
+	ASSERT_TRUE(admission_is_pending(&ad, 42), "pending");
+	ASSERT_FALSE(admission_is_pending(&ad, 43), "another is not");
+	admission_looked(&ad, 42);
+	ASSERT_FALSE(admission_is_pending(&ad, 42), "looked at");
+}
+
 TEST(a_look_goes_in_slices_and_counts_when_done)
 {
 	struct admission ad = fresh();

@@ -197,6 +197,14 @@ enum admission_verdict admission_report(struct admission *ad, pid_t pid,
 	return ADMISSION_OK;
 }
 
+bool admission_is_pending(const struct admission *ad, pid_t pid)
+{
+	for (int i = 0; i < ad->npend; i++)
+		if (ad->pend[i].pid == pid)
+			return true;
+	return false;
+}
+
 uint32_t admission_probe(const struct admission *ad, pid_t pid)
 {
 	for (int i = 0; i < ad->npend; i++)

@@ -206,6 +206,9 @@ enum admission_verdict admission_report(struct admission *ad, pid_t pid,
 /* The probe that reported pending @pid, 0 if it is not pending. */
 uint32_t admission_probe(const struct admission *ad, pid_t pid);
 
+/* Is @pid reported by the kernel and waiting for its look? */
+bool admission_is_pending(const struct admission *ad, pid_t pid);
+
 /*
  * At most @max pending pids to look at at @now, the longest waiting
  * first, into @pids; each is looked at again ADMISSION_PEND_RETRY_NS

@@ -342,6 +342,10 @@ static void adopt_found(pid_t pid, void *ctx)
 	struct target *t;
 	char why[512];
 
+	/* reported by the kernel already: its own look takes it (told as
+	 * found by the uprobe, paid for once) */
+	if (admission_is_pending(&f->adm, pid))
+		return;
 	adopt(f, pid, "scan", true, 0);
 	t = targets_find(f->ts, pid);
 	if (!f->adm.uprobe || !t || t->libc)
