@@ -238,7 +238,8 @@ class _Builder:
             tl.rss[pid].append((t, None))
 
     def rss(self, t, pid, e):
-        if num_field(e.get("rss")) is not None:
+        # without a pid it belongs to no executor (and would not sort)
+        if pid is not None and num_field(e.get("rss")) is not None:
             self.tl.rss.setdefault(pid, []).append((t, e["rss"]))
 
     def summary(self, t, pid, e):

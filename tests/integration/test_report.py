@@ -378,6 +378,23 @@ def report_labels_do_not_overlap():
 
 
 @test
+def report_of_a_record_with_an_rss_line_of_no_pid():
+    """An rss line whose pid is missing or not a number (a crafted or
+    hand-edited record) is left out; the executor's RSS is still drawn."""
+    rec = os.path.join(work(), "nopid.jsonl")
+    with open(rec, "w") as f:
+        f.write('{"type":"start","ts_ns":1000000000,"pid":7,"comm":"x"}\n')
+        f.write('{"type":"rss","ts_ns":1500000000,"pid":7,"rss":1048576}\n')
+        f.write('{"type":"rss","ts_ns":1600000000,"rss":2097152}\n')
+        f.write('{"type":"rss","ts_ns":1700000000,"pid":"7","rss":1}\n')
+    doc = render(rec, rec + ".html")
+    names = {i.get("data-name")
+             for i in find_class(svg_of(doc), "legend-item")}
+    assert "RSS x (7)" in names, names
+    assert not [n for n in names if "None" in n], names
+
+
+@test
 def report_of_a_cut_or_empty_record():
     rec = os.path.join(work(), "cut.jsonl")
     with open(rec, "w") as f:
