@@ -243,11 +243,20 @@ def survive_verdicts(res):
         alone = pick(res, NEWEST, case, 1.5, "alone", "default")
         if ag:
             ok = all(r["ok"] == r["count"] and r.get("oom_kills") == 0 for r in ag)
+            # where ComfyUI alone finishes too, the agent must not make it slower
+            both = bool(alone) and all(r["ok"] == r["count"] and not r.get("oom_kills")
+                                       for r in alone)
+            slower = ""
+            if both:
+                ratio = med(ag, "wall_s") / med(alone, "wall_s")
+                ok = ok and ratio <= SLOWER
+                slower = (f"; both finish: wall time x{ratio:.2f} of ComfyUI alone "
+                          f"(goal <= {SLOWER})")
             out.append(verdict(ok, f"({NEWEST}, {what} after a cached prompt, 1.5 GiB): "
                                f"with the agent {[r['ok'] for r in ag]}/{ag[0]['count']} "
                                f"prompts, OOM kills {[r.get('oom_kills') for r in ag]}; "
                                f"ComfyUI alone {[r['ok'] for r in alone]}, OOM kills "
-                               f"{[r.get('oom_kills') for r in alone]}"))
+                               f"{[r.get('oom_kills') for r in alone]}{slower}"))
     return out
 
 

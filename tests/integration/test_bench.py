@@ -141,6 +141,18 @@ def comfy_versions_verdicts_say_missed_where_the_agent_loses():
     assert all(x.startswith("PASS") for x in out["verdicts"]), out["verdicts"]
     md = "\n".join(out["report"])
     assert md.count("| 0.33.0 | session |") == 6 and "| 0.33.0 | ten |" in md, md
+    # the large batch: surviving is not enough where ComfyUI alone survives
+    # too (as measured at 85dddbc: 6.9 s against 3.7 s); alone OOM-killed,
+    # any wall time passes
+    batch = [session_run(1.5, "alone", 0, 3.7, case="batch", ok=2),
+             session_run(1.5, "agent", 0, 6.9, 5, case="batch", ok=2)]
+    for r in batch:
+        r["count"] = 2
+    v = comfy_versions(dict(sec, results=good + batch))["verdicts"]
+    assert v[-1].startswith("MISSED") and "x1.86" in v[-1], v
+    batch[0].update(ok=1, oom_kills=1)
+    v = comfy_versions(dict(sec, results=good + batch))["verdicts"]
+    assert v[-1].startswith("PASS") and "both finish" not in v[-1], v
 
 
 @test
