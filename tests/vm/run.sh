@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-# Run one command inside Debian 12's 6.1 kernel under QEMU, with cgroup v2
-# and the memory controller on, and exit with the command's exit code.
+# Run one command inside one of Debian 12's packaged kernels under QEMU (6.1,
+# or 6.12 with RAMCACHE_VM_KERNEL=6.12), with cgroup v2 and the memory
+# controller on, and exit with the command's exit code.
 #
 #   tests/vm/run.sh [CMD ARG...]      (default: an interactive-less `uname -a`)
 #
@@ -12,7 +13,15 @@
 # stderr together) streams to our stdout; kernel messages go to a log that is
 # printed when the guest does not report an exit code.
 #
-# Settings (environment): RAMCACHE_VM_MEM (MiB, default 4096),
+# With RAMCACHE_VM_IMAGE=FILE (an ext4 image of a whole root, which the
+# guest writes to) the guest boots that image with its own init instead
+# (RAMCACHE_VM_INIT, default /sbin/init: systemd as PID 1), and the host's
+# root is not shared; no command is given, and what the image's init writes
+# to /dev/ttyS1 streams to our stdout: it ends with a line
+# "ramcache-vm-exit: N" and powers off.
+#
+# Settings (environment): RAMCACHE_VM_KERNEL (6.1 or 6.12, default 6.1;
+# tests/vm/kernel.sh), RAMCACHE_VM_MEM (MiB, default 4096),
 # RAMCACHE_VM_CPUS (2), RAMCACHE_VM_DISK (scratch disk, 8G),
 # RAMCACHE_VM_TIMEOUT (seconds, 1500),
 # RAMCACHE_VM_ACCEL (kvm|tcg; default: kvm only where it can run a stock
@@ -27,7 +36,9 @@ TIMEOUT=${RAMCACHE_VM_TIMEOUT:-1500}
 
 die() { echo "ramcache-bpf: failed to $*" >&2; exit 2; }
 
-[ $# -gt 0 ] || set -- uname -a
+IMAGE=${RAMCACHE_VM_IMAGE:-}
+[ -z "$IMAGE" ] || [ -f "$IMAGE" ] || die "boot $IMAGE: no such image"
+[ -n "$IMAGE" ] || [ $# -gt 0 ] || set -- uname -a
 [ "$(id -u)" = 0 ] || die "start the VM: not root (run as root)"
 for t in qemu-system-x86_64 busybox cpio modprobe mkfs.ext4; do
 	command -v $t >/dev/null || die "find $t (run 'sudo make deps')"
@@ -37,7 +48,7 @@ file -L "$BUSYBOX" 2>/dev/null | grep -q 'statically linked' ||
 	ldd "$BUSYBOX" 2>&1 | grep -q 'not a dynamic' ||
 	die "use $BUSYBOX: it is not the static busybox (install busybox-static)"
 
-kdir=$("$HERE/kernel.sh") || exit 2
+kdir=$("$HERE/kernel.sh" "${RAMCACHE_VM_KERNEL:-6.1}") || exit 2
 kver=$(basename "$kdir")
 
 # A stock kernel runs under KVM only on a real KVM host: the nested PVM
@@ -96,17 +107,27 @@ chmod +x "$ird/init"
 } >"$tmp/cmd"
 
 : >"$tmp/out"
-# the writable layer: sparse, discarded with $tmp
-truncate -s "${RAMCACHE_VM_DISK:-8G}" "$tmp/rw.img"
-mkfs.ext4 -q -F "$tmp/rw.img" || die "make the VM's scratch disk (mkfs.ext4)"
+if [ -n "$IMAGE" ]; then
+	# the image is the root, its init runs; nothing of this machine's
+	disk=$IMAGE
+	boot_args="ramcache.root=disk ramcache.init=${RAMCACHE_VM_INIT:-/sbin/init}"
+	share=()
+else
+	# the writable layer: sparse, discarded with $tmp
+	disk=$tmp/rw.img
+	truncate -s "${RAMCACHE_VM_DISK:-8G}" "$disk"
+	mkfs.ext4 -q -F "$disk" || die "make the VM's scratch disk (mkfs.ext4)"
+	boot_args="ramcache.guest=$HERE/guest.sh ramcache.cmd=$tmp/cmd ramcache.kdir=$kdir"
+	share=(-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap)
+fi
 timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 \
 	"${accel_args[@]}" -smp "$CPUS" -m "$MEM" -nodefaults -no-reboot \
 	-display none -monitor none \
 	-kernel "$kdir/vmlinuz" -initrd "$tmp/initrd" \
-	-append "console=ttyS0 panic=-1 quiet loglevel=4 rdinit=/init ramcache.guest=$HERE/guest.sh ramcache.cmd=$tmp/cmd ramcache.kdir=$kdir" \
+	-append "console=ttyS0 panic=-1 quiet loglevel=4 rdinit=/init $boot_args" \
 	-serial "file:$tmp/klog" -serial "file:$tmp/out" \
-	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
-	-drive "file=$tmp/rw.img,if=virtio,format=raw,cache=unsafe" \
+	"${share[@]}" \
+	-drive "file=$disk,if=virtio,format=raw,cache=unsafe" \
 	-device virtio-rng-pci </dev/null &
 qpid=$!
 tail -n +1 -s 0.2 -f --pid="$qpid" "$tmp/out" 2>/dev/null |
