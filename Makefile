@@ -75,7 +75,7 @@ need = $(foreach n,$(BUILD_NEEDS),$(call need_one,$(subst :, ,$(n))))
 need_one = $(if $(call need_$(word 2,$(1)),$(word 3,$(1))),$(word 1,$(1)):$(word 3,$(1)))
 # Goals that build nothing themselves (those that run deps first build in
 # a second make, which checks); with deps among the goals it installs first.
-NO_BUILD_GOALS := deps clean format check-format vmlinux test demo bench \
+NO_BUILD_GOALS := deps kernels clean format check-format vmlinux test demo bench \
 		  soak fuzz vmtest test-fresh
 ifeq ($(filter deps,$(MAKECMDGOALS)),)
 ifneq ($(filter-out $(NO_BUILD_GOALS),$(or $(MAKECMDGOALS),all)),)
@@ -131,7 +131,7 @@ endif
 
 .DELETE_ON_ERROR:
 .SECONDARY: $(BPF_OBJS) $(SKELS)
-.PHONY: all deps test demo bench fuzz soak clean vmlinux format check-format \
+.PHONY: all deps kernels test demo bench fuzz soak clean vmlinux format check-format \
 	lint hardening run-test run-demo run-bench run-soak run-fuzz \
 	vmtest run-vmtest test-fresh
 
@@ -174,11 +174,20 @@ deps:
 test demo bench soak fuzz vmtest: deps
 	$(Q)$(MAKE) --no-print-directory run-$@
 
+# The kernels the VM suites boot (tests/run.py's VM_KERNELS), fetched with
+# the packages (apt-get download, unpacked once under
+# /var/cache/ramcache-bpf/kernel) unless the VM suites are left out.
+VM_KERNELS := 6.1 6.12
+test vmtest: kernels
+kernels: deps
+	$(Q)[ "$(RAMCACHE_NO_VM)" = 1 ] || for k in $(VM_KERNELS); do \
+		tests/vm/kernel.sh $$k >/dev/null || exit 1; done
+
 run-test: all hardening comfyui-web grafana-check
 	$(Q)OUTPUT=$(OUTPUT) PYTHON=$(PYTHON) $(PYTHON) tests/run.py
 
-# The suites that need a real kernel, on this one and on Debian 12's 6.1
-# (cgroup v2) in QEMU: tests/vm/run.sh fetches and boots it.
+# The suites that need a real kernel, on this one and on Debian's 6.1 and
+# 6.12 (cgroup v2) in QEMU: tests/vm/run.sh boots them.
 run-vmtest: all
 	$(Q)OUTPUT=$(OUTPUT) PYTHON=$(PYTHON) $(PYTHON) tests/run.py --kernels
 
