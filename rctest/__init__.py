@@ -421,6 +421,12 @@ class Agent:
     def wait_type(self, typ, timeout=10.0):
         return self.wait_for(lambda e: e.get("type") == typ, timeout)
 
+    def wait_target(self, pid, state="attached", timeout=10.0):
+        """The `target` event of @pid in @state (attached, exited, ...)."""
+        return self.wait_for(lambda e: e.get("type") == "target"
+                             and e.get("pid") == pid
+                             and e.get("state") == state, timeout)
+
     def of_type(self, typ):
         return [e for e in self.events if e.get("type") == typ]
 

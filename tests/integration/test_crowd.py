@@ -103,12 +103,6 @@ def free_port():
         return s.getsockname()[1]
 
 
-def target(agent, pid, state, timeout=30):
-    return agent.wait_for(lambda e: e.get("type") == "target"
-                          and e.get("pid") == pid
-                          and e.get("state") == state, timeout)
-
-
 @test
 def the_executor_past_the_table_waits_for_a_place():
     """--all with the table full: the next executor gets a `control`
@@ -128,7 +122,7 @@ def the_executor_past_the_table_waits_for_a_place():
             for _ in range(places):
                 procs.append(start_executor(dom))
             for p in procs:
-                assert target(agent, p.pid, "attached"), (
+                assert agent.wait_target(p.pid, "attached", 30), (
                     p.pid, agent.stderr[-5:])
             extra = start_executor(dom)
             procs.append(extra)
@@ -147,8 +141,8 @@ def the_executor_past_the_table_waits_for_a_place():
             gone = procs[0]
             gone.kill()
             gone.wait()
-            assert target(agent, gone.pid, "exited"), agent.events[-5:]
-            assert target(agent, extra.pid, "attached"), (
+            assert agent.wait_target(gone.pid, "exited", 30), agent.events[-5:]
+            assert agent.wait_target(extra.pid, "attached", 30), (
                 "the waiting executor was never taken")
             after = [e for e in agent.of_type("target")
                      if e["state"] == "attached"]

@@ -26,12 +26,6 @@ def docexec(env=None, hold=20, preexec=None):
         env=env, preexec_fn=preexec)
 
 
-def attached(agent, pid, timeout=10):
-    return agent.wait_for(lambda e: e.get("type") == "target"
-                          and e.get("pid") == pid
-                          and e.get("state") == "attached", timeout)
-
-
 def agent_probes(pid):
     """The uprobes and uretprobes process @pid has attached (bpftool)."""
     out = subprocess.run(["bpftool", "perf", "show", "--json"],
@@ -60,7 +54,7 @@ def all_probes_memfd_create_at_entry_only():
         kinds = sorted(p["fd_type"] for p in probes)
         assert kinds and set(kinds) == {"uprobe"}, probes
         ex = docexec()
-        ev = attached(agent, ex.pid)
+        ev = agent.wait_target(ex.pid)
         assert ev and ev["discovery"] == "uprobe", (ev, agent.stderr)
     finally:
         if ex:
@@ -104,7 +98,7 @@ def lost_reports_bring_a_look_through_proc_at_once():
             assert wait_page(ex.pid, 10), "the executor made no page"
         finally:
             os.kill(agent.proc.pid, signal.SIGCONT)
-        ev = attached(agent, ex.pid, timeout=10)
+        ev = agent.wait_target(ex.pid, timeout=10)
         assert ev, ("not found within 10 s", agent.stderr[-5:])
         assert ev["discovery"] == "scan", ev
         warn = [e["message"] for e in agent.of_type("warning")
@@ -137,18 +131,18 @@ def all_probes_the_libc_of_executors_the_scan_finds():
             assert wait_page(marker.pid), "docexec made no page"
             agent = Agent("--all", "--no-evict", "--interval", "10s")
             assert agent.wait_type("start", timeout=60), agent.stderr
-            ev = attached(agent, marker.pid)
+            ev = agent.wait_target(marker.pid)
             assert ev and ev["discovery"] == "scan", (ev, agent.stderr)
             first = docexec(env, hold=60)
             # the scan comes every 30 s
-            ev = attached(agent, first.pid, timeout=45)
+            ev = agent.wait_target(first.pid, timeout=45)
             assert ev and ev["discovery"] == "scan", (ev, agent.stderr)
             warn = agent.wait_for(
                 lambda e: e.get("type") == "warning"
                 and f"executor {first.pid} " in e.get("message", ""), 5)
             assert warn and lib in warn["message"], (warn, agent.stderr)
             second = docexec(env, hold=60)
-            ev = attached(agent, second.pid, timeout=10)
+            ev = agent.wait_target(second.pid, timeout=10)
             assert ev and ev["discovery"] == "uprobe", (ev, agent.stderr)
             probes = {p.get("filename") for p in
                       agent_probes(agent.proc.pid)}
@@ -207,7 +201,7 @@ def a_memcg_stays_watched_while_one_of_its_executors_is_followed():
             assert agent.wait_type("start", timeout=60), agent.stderr
             execs = [docexec(hold=60, preexec=cg.preexec()) for _ in (0, 1)]
             for x in execs:
-                assert attached(agent, x.pid), agent.stderr
+                assert agent.wait_target(x.pid), agent.stderr
             assert ino in watched_memcgs(agent.proc.pid)
             execs[0].kill()
             execs[0].wait()

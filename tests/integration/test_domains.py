@@ -261,12 +261,6 @@ def page_maker(dom, i, then, uid=None):
     return p
 
 
-def target_event(agent, pid, state, timeout=10):
-    return agent.wait_for(lambda e: e.get("type") == "target"
-                          and e.get("pid") == pid
-                          and e.get("state") == state, timeout)
-
-
 @test
 def all_follows_executors_as_they_come_exec_and_go():
     """--all: an executor there before the agent is found by the scan, a
@@ -283,21 +277,21 @@ def all_follows_executors_as_they_come_exec_and_go():
         procs = [early]
         try:
             assert agent.wait_type("start", timeout=60), agent.stderr
-            ev = target_event(agent, early.pid, "attached")
+            ev = agent.wait_target(early.pid, "attached")
             assert ev and ev["discovery"] == "scan", ev
             late = page_maker(dom, 1, "exec")
             outsider = page_maker(other, 0, "stay")
             procs += [late, outsider]
-            ev = target_event(agent, late.pid, "attached")
+            ev = agent.wait_target(late.pid, "attached")
             assert ev and ev["discovery"] == "uprobe", (ev, agent.stderr)
             assert ev["domain"] == dom.rel and ev["comm"], ev
             late.stdin.write("\n")
             late.stdin.flush()
-            assert target_event(agent, late.pid, "exec"), agent.events[-5:]
+            assert agent.wait_target(late.pid, "exec"), agent.events[-5:]
             assert late.stdout.readline().strip() == "page"
             again = [e for e in agent.of_type("target")
                      if e["pid"] == late.pid and e["state"] == "attached"]
-            ev = target_event(agent, late.pid, "attached")
+            ev = agent.wait_target(late.pid, "attached")
             assert ev and len(again) >= 1
             ev = agent.wait_for(
                 lambda e: e.get("type") == "target"
@@ -306,7 +300,7 @@ def all_follows_executors_as_they_come_exec_and_go():
             assert ev, [e for e in agent.of_type("target")]
             early.stdin.close()
             early.wait(timeout=10)
-            assert target_event(agent, early.pid, "exited"), agent.events[-5:]
+            assert agent.wait_target(early.pid, "exited"), agent.events[-5:]
             assert agent.proc.poll() is None, "the agent stopped"
         finally:
             for p in procs:
@@ -346,7 +340,7 @@ def one_user_cannot_take_every_place():
             time.sleep(3)  # longer than a bare memfd is looked at
             root = page_maker(dom, 1, "stay")
             procs.append(root)
-            ev = target_event(agent, root.pid, "attached")
+            ev = agent.wait_target(root.pid, "attached")
             assert ev, agent.stderr[-5:]
         finally:
             # the agent first: killed one by one, the executors would free
@@ -389,7 +383,7 @@ def a_refused_executor_takes_a_place_that_frees():
             gone = next(p for p in procs if p.pid in got)
             gone.kill()
             gone.wait()
-            ev = target_event(agent, refused[0].pid, "attached", timeout=10)
+            ev = agent.wait_target(refused[0].pid, "attached", timeout=10)
             assert ev, ("the refused executor was not followed in 10 s",
                         agent.stderr[-5:])
         finally:
@@ -507,7 +501,7 @@ def a_claim_bigger_than_its_memory_shields_nobody():
                 stdout=subprocess.PIPE, text=True,
                 preexec_fn=as_user(NOBODY, dom.preexec(1)))
             assert shield.stdout.readline().strip() == "ready"
-            assert target_event(agent, shield.pid, "attached")
+            assert agent.wait_target(shield.pid, "attached")
             victim = subprocess.Popen(
                 [sys.executable, DOCEXEC,
                  *map(str, ["--entries", 48, "--size", 16, "--every-ms", 100,
@@ -540,7 +534,7 @@ def run_ladder(dom, *agent_args, scripts=(DOCEXEC,) * 3):
         # Each waits for the agent, then for @go: the ladder's clock is
         # the same in all three only if they start in step, and the agent
         # may find them up to seconds apart on an emulated machine.
-        seen = [target_event(agent, x.proc.pid, "attached", timeout=60)
+        seen = [agent.wait_target(x.proc.pid, "attached", timeout=60)
                 for x in execs]
         assert all(seen), f"not all attached: {agent.events[-10:]}"
         with open(go, "w"):
