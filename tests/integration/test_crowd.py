@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """One `--all` agent, no tuning, and more executors than one.
 
-- Three demos (`ramcache-demo --policy agent`, its defaults) in child
-  cgroups of one 512 MiB parent, the agent with its defaults: their active
-  working sets fit, so none may be OOM-killed, ten runs in a row.
+- Three demos (`ramcache-demo --policy agent`, outputs of 12 MiB) in
+  child cgroups of one 512 MiB parent, the agent with its defaults: their
+  active working sets fit, so none may be OOM-killed, ten runs in a row.
 - The table of followed executors is full (64 by default): the next
   executor is refused a place with a `control` event and a metric, and is
   taken the moment a place frees, not at the next look through /proc.
@@ -24,6 +24,12 @@ EXECUTOR = os.path.join(HELPERS, "executor")
 LIMIT = 512 * MiB
 RUNS = 10
 DEMOS = 3
+# A demo's active working set is its model and this prompt's outputs:
+# 96 MiB + 5 x 12 MiB = 156 MiB, three of them 468 MiB of the 512. With
+# the demo's default 16 MiB outputs it is 176 MiB, three 528 MiB: they do
+# not fit, the agent says so (cannot_free) and about one run in twenty
+# ended in an OOM kill.
+OUTPUT_SIZE = "12M"
 TIMEOUT = 240
 
 
@@ -38,8 +44,8 @@ class _Child:
 
 
 def one_run(run, dirs):
-    """Three demos and one agent, both with their defaults, in a fresh
-    512 MiB parent; returns (exit codes, OOM kills in the parent, the
+    """Three demos (outputs of OUTPUT_SIZE) and one agent with its
+    defaults, in a fresh 512 MiB parent; returns (exit codes, OOM kills in the parent, the
     agent's commands by status)."""
     with ParentMemcg(LIMIT, DEMOS, "crowd") as dom:
         # --cgroup only keeps the agent to this test's executors on a
@@ -49,6 +55,7 @@ def one_run(run, dirs):
         try:
             assert agent.wait_type("start", timeout=60), agent.stderr
             demos = [Demo("--policy", "agent", "--prompts", 8,
+                          "--output-size", OUTPUT_SIZE,
                           "--wait-agent", 60, memcg=_Child(dom, i),
                           mdir=dirs[i]) for i in range(DEMOS)]
             for x in demos:
