@@ -229,12 +229,16 @@ def evicted_entries_are_the_oldest_across_executors():
 HELPERS_SRC = helpers_any_uid_reads()
 # A process that makes a page (docexec's Page: from the doc), then
 # (argv[1] == "exec") runs execve into a new image that makes another, or
-# (argv[1] == "bare") holds only a memfd named ramcache, no page; it exits
-# when stdin closes.
+# (argv[1] == "bare") holds only a memfd named ramcache, no page, or
+# (argv[1] == "slow") takes half a second between memfd_create() and the
+# page's size, seals and header; it exits when stdin closes.
 PAGE_MAKER = r"""
-import os, sys
+import os, sys, time
 sys.path.insert(0, sys.argv[3])
 from docexec import Page
+if sys.argv[1] == "slow":
+    size = os.ftruncate
+    os.ftruncate = lambda fd, n: (time.sleep(0.5), size(fd, n))[1]
 if sys.argv[1] == "bare":
     fd = os.memfd_create("ramcache", 0)
 else:
@@ -309,6 +313,35 @@ def all_follows_executors_as_they_come_exec_and_go():
             agent.stop()
         assert not [e for e in agent.of_type("target")
                     if e["pid"] == outsider.pid], "adopted outside --cgroup"
+
+
+@test
+def all_follows_an_executor_slow_to_make_its_page():
+    """--all: the kernel reports a page at memfd_create(), before it is
+    sized and sealed; an executor that takes its time over that is looked
+    at again until its page is made, and followed at once, not at the next
+    look through /proc (30 s on)."""
+    require_root()
+    if not os.access(AGENT, os.X_OK):
+        raise Skip(f"{AGENT} is not built")
+    with Domain(LIMIT, n=1) as dom:
+        agent = Agent("--all", "--no-evict", "--cgroup", dom.rel,
+                      "--interval", "10s")
+        slow = None
+        try:
+            assert agent.wait_type("start", timeout=60), agent.stderr
+            t0 = time.monotonic()
+            slow = page_maker(dom, 0, "slow")
+            ev = agent.wait_target(slow.pid, "attached", timeout=15)
+            assert ev and ev["discovery"] == "uprobe", (
+                ev, agent.of_type("target"), agent.stderr)
+            print(f"# followed {time.monotonic() - t0:.1f} s after its "
+                  "start (half a second of it making the page)")
+        finally:
+            if slow:
+                slow.kill()
+                slow.wait()
+            agent.stop()
 
 
 @test

@@ -316,8 +316,39 @@ TEST(reported_pages_are_looked_for_a_while)
 		  2, "both");
 	ASSERT_EQ(pids[0], 100, "the one due earliest first");
 	admission_settled(&ad, 101);
-	ASSERT_EQ(admission_pending(&ad, T0 + 2 * SEC, pids, RC_MAX_TARGETS), 0,
-		  "given up after PEND_NS");
+	ASSERT_EQ(admission_pending(&ad, T0 + 1 + ADMISSION_PEND_NS, pids,
+				    RC_MAX_TARGETS),
+		  0, "given up PEND_NS after its last report");
+}
+
+TEST(a_page_reported_after_an_exec_is_looked_for_longer)
+{
+	struct admission ad = fresh();
+	pid_t pids[RC_MAX_TARGETS];
+	uint64_t wake = 0, page = T0 + ADMISSION_PEND_NS - 10 * MS;
+
+	/* the exec, then the new image's page just before the look ends */
+	ASSERT_EQ(admission_report(&ad, 100, ROOT, 0, T0, &wake), ADMISSION_OK,
+		  "exec");
+	ASSERT_EQ(admission_pending(&ad, T0 + 10 * MS, pids, RC_MAX_TARGETS), 1,
+		  "looked at");
+	ASSERT_EQ(admission_report(&ad, 100, ROOT, 7, page, &wake),
+		  ADMISSION_PENDING, "its page");
+	ASSERT_TRUE(wake <= page + ADMISSION_PEND_FIRST_NS, "looked at soon");
+	ASSERT_EQ(admission_probe(&ad, 100), 7, "the page's probe");
+	ASSERT_EQ(admission_pending(&ad, page + ADMISSION_PEND_NS - MS, pids,
+				    RC_MAX_TARGETS),
+		  1, "still looked for after the first report's end");
+	/* reported on and on: never past ADMISSION_PEND_MAX_NS */
+	for (uint64_t t = page; t < T0 + 3 * ADMISSION_PEND_MAX_NS;
+	     t += 100 * MS)
+		admission_report(&ad, 100, ROOT, 7, t, &wake);
+	ASSERT_TRUE(admission_is_pending(&ad, 100), "pending anew");
+	ASSERT_EQ(admission_pending(&ad,
+				    T0 + 3 * ADMISSION_PEND_MAX_NS +
+					    ADMISSION_PEND_MAX_NS,
+				    pids, RC_MAX_TARGETS),
+		  0, "given up within PEND_MAX_NS of its last report anew");
 }
 
 TEST(a_report_again_while_pending_costs_nothing)

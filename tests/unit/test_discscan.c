@@ -4,12 +4,14 @@
  * named "ramcache", whole or in slices that go on where the last stopped,
  * each process found once.
  */
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "kernel/discover.h"
+#include "ramcache/control.h"
 #include "test.h"
 
 #define KIDS 5
@@ -109,6 +111,39 @@ TEST(a_look_in_slices_goes_on_where_it_stopped)
 		ASSERT_EQ(times_found(&f, kids[i]), 1, "each once");
 out:
 	reap(kids);
+}
+
+/*
+ * The kernel reports a page at memfd_create(), before it is sized, sealed
+ * and given its header: a look in between says "not yet" (-EAGAIN, looked
+ * at again), not "never"; a page that is made wrong says never.
+ */
+TEST(a_page_being_made_is_not_yet_one_made_wrong_is_never)
+{
+	struct ramcache_ctl h = { .magic = RAMCACHE_CTL_MAGIC,
+				  .version = RAMCACHE_CTL_VERSION + 1 };
+	off_t size = (off_t)ramcache_ctl_size(16, 8);
+	pid_t me = getpid();
+	int fd, err;
+
+	ASSERT_EQ(discover_verify("/proc", me), -ENOENT, "none yet");
+	fd = memfd_create("ramcache", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (!ASSERT_GE(fd, 0, "memfd"))
+		return;
+	ASSERT_EQ(discover_verify("/proc", me), -EAGAIN, "just made");
+	if (ASSERT_OK(ftruncate(fd, size), "size") &&
+	    ASSERT_OK(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW),
+		      "seal"))
+		ASSERT_EQ(discover_verify("/proc", me), -EAGAIN,
+			  "sealed, no magic yet");
+	/* the magic is written last: with it, the page is what it is */
+	if (ASSERT_EQ(pwrite(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h),
+		      "header")) {
+		err = discover_verify("/proc", me);
+		ASSERT_TRUE(err && err != -EAGAIN && err != -ENOENT,
+			    "another version: never");
+	}
+	close(fd);
 }
 
 TEST_MAIN()

@@ -168,15 +168,41 @@ static void forget_one(struct admission *ad)
 	ad->npend--;
 }
 
+/*
+ * Reported again while it waits (its exec, then the new image's page; the
+ * page made again): looked at soon and for longer, free of charge, but
+ * never past ADMISSION_PEND_MAX_NS from the first report.
+ */
+static void pend_again(struct admission_pend *p, uint32_t probe, uint64_t now,
+		       uint64_t *wake)
+{
+	uint64_t last = p->since_ns + ADMISSION_PEND_MAX_NS;
+
+	if (probe)
+		p->probe = probe;
+	p->until_ns = now + ADMISSION_PEND_NS < last ? now + ADMISSION_PEND_NS
+						     : last;
+	if (p->next_ns > now + ADMISSION_PEND_FIRST_NS)
+		p->next_ns = now + ADMISSION_PEND_FIRST_NS;
+	*wake = p->next_ns;
+}
+
 enum admission_verdict admission_report(struct admission *ad, pid_t pid,
 					struct principal who, uint32_t probe,
 					uint64_t now, uint64_t *wake)
 {
 	enum admission_verdict v;
 
-	for (int i = 0; i < ad->npend; i++)
-		if (ad->pend[i].pid == pid)
-			return ADMISSION_PENDING;
+	for (int i = 0; i < ad->npend; i++) {
+		if (ad->pend[i].pid != pid)
+			continue;
+		if (now >= ad->pend[i].until_ns) { /* given up: anew */
+			admission_looked(ad, pid);
+			break;
+		}
+		pend_again(&ad->pend[i], probe, now, wake);
+		return ADMISSION_PENDING;
+	}
 	if (!admission_exempt(ad, who) &&
 	    pending_of(ad, who) >= ADMISSION_PEND_PER_PRINCIPAL) {
 		ad->refused = true;
@@ -190,6 +216,7 @@ enum admission_verdict admission_report(struct admission *ad, pid_t pid,
 	ad->pend[ad->npend].pid = pid;
 	ad->pend[ad->npend].who = who;
 	ad->pend[ad->npend].probe = probe;
+	ad->pend[ad->npend].since_ns = now;
 	ad->pend[ad->npend].until_ns = now + ADMISSION_PEND_NS;
 	ad->pend[ad->npend].next_ns = now + ADMISSION_PEND_FIRST_NS;
 	ad->npend++;

@@ -32,7 +32,9 @@
 /* a look at once when the kernel's reports were lost, at most this often */
 #define ADMISSION_RESCAN_LOST_NS (5 * NSEC_PER_SEC)
 /* A page reported by the uprobe is looked for this long (it is being made). */
-#define ADMISSION_PEND_NS	(2 * NSEC_PER_SEC)
+#define ADMISSION_PEND_NS (2 * NSEC_PER_SEC)
+/* a report again (an exec, then its page) looks on, this long at most */
+#define ADMISSION_PEND_MAX_NS	(2 * ADMISSION_PEND_NS)
 #define ADMISSION_PEND_FIRST_NS (5 * NSEC_PER_MSEC) /* the first look again */
 #define ADMISSION_PEND_RETRY_NS (50 * NSEC_PER_MSEC)
 /* A target without a page this long is let go. */
@@ -90,6 +92,16 @@ enum {
 	ADMISSION_WARN_KINDS
 };
 
+/* A page reported by the kernel, waiting for a look. */
+struct admission_pend {
+	pid_t pid;
+	struct principal who;
+	uint32_t probe;	   /* which probe reported it (its cookie) */
+	uint64_t since_ns; /* first reported */
+	uint64_t until_ns; /* given up then */
+	uint64_t next_ns;  /* the next look */
+};
+
 struct admission {
 	bool uprobe;   /* the kernel reports new pages (else: looks only) */
 	bool has_user; /* --user: its uid is exempt from the limits */
@@ -107,13 +119,7 @@ struct admission {
 	/* refused for lack of a place, oldest first: they take the next */
 	pid_t waiting[RC_MAX_TARGETS];
 	int nwaiting;
-	struct {
-		pid_t pid;
-		struct principal who;
-		uint32_t probe;	   /* which probe reported it (its cookie) */
-		uint64_t until_ns; /* given up then */
-		uint64_t next_ns;  /* the next look */
-	} pend[RC_MAX_TARGETS];	   /* pages reported, not ready yet */
+	struct admission_pend pend[RC_MAX_TARGETS]; /* reported, not ready */
 	int npend;
 	uint64_t next_warn_ns[ADMISSION_WARN_KINDS]; /* per kind */
 	/* looks per principal: token buckets (root and --user: none) */

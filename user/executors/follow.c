@@ -170,8 +170,9 @@ static void no_place(struct follow *f, pid_t pid)
  * --all: may @pid (of @who, first looked at in @l) take a place, and does
  * it hold a page that passes every check? 0: yes (*@sp: the filter it
  * passed, or NULL), 1: no, never (stop looking), -1: not yet (its page is
- * not there: the uprobe's are looked at again for ADMISSION_PEND_NS, a
- * scan's at the next scan).
+ * not there, or not made yet: the kernel reports it at memfd_create(),
+ * before it is sized and sealed; the uprobe's are looked at again for
+ * ADMISSION_PEND_NS, a scan's at the next scan).
  */
 static int may_adopt(struct follow *f, pid_t pid, const struct discover_look *l,
 		     struct principal who, struct match_spec *s,
@@ -210,8 +211,8 @@ static int may_adopt(struct follow *f, pid_t pid, const struct discover_look *l,
 			f->out,
 			"not following pid %d: it holds more than %d descriptors, the most looked through for a page",
 			pid, CONTROL_MAX_FDS);
-	if (err)
-		return err == -ENOENT ? -1 : 1;
+	if (err) /* none, or one still being made: look again */
+		return err == -ENOENT || err == -EAGAIN ? -1 : 1;
 	return 0;
 }
 
@@ -372,7 +373,7 @@ static void page_reported(struct follow *f, const struct rc_discover_ev *e)
 
 	v = admission_report(&f->adm, (pid_t)e->tgid, who, e->probe, now,
 			     &wake);
-	if (v != ADMISSION_OK) {
+	if (v != ADMISSION_OK && v != ADMISSION_PENDING) {
 		tell_refusal(f, (pid_t)e->tgid, who, v, 0, now);
 		return;
 	}

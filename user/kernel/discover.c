@@ -387,6 +387,8 @@ int discover_verify(const char *proc, pid_t pid)
 	err = control_find(&c, proc, &t);
 	if (!err)
 		control_close(&c);
+	else if (control_why_unfinished(c.why))
+		err = -EAGAIN;
 	return err;
 }
 

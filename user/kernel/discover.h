@@ -96,7 +96,8 @@ uint64_t discover_own_pidns(void);
 /*
  * 0 if @pid holds a control page that opens and passes every check (as
  * the evictor will open it: sealed memfd of its uid, header, sizes), else
- * -errno (-ENOENT: none yet). Nothing is kept open.
+ * -errno (-ENOENT: none yet; -EAGAIN: one that may still be being made,
+ * unsealed, unsized or without its magic). Nothing is kept open.
  */
 int discover_verify(const char *proc, pid_t pid);
 

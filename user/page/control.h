@@ -156,6 +156,12 @@ int control_parse_ack(const void *buf, size_t len, uint64_t max_seq,
 bool control_exec_alive(const struct ctl_exec *e, uint64_t now_ns);
 /* One line for @why. */
 const char *control_why_str(enum ctl_why why);
+/*
+ * True if a page refused for @why may be one still being made: a memfd is
+ * sized, sealed and given its header (the magic last) after
+ * memfd_create(), so a look in between sees these.
+ */
+bool control_why_unfinished(enum ctl_why why);
 /* The reason for @err on @c: c->why's line, or strerror(-err). */
 const char *control_strerror(const struct ctl *c, int err);
 

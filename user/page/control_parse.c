@@ -45,6 +45,12 @@ const char *control_why_str(enum ctl_why why)
 	return why_str[why];
 }
 
+bool control_why_unfinished(enum ctl_why why)
+{
+	return why == CTL_ERR_SEALS || why == CTL_ERR_SIZE ||
+	       why == CTL_ERR_MAGIC;
+}
+
 static int refuse(enum ctl_why *why, enum ctl_why w, int err)
 {
 	*why = w;
