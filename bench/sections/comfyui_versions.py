@@ -25,14 +25,18 @@ from common import OUTPUT, ROOT, is_root, log
 RUNNER = os.path.join(ROOT, "comfyui", "tests", "real_comfyui.py")
 NEWEST = "0.33.0"
 GiB = 1 << 30
-# (versions: "all", "older" or "newest"; cases; limits; configurations).
-# On the newest version every cache is compared in one table, where a
-# configuration whose command line is another's runs once.
+# (versions: "all", "older" or "newest"; cases; limits; configurations;
+# turns per run asked for). On the newest version every cache is compared
+# in one table, where a configuration whose command line is another's runs
+# once. The short cases judged on a few percent of wall time take three
+# turns: one turn of the 10-prompt run varies by a third on this machine.
 PLAN = [("newest", ["session"], ["6G", "2.5G", "1.5G"],
-         ["alone:default", "alone:classic", "agent:recommended", "agent:default"]),
-        ("older", ["session"], ["6G", "2.5G", "1.5G"], ["alone:default", "agent:recommended"]),
-        ("all", ["ten"], ["1.5G"], ["alone:default", "agent:recommended"]),
-        ("newest", ["long", "batch"], ["1.5G"], ["alone:default", "agent:recommended"])]
+         ["alone:default", "alone:classic", "agent:recommended", "agent:default"], 1),
+        ("older", ["session"], ["6G", "2.5G", "1.5G"], ["alone:default", "agent:recommended"],
+         1),
+        ("all", ["ten"], ["1.5G"], ["alone:default", "agent:recommended"], 3),
+        ("newest", ["long"], ["1.5G"], ["alone:default", "agent:recommended"], 1),
+        ("newest", ["batch"], ["1.5G"], ["alone:default", "agent:recommended"], 3)]
 HITS_WITH_ROOM = 80  # of the session's 125 nodes (87 at most)
 SLOWER = 1.05  # "never slower than ComfyUI alone by more than 5%"
 ACK_P99_MS = 100
@@ -72,7 +76,7 @@ def bench(cfg, scratch):
         return {"skipped": "no real ComfyUI: ../shared/comfyui is absent "
                 "(RAMCACHE_COMFYUI_TREES names another folder)"}
     results, t0 = [], time.monotonic()
-    for i, (which, cases, limits, only) in enumerate(PLAN):
+    for i, (which, cases, limits, only, turns) in enumerate(PLAN):
         vs = {"all": want, "newest": [NEWEST],
               "older": [v for v in want if v != NEWEST]}[which]
         vs = [v for v in vs if v in want]
@@ -81,7 +85,7 @@ def bench(cfg, scratch):
         out = os.path.join(scratch, f"plan{i}")
         shutil.rmtree(out, ignore_errors=True)  # an earlier run's results are not this one's
         argv = [sys.executable, RUNNER, "table", "--versions", *vs, "--cases", *cases,
-                "--limits", *limits, "--only", *only, "--runs", str(cfg["runs"]),
+                "--limits", *limits, "--only", *only, "--runs", str(cfg["runs"] * turns),
                 "--out", out]
         log(f"comfyui versions: {' '.join(argv[2:])}")
         run_table(argv, os.path.join(scratch, f"plan{i}.log"), cfg["timeout"])
@@ -112,7 +116,8 @@ def run_table(argv, logpath, timeout):
 
 def method(cfg):
     return (f"comfyui/tests/real_comfyui.py table, {cfg['runs']} turn(s) of each "
-            "configuration, alternating: ComfyUI's own main.py --cpu (Debian's "
+            f"configuration ({3 * cfg['runs']} of the 10-prompt run and the large batch, "
+            "judged on medians), alternating: ComfyUI's own main.py --cpu (Debian's "
             "python3-torch) in a scratch memory cgroup without swap at the limit shown, "
             "alone or with the package and `ramcache-bpf --pid` (defaults). The reuse "
             "session: 20 prompts of four workflows on 2048x2048 images (Blur, Sharpen, "
@@ -127,7 +132,9 @@ def method(cfg):
             "MiB, three times; large batch: ImageScaleBy lanczos x1.5 of 16 1024x1024 "
             "images (~1 GiB at its peak, no progress hook) after the same: both fit "
             "in 1.5 GiB only once the earlier output is gone. post -> ack: the agent's evict_done "
-            "ack_latency_ns of commands posted while a core node ran")
+            "ack_latency_ns of commands posted while a core node ran, for entries the page "
+            "showed inactive (served inside the node) and, apart, for active ones (a pending "
+            "node reads them: held until it is done)")
 
 
 # ----------------------------------------------------------------- report
@@ -156,7 +163,7 @@ def ms(v):
 
 def row(r):
     ag = r.get("agent") or {}
-    core = ag.get("core_ack_ms") or {}
+    core, held = core_acks(ag)
     who = "ComfyUI alone" if r["mode"] == "alone" else "package + agent"
     reasons = ", ".join(f"{k} {v}" for k, v in sorted((ag.get("by_reason") or {}).items()))
     cmds = "-" if r["mode"] == "alone" else str(ag.get("commands", 0))
@@ -164,7 +171,17 @@ def row(r):
             f"`{' '.join(r['args']) or 'default cache'}` | {r.get('ok')}/{r.get('count')} | "
             f"{r.get('wall_s', 0):.1f} | {r.get('executed')} / {hits(r)} | "
             f"{r.get('oom_kills')} | {cmds}{' (' + reasons + ')' if reasons else ''} | "
-            f"{ms(core.get('p50'))} / {ms(core.get('p99'))} |")
+            f"{ms(core.get('p50'))} / {ms(core.get('p99'))} | {held.get('n', 0) or '-'}"
+            f"{' (' + ms(held.get('p99')) + ')' if held.get('n') else ''} |")
+
+
+def core_acks(ag):
+    """post -> ack while a core node ran: of inactive entries (served in
+    the node), and of active ones (held until no pending node reads them).
+    Results from before the split: all of them as served."""
+    if "core_inactive_ack_ms" not in ag:
+        return ag.get("core_ack_ms") or {}, {}
+    return ag["core_inactive_ack_ms"] or {}, ag.get("core_active_ack_ms") or {}
 
 
 def report(sec):
@@ -175,7 +192,8 @@ def report(sec):
     L += [sec["method"] + ".", "",
           "| version | case | limit | configuration | prompts ok | wall s | executed / "
           "hits | OOM kills | agent commands (by reason) | post -> ack p50 / p99 ms "
-          "(core nodes) |", "|---|---|---|---|---|---|---|---|---|---|"]
+          "(core nodes, inactive entries) | held: commands for active entries in core "
+          "nodes (p99 ms) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     order = {"session": 0, "ten": 1, "long": 2, "batch": 3}
     done = sorted((r for r in sec["results"] if "error" not in r), key=lambda r: (
         sec["versions"].index(r["version"]) if r["version"] in sec["versions"] else 99,
@@ -261,14 +279,22 @@ def survive_verdicts(res):
 
 
 def ack_verdict(res):
-    p99 = [((r.get("agent") or {}).get("core_ack_ms") or {}).get("p99") for r in res
-           if r.get("mode") == "agent" and "error" not in r]
-    p99 = [p for p in p99 if p is not None]
+    """Commands for entries no pending node reads are served inside any
+    node; those for entries in use are held until the node is done (by
+    design: not counted against the goal, shown beside it)."""
+    runs = [core_acks(r.get("agent") or {}) for r in res
+            if r.get("mode") == "agent" and "error" not in r]
+    p99 = [c.get("p99") for c, _ in runs if c.get("p99") is not None]
+    held = [h.get("p99") for _, h in runs if h.get("p99") is not None]
     if not p99:
         return []
+    also = (f"; {sum(h.get('n', 0) for _, h in runs)} commands for active entries, "
+            f"held until their node was done, p99 up to {max(held):.0f} ms"
+            if held else "; no command for an active entry")
     return [verdict(max(p99) <= ACK_P99_MS,
-                    f"(post -> ack during core nodes, every agent run): p99 per run "
-                    f"{min(p99):.0f}-{max(p99):.0f} ms (goal <= {ACK_P99_MS} ms)")]
+                    f"(post -> ack during core nodes, every agent run, entries no pending "
+                    f"node reads): p99 per run {min(p99):.0f}-{max(p99):.0f} ms (goal <= "
+                    f"{ACK_P99_MS} ms){also}")]
 
 
 def verdicts(sec):

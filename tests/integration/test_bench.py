@@ -156,6 +156,34 @@ def comfy_versions_verdicts_say_missed_where_the_agent_loses():
 
 
 @test
+def comfy_versions_ack_goal_leaves_out_only_held_commands():
+    """post -> ack in core nodes: commands for entries no pending node
+    reads count against the 100 ms goal; those for entries in use are held
+    by design and shown beside it; results from before the split count
+    every command."""
+    def run(agent):
+        r = session_run(1.5, "agent", 0, 2.5, 5, case="batch", ok=2)
+        r.update(count=2, agent=dict(agent, commands=5))
+        return r
+
+    def ack_line(agent):
+        sec = {"versions": ["0.33.0"], "results": [run(agent)], "seconds": 1,
+               "method": "m", "runs": 1}
+        out = comfy_versions(sec)
+        return out["verdicts"][-1], "\n".join(out["report"])
+
+    v, md = ack_line({"core_inactive_ack_ms": {"n": 4, "p50": 1, "p99": 5},
+                      "core_active_ack_ms": {"n": 1, "p50": 501, "p99": 501}})
+    assert v.startswith("PASS") and "1 commands for active entries" in v, v
+    assert "| 1 (501) |" in md, md
+    v, _ = ack_line({"core_inactive_ack_ms": {"n": 4, "p50": 1, "p99": 300},
+                     "core_active_ack_ms": {"n": 0, "p50": None, "p99": None}})
+    assert v.startswith("MISSED") and "300 ms" in v, v
+    v, _ = ack_line({"core_ack_ms": {"n": 5, "p50": 1, "p99": 501}})
+    assert v.startswith("MISSED") and "501 ms" in v, v
+
+
+@test
 def quick_run_writes_a_table():
     res, md = run_quick()
     assert md.startswith("# Benchmarks")
