@@ -823,6 +823,11 @@ static int setup(struct agent *a)
 	const struct opts *o = a->o;
 	int code, err;
 
+	/* its programs see the host's pids, /proc this namespace's */
+	if (o->follow != FOLLOW_SYSTEM && discover_own_pidns())
+		return out_fail(
+			&a->out, EXIT_UNSUPPORTED,
+			"this agent runs in a pid namespace of its own and would follow nobody (the kernel reports the host's pids): run it in the host's (--pid=host, hostPID: true)");
 	if (o->follow == FOLLOW_PID && kill(o->pid, 0) && errno == ESRCH)
 		return out_fail(&a->out, EXIT_NO_PROCESS, "no such process: %d",
 				o->pid);

@@ -191,7 +191,8 @@ static const char usage_tail[] =
 	"\n"
 	"Exit status: 0 done (target exited, --duration, Ctrl-C); 1 runtime\n"
 	"error; 2 bad usage; 3 missing privileges; 4 no such process; 5 kernel\n"
-	"not supported (no BTF, no tracepoints).\n";
+	"not supported (no BTF, no tracepoints), or not in the host's pid\n"
+	"namespace.\n";
 
 #define HELP_COL 25
 

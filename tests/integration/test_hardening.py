@@ -683,6 +683,23 @@ def no_btf_is_exit_5():
 
 
 @test
+def a_pid_namespace_of_its_own_is_exit_5():
+    """In a pid namespace of its own (a container without --pid=host) the
+    agent's programs report pids it cannot see: following anyone fails at
+    once with one line that says what to do (it said "no such process" for
+    a pid it could see, or followed nothing)."""
+    require_root()
+    ns = ["unshare", "--pid", "--fork", "--mount-proc"]
+    for how in (["--pid", "1"], ["--all"], ["--match", "python3"]):
+        one_line_error(ns + [AGENT, *how, "--duration", "1"], 5,
+                       "--pid=host")
+    # watching the whole machine needs no pids: it runs
+    r = subprocess.run(ns + [AGENT, "--duration", "1", "--quiet"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, (r.returncode, r.stderr[-500:])
+
+
+@test
 def executor_library_needs_no_privileges():
     require_root()
     path = f"/dev/shm/ramcache-test-hard-nobody-{os.getpid()}"
