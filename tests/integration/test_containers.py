@@ -14,6 +14,8 @@ a hostile user, and killed.
 * The agent with only the capabilities docs/containers.md gives it finds a
   page in a container; without CAP_SYS_PTRACE or CAP_DAC_READ_SEARCH it
   refuses it and names the one it lacks.
+* An agent in a cgroup namespace of its own says it cannot watch the
+  executor's limit.
 """
 import contextlib
 import json
@@ -341,6 +343,44 @@ def agent_with_the_documented_capabilities_only():
     finally:
         ex.kill()
         ex.wait()
+
+
+@test
+def agent_in_a_cgroup_namespace_of_its_own_says_so():
+    """An agent in a private cgroup namespace (Docker's default on cgroup
+    v2 without --cgroupns=host) sees the executor's cgroup as "/../x",
+    which it cannot name under its mount: it says once that the limit is
+    not watched and what to do, and follows the process all the same; in
+    the host's namespace the same process is followed in its cgroup."""
+    require_tools()
+    with Memcg(LIMIT, name=f"ramcache-test-cgns-ex-{os.getpid()}") as ex_cg, \
+            Memcg(1024 * MiB,
+                  name=f"ramcache-test-cgns-agent-{os.getpid()}") as ag_cg:
+        sleeper = subprocess.Popen(["sleep", "60"],
+                                   preexec_fn=ex_cg.preexec())
+        try:
+            for private in (True, False):
+                prefix = ("sh", "-c", f"echo $$ > {ag_cg.path}/cgroup.procs"
+                          " && exec unshare --cgroup \"$@\"", "sh") \
+                    if private else ()
+                agent = Agent("--pid", sleeper.pid, prefix=prefix)
+                try:
+                    ev = agent.wait_type("start", timeout=60)
+                    assert ev, agent.stderr
+                finally:
+                    agent.stop()
+                said = [ln for ln in agent.stderr if "--cgroupns=host" in ln]
+                if private:
+                    assert len(said) == 1, agent.stderr
+                    assert f"pid {sleeper.pid}" in said[0], said
+                    assert not ev.get("memcg"), ev
+                else:
+                    assert not said, agent.stderr
+                    assert ev.get("memcg", "").endswith(
+                        os.path.basename(ex_cg.path)), ev
+        finally:
+            sleeper.kill()
+            sleeper.wait()
 
 
 main()

@@ -204,7 +204,10 @@ TEST(find_errors)
 		  -ENOENT, "no memory in cgroup.controllers");
 	ASSERT_EQ(cgroup_find(fixture("proc"), fixture("cgroup-v2"), 2005, &cg),
 		  -ENOENT, "no memory line, no v2 line");
+	/* as a process outside our cgroup namespace shows, told apart */
 	ASSERT_EQ(cgroup_find(fixture("proc"), fixture("cgroup-v2"), 2003, &cg),
+		  -EXDEV, "above the namespace's root");
+	ASSERT_EQ(cgroup_find(fixture("proc"), fixture("cgroup-v2"), 2008, &cg),
 		  -EINVAL, "'..' refused");
 	ASSERT_EQ(cgroup_find(fixture("proc"), fixture("cgroup-v2"), 99999,
 			      &cg),

@@ -256,6 +256,11 @@ static int start_sampling(struct targets *ts, struct target *t,
 	int err;
 
 	sampler_init(&t->sm, t->pid, NULL, NULL);
+	if (t->sm.cg_err == -EXDEV)
+		out_warn(
+			env->out,
+			"pid %d: its memory cgroup is outside this agent's cgroup namespace, so its limit is not watched, only the machine's memory: run the agent in the host's (--cgroupns=host)",
+			t->pid);
 	if (!meminfo_pidstat_read(RC_PROC_ROOT, t->pid, &ps))
 		t->sm.rss = ps.rss_bytes;
 	/* the cgroup and RSS were read by pid: still the pidfd's process? */

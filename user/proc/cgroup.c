@@ -393,6 +393,10 @@ int cgroup_find(const char *proc_root, const char *cg_root, int pid,
 	if (n >= (int)sizeof(cg->mount))
 		return -ENAMETOOLONG;
 	line = (char *)(v1_rel ? v1_rel : v2_rel);
+	/* above the root of the reader's cgroup namespace: not under its
+	 * mount at all */
+	if (!strncmp(line, "/..", 3) && (line[3] == '/' || !line[3]))
+		return -EXDEV;
 	if (!path_safe(line))
 		return -EINVAL;
 	if (snprintf(cg->rel, sizeof(cg->rel), "%s", line) >=

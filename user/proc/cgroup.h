@@ -35,7 +35,9 @@ struct rc_cgroup {
  * wins (mounted at <cg_root>/memory); otherwise the "0::" line, under
  * whichever of <cg_root> and <cg_root>/unified has "memory" in its
  * cgroup.controllers. -ENOENT: no memory controller or no such process
- * or directory; -EINVAL: a path with "..", or no usable line.
+ * or directory; -EXDEV: a path above the root of this process's cgroup
+ * namespace ("/../x": the process's cgroup is not under our mount);
+ * -EINVAL: any other path with "..", or no usable line.
  */
 int cgroup_find(const char *proc_root, const char *cg_root, int pid,
 		struct rc_cgroup *cg);

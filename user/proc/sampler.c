@@ -10,8 +10,9 @@ int sampler_init(struct sampler *s, pid_t pid, const char *proc_root,
 	memset(s, 0, sizeof(*s));
 	s->proc_root = proc_root ? proc_root : RC_PROC_ROOT;
 	s->cg_root = cg_root ? cg_root : RC_CGROUP_ROOT;
-	if (pid > 0 && !cgroup_find(s->proc_root, s->cg_root, pid, &s->cg))
-		s->has_cg = true;
+	if (pid > 0)
+		s->cg_err = cgroup_find(s->proc_root, s->cg_root, pid, &s->cg);
+	s->has_cg = pid > 0 && !s->cg_err;
 	return 0;
 }
 

@@ -21,6 +21,7 @@ struct sampler {
 	const char *proc_root;
 	const char *cg_root;
 	bool has_cg;
+	int cg_err; /* why not, from cgroup_find() */
 	struct rc_cgroup cg;
 	struct rc_meminfo mi;
 	struct rc_cgroup_state cs;
