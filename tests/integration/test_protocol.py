@@ -96,6 +96,47 @@ def ack_for_a_seq_never_posted_is_an_invalid_ack():
 
 
 @test
+def acks_of_an_earlier_agents_commands_are_no_anomaly():
+    """The agent restarts while the executor holds its commands (their
+    entries in use): the executor acks them to the next agent, which takes
+    them as done, says so once, and matches its own acks as before (each
+    was an invalid_ack)."""
+    with setup() as (page, a):
+        held = []
+        assert pump(page, a, lambda: held, on_cmd=lambda s, i: held.append(
+            (s, i))), "no command posted"
+        a.stop()
+        b = Agent(*a.argv[a.argv.index("--json") + 1:-1],
+                  f"127.0.0.1:{a.port}")
+        b.port = a.port
+        try:
+            assert b.wait_for(lambda e: e.get("type") == "control"
+                              and e.get("state") == "attached", 10), \
+                b.events
+            for seq, eid in held[:2]:  # fewer than the ack ring holds
+                page.ack(seq, eid, EVICTED)
+            end = time.monotonic() + 10
+            while time.monotonic() < end and not [
+                    ln for ln in b.stderr if "earlier agent" in ln]:
+                page.beat()
+                time.sleep(0.05)
+            mine = []
+            assert pump(page, b, lambda: [e for e in b.of_type("evict_done")
+                                          if e["status"] == "evicted"],
+                        on_cmd=lambda s, i: (mine.append(s),
+                                             page.ack(s, i, EVICTED))), \
+                b.events[-5:]
+            assert min(mine) > max(s for s, _ in held), (mine, held)
+            assert not anomalies(b, "invalid_ack"), \
+                anomalies(b, "invalid_ack")
+            assert metric(b, "invalid_ack") == 0
+            said = [ln for ln in b.stderr if "earlier agent" in ln]
+            assert len(said) == 1, (b.stderr, b.of_type("anomaly"))
+        finally:
+            b.stop()
+
+
+@test
 def ack_naming_another_entry_is_an_invalid_ack():
     with setup() as (page, a):
         got = []

@@ -178,6 +178,8 @@ static void try_open(struct evictor *ev, uint64_t now)
 		return;
 	}
 	ev->open = true;
+	ev->seq_base = ev->ctl.cmd_head;
+	ev->earlier_acks = 0;
 	ev->last_why = CTL_OK;
 	ev->next_beat_ns = now;
 	/* before the first heartbeat: our death is news to the executor */
@@ -395,6 +397,16 @@ static void match_ack(struct evictor *ev, const struct ctl_ack *ack,
 		return;
 	}
 	outcome = recent_outcome(ev, ack->cmd_seq);
+	if (outcome < 0 && ack->cmd_seq <= ev->seq_base) {
+		/* posted before we opened the page: an agent before us (a
+		 * restart) asked, and the executor answers still */
+		if (!ev->earlier_acks++)
+			out_note(
+				ev->out,
+				"pid %d answers commands of an earlier agent (seq %llu and before): taken as done",
+				(int)ev->pid, (unsigned long long)ev->seq_base);
+		return;
+	}
 	if (outcome == 1)
 		anomaly(ev, METRICS_ANOM_DUPLICATE_ACK, ack->cmd_seq,
 			"command acked a second time, after it completed");

@@ -115,6 +115,8 @@ struct evictor {
 	} recent[EVICT_RECENT];
 	unsigned int recent_head;
 	uint64_t acks_bad_told, acks_lost_told; /* of ctl.acks_bad/lost */
+	uint64_t seq_base;     /* cmd_head when we opened the page */
+	uint64_t earlier_acks; /* acks of commands an earlier agent posted */
 	bool stalled;	       /* executor heartbeat stale: nothing is posted */
 	bool locked;	       /* we hold the page's agent_lock */
 	int pidfd;	       /* the executor's, owned by its target; or -1 */
