@@ -33,7 +33,9 @@ baseline of the same run or a distribution):
   comfyui-versions  ComfyUI alone against the package and agent in every
              real version of ../shared/comfyui, with the goals of issues
              24 and 29 (only with RAMCACHE_COMFYUI_VERSIONS=all or a list:
-             hours on 2 cores)
+             hours on 2 cores); RAMCACHE_COMFYUI_CASES=ten,batch runs
+             those workloads only, and with --merge keeps the other
+             workloads' rows from the earlier run, saying so
 
 RAMCACHE_COMFYUI=/path/to/ComfyUI (a checkout; `sudo make bench
 RAMCACHE_COMFYUI=...` passes it on) adds eviction rows measured in that
@@ -66,6 +68,7 @@ import time
 from common import FULL, OUTPUT, QUICK, log, machine
 from report import draw_pictures, report
 from sections.agentdeath import bench_agentdeath
+from sections import comfyui_versions
 from sections.comfyui_versions import bench_comfyui_versions
 from sections.eviction import (bench_comfy, bench_comfy_real, bench_docexec,
                                bench_eviction)
@@ -94,6 +97,9 @@ def merge_from(res, path, only):
     for k in SECTIONS:
         if k not in ran and k in old:
             res[k] = old[k]
+    if "comfyui_versions" in ran:  # some cases only: the rest as they were
+        res["comfyui_versions"] = comfyui_versions.merge_earlier(
+            res["comfyui_versions"], old.get("comfyui_versions"), old.get("date"))
     # --only eviction measures the ComfyUI rows again; the C demo's come
     # from the outcome runs, which did not run
     oe, ev = old.get("eviction", {}), res.get("eviction", {})

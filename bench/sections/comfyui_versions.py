@@ -64,7 +64,9 @@ def bench_comfyui_versions(cfg):
     # kept: the runner's own JSON (per prompt and node) and logs of each table
     d = os.path.join(OUTPUT, "bench", "comfyui-versions")
     os.makedirs(d, exist_ok=True)
-    return bench(dict(c, versions=None if asked == "all" else asked.split()), d)
+    cases = os.environ.get("RAMCACHE_COMFYUI_CASES")
+    return bench(dict(c, versions=None if asked == "all" else asked.split(),
+                      cases=cases.split(",") if cases else None), d)
 
 
 def bench(cfg, scratch):
@@ -77,6 +79,9 @@ def bench(cfg, scratch):
                 "(RAMCACHE_COMFYUI_TREES names another folder)"}
     results, t0 = [], time.monotonic()
     for i, (which, cases, limits, only, turns) in enumerate(PLAN):
+        cases = [c for c in cases if not cfg.get("cases") or c in cfg["cases"]]
+        if not cases:
+            continue
         vs = {"all": want, "newest": [NEWEST],
               "older": [v for v in want if v != NEWEST]}[which]
         vs = [v for v in vs if v in want]
@@ -98,7 +103,21 @@ def bench(cfg, scratch):
         r.pop("prompts", None)  # per-node detail stays in the runner's JSON
         (r.get("agent") or {}).pop("evict_done", None)
     return {"versions": want, "runs": cfg["runs"], "seconds": round(time.monotonic() - t0),
-            "method": method(cfg), "results": results}
+            "method": method(cfg), "results": results, "cases": cfg.get("cases")}
+
+
+def merge_earlier(sec, old, date):
+    """A run of some cases only (RAMCACHE_COMFYUI_CASES) with `--merge`:
+    the other cases' rows come from the earlier run @old (of @date), said
+    so in the report."""
+    if not sec.get("cases") or "results" not in sec or "results" not in (old or {}):
+        return sec
+    kept = [r for r in old["results"] if r.get("case") not in sec["cases"]]
+    if kept:
+        sec = dict(sec, results=sec["results"] + kept,
+                   earlier={"date": old.get("earlier", {}).get("date", date),
+                            "cases": sorted({r.get("case") for r in kept})})
+    return sec
 
 
 def run_table(argv, logpath, timeout):
@@ -201,7 +220,12 @@ def report(sec):
     L += [row(r) for r in done]
     L += [f"- {r.get('version')} {r.get('case')} {r.get('mode')} {r.get('cache')}: "
           f"{r['error']}" for r in sec["results"] if "error" in r]
-    return L + ["", f"{len(sec['results'])} runs in {sec['seconds']} s.", ""]
+    L += ["", f"{len(sec['results'])} runs in {sec['seconds']} s."]
+    if sec.get("earlier"):
+        e = sec["earlier"]
+        L += [f"This run measured {', '.join(sec['cases'])}; the rows of "
+              f"{', '.join(e['cases'])} are from the run of {e['date']}."]
+    return L + [""]
 
 
 # --------------------------------------------------------------- verdicts

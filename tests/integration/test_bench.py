@@ -184,6 +184,33 @@ def comfy_versions_ack_goal_leaves_out_only_held_commands():
 
 
 @test
+def comfy_versions_some_cases_keep_the_others_from_the_earlier_run():
+    """RAMCACHE_COMFYUI_CASES=ten with --merge: the new run's ten rows,
+    the earlier run's session rows, and the report says which is which;
+    a run of every case keeps nothing of the earlier one."""
+    new = [session_run(1.5, "alone", 0, 5.1, case="ten", ok=10)]
+    old = {"results": [session_run(1.5, "alone", 0, 9.9, case="ten", ok=10),
+                       session_run(6, "alone", 14, 27.8)]}
+    p = subprocess.run(
+        [sys.executable, "-c", "import json, sys; "
+         "from sections import comfyui_versions as cv; "
+         "a = json.load(sys.stdin); "
+         "m = cv.merge_earlier(a['sec'], a['old'], 'D0'); "
+         "n = cv.merge_earlier(dict(a['sec'], cases=None), a['old'], 'D0'); "
+         "print(json.dumps({'m': m, 'md': cv.report(m), 'n': n}))"],
+        cwd=os.path.join(ROOT, "bench"), text=True, capture_output=True,
+        timeout=60, input=json.dumps({"old": old, "sec": {
+            "versions": ["0.33.0"], "results": new, "seconds": 1,
+            "method": "m", "runs": 1, "cases": ["ten"]}}))
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    walls = sorted((r["case"], r["wall_s"]) for r in out["m"]["results"])
+    assert walls == [("session", 27.8), ("ten", 5.1)], walls
+    assert "rows of session are from the run of D0" in "\n".join(out["md"])
+    assert len(out["n"]["results"]) == 1, out["n"]
+
+
+@test
 def quick_run_writes_a_table():
     res, md = run_quick()
     assert md.startswith("# Benchmarks")
