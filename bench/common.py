@@ -56,6 +56,11 @@ FULL = {
     "comfy_real": {"rounds": 3, "limit": "1.5G", "timeout": 600,
                    "agent_flags": ["--headroom", "256M",
                                    "--inactive", "512M"]},
+    # the curves of issue 28 item 2: points, and each point's window
+    "scaling": {"executors": [1, 4, 16, 64],
+                "entries": [100, 1000, 10000, 65536],
+                "rss_rates": [10, 40, 160], "churn_rates": [1, 4, 16],
+                "churn_life_s": 1.0, "window_s": 8.0, "warm_s": 2.0},
 }
 QUICK = {
     "overhead_rounds": 1, "fault_size": "4M", "fault_rounds": 5,
@@ -81,6 +86,9 @@ QUICK = {
     "comfy": {"rounds": 1, "limit": 384 * MiB, "prompts": 10, "mib": 32,
               "steps": 2, "step_s": 0.02,
               "agent_flags": ["--headroom", "48M", "--inactive", "96M"]},
+    "scaling": {"executors": [1, 4], "entries": [100, 1000],
+                "rss_rates": [10, 40], "churn_rates": [1, 4],
+                "churn_life_s": 0.5, "window_s": 1.0, "warm_s": 0.3},
 }
 
 

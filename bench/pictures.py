@@ -17,6 +17,8 @@ from rcviz import svg as S  # noqa: E402
 from rcviz import timeline as T  # noqa: E402
 from rcviz.chart import Chart, Mark  # noqa: E402
 from rcviz.record import STATUS_GROUP, build  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sections.scaling import CURVES, picture_name  # noqa: E402
 
 RAMP = "BENCHMARKS-ramp.svg"
 OUTCOMES = "BENCHMARKS-outcomes.svg"
@@ -136,6 +138,64 @@ def outcomes_svg(runs, limit, title):
     return c.finish()
 
 
+def scaling_svg(name, curve, judged, title):
+    """One scaling curve: the agent's CPU at each point (log x) against
+    the line a linear cost would follow from the smallest point, and the
+    factor the verdict allows above it."""
+    key = judged["key"]
+    base = (curve.get("base") or {}).get(key) or 0
+    pts = sorted((p["x"], p[key]) for p in curve["points"]
+                 if p.get(key) is not None and p.get("x"))
+    u = judged["per_unit"][0]
+    x0, x1 = pts[0][0], pts[-1][0]
+    scale = 1e6 if key == "cpu_per_eval_s" else 100
+    unit = "µs per evaluation" if scale == 1e6 else "% of a core"
+    top = max(max(v for _, v in pts), base + 2 * u * x1) * scale * 1.1
+    W, H, L, R, T, B = 640, 320, 70, 20, 40, 50
+    sx = S.LogScale(x0 / 1.5, x1 * 1.5, L, W - R)
+    sy = S.Scale(0, top, H - B, T)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" '
+             f'height="{H}" font-family="sans-serif">',
+             S.text(L, 22, title, font_weight="bold")]
+    for v in S.ticks(0, top, 5)[0]:
+        parts += [S.el("line", x1=L, x2=W - R, y1=sy(v), y2=sy(v),
+                       stroke="#ddd"),
+                  S.text(L - 6, sy(v) + 4, f"{v:g}", anchor="end")]
+    for x, _ in pts:
+        parts.append(S.text(sx(x), H - B + 16, f"{x:g}", anchor="middle"))
+    parts.append(S.text(L + (W - L - R) / 2, H - 12, f"{name} (log)",
+                        anchor="middle"))
+    parts.append(S.text(12, T - 8, unit))
+    for f, dash in ((1, None), (2, "4 3")):
+        line = [(x, (base + f * u * x) * scale)
+                for x in (x0, x0 * 2, x1 / 2, x1) if x0 <= x <= x1]
+        parts.append(S.polyline(line, sx, sy, stroke="#999",
+                                stroke_dasharray=dash, class_=f"linear{f}"))
+    parts.append(S.polyline([(x, v * scale) for x, v in pts], sx, sy,
+                            stroke="#2e8b3a", stroke_width=2,
+                            class_="measured"))
+    for x, v in pts:
+        parts.append(S.el("circle", cx=sx(x), cy=sy(v * scale), r=3.5,
+                          fill="#2e8b3a", title=f"{x:g}: {v * scale:.3g}"))
+    return "".join(parts) + "</svg>"
+
+
+def scaling_pictures(res, outdir):
+    """One SVG per judged scaling curve; their file names."""
+    sc = res.get("scaling") or {}
+    written = []
+    for name, j in (sc.get("judged") or {}).items():
+        if not (j.get("cpu") and sc.get(name, {}).get("points")):
+            continue
+        fname, x = picture_name(name), CURVES[name]["x"]
+        title = (f"Agent CPU against {x}: measured (green), linear from "
+                 "the smallest point (grey), x2 (dashed)")
+        with open(os.path.join(outdir, fname), "w") as f:
+            f.write(scaling_svg(x, sc[name], j["cpu"], title))
+        written.append(fname)
+    return written
+
+
 def render(res, outdir):
     """Writes the pictures res has data for; returns their file names."""
     written = []
@@ -161,7 +221,7 @@ def render(res, outdir):
         with open(os.path.join(outdir, name), "w") as f:
             f.write(svg)
         written.append(name)
-    return written
+    return written + scaling_pictures(res, outdir)
 
 
 def main():

@@ -1,7 +1,7 @@
 """BENCHMARKS.md from the results: one writer per section.
 """
 from common import MiB, PSI_TRIGGER, log
-from sections import agentdeath, comfyui_versions, tax
+from sections import agentdeath, comfyui_versions, scaling, tax
 from sections.overhead import TARGET_TRACKED_NS, TARGET_UNTRACKED_NS
 
 
@@ -81,6 +81,9 @@ def report(res):
                  "without swap: RSS of the demo against the limit per "
                  "policy, evictions and OOM kills")
     L += agentdeath.report(res.get("agentdeath", {"skipped": "not run"}))
+    L += scaling.report(res.get("scaling",
+                                {"skipped": "not run (older results)"}),
+                        res.get("pictures", []))
     L += comfyui_versions.report(res.get("comfyui_versions",
                                          {"skipped": "not run (older results)"}))
     L += ["## Targets and misses", ""] + [f"- {n}" for n in res["verdicts"]]

@@ -30,6 +30,10 @@ baseline of the same run or a distribution):
   agentdeath  the agent killed with SIGKILL 20 times under each executor
              side (C library, Python module, the document's example, the
              ComfyUI package): how soon each falls back
+  scaling    agent CPU, RSS and the time from an event to what it causes
+             against executors under --all (1-64), entries per executor
+             (100-65536), RSS events per second and executors appearing
+             and leaving per second, judged against linear growth
   comfyui-versions  ComfyUI alone against the package and agent in every
              real version of ../shared/comfyui, with the goals of issues
              24 and 29 (only with RAMCACHE_COMFYUI_VERSIONS=all or a list:
@@ -76,13 +80,14 @@ from sections.footprint import bench_footprint
 from sections.outcomes import bench_outcomes
 from sections.overhead import bench_overhead
 from sections.reaction import bench_reaction, bench_reaction_vm
+from sections.scaling import bench_scaling
 from sections.tax import bench_tax
 from verdicts import verdicts
 
 
 SECTIONS = ("overhead", "tax", "footprint", "reaction", "reaction_vm",
             "outcomes_noswap", "outcomes", "eviction", "agentdeath",
-            "comfyui_versions")
+            "scaling", "comfyui_versions")
 
 
 def merge_from(res, path, only):
@@ -181,6 +186,7 @@ def run_sections(cfg, args, res):
     res["reaction"] = bench_reaction(cfg) if want("reaction") else skipped
     res["reaction_vm"] = (bench_reaction_vm(cfg) if want("reaction-vm")
                           else skipped)
+    res["scaling"] = bench_scaling(cfg) if want("scaling") else skipped
     # zram last: it is shared with other tests, which may hold it a while
     res["outcomes_noswap"] = (bench_outcomes(cfg, zram=False)
                               if want("outcomes") and cfg["zram"]

@@ -2,7 +2,7 @@
 """
 from common import MiB
 from report import fmt_ms, pass_missed
-from sections import agentdeath, comfyui_versions, tax
+from sections import agentdeath, comfyui_versions, scaling, tax
 from sections.overhead import TARGET_TRACKED_NS, TARGET_UNTRACKED_NS
 
 
@@ -13,6 +13,7 @@ def verdicts(res):
     for oc in (res["outcomes"], res.get("outcomes_noswap", {})):
         v += outcome_verdicts(oc)
     v += footprint_verdicts(res.get("footprint", {}))
+    v += scaling.verdicts(res.get("scaling", {}))
     if not v:
         v.append("No target was measured (sections skipped).")
     v += eviction_verdicts(res)

@@ -183,6 +183,61 @@ def comfy_versions_ack_goal_leaves_out_only_held_commands():
     assert v.startswith("MISSED") and "501 ms" in v, v
 
 
+def scaling_out(sec):
+    """judge_all, verdicts and report of bench/sections/scaling.py on
+    @sec, and its pictures' names, as bench/run.py imports them."""
+    d = tempfile.mkdtemp(prefix="ramcache-test-scaling-")
+    code = ("import json, sys, pictures; from sections import scaling as s; "
+            "sec = json.load(sys.stdin); sec['judged'] = s.judge_all(sec); "
+            f"pics = pictures.scaling_pictures({{'scaling': sec}}, {d!r}); "
+            "print(json.dumps({'verdicts': s.verdicts(sec), 'pics': pics, "
+            "'report': s.report(sec, pics)}))")
+    p = subprocess.run([sys.executable, "-c", code],
+                       cwd=os.path.join(ROOT, "bench"), input=json.dumps(sec),
+                       text=True, capture_output=True, timeout=60)
+    for name in os.listdir(d):
+        os.unlink(os.path.join(d, name))
+    os.rmdir(d)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def scaling_curve(xs, cost, base=0.001):
+    """A synthetic curve: CPU (of a core) base + cost(x) at each x."""
+    return {"base": {"cpu_frac": base, "rss": 8 << 20},
+            "points": [{"x": x, "cpu_frac": base + cost(x), "rss": 8 << 20,
+                        "all_attached": True, "seconds": 8,
+                        "attach_ms": {"n": x, "p50": 2, "max": 9},
+                        "count": x * 8, "followed": x * 8}
+                       for x in xs]}
+
+
+@test
+def scaling_verdicts_say_missed_where_a_curve_is_super_linear():
+    """The scaling section's verdicts on synthetic curves: a linear one
+    passes, a quadratic one (the cost per executor 64 times larger at 64
+    than at 1) is MISSED; the report shows both with their pictures."""
+    sec = {"method": "m", "factor": 2.0,
+           "executors": scaling_curve([1, 4, 16, 64], lambda x: 1e-4 * x),
+           "churn": scaling_curve([1, 4, 16], lambda x: 1e-4 * x * x)}
+    out = scaling_out(sec)
+    v = out["verdicts"]
+    assert [x.split()[0] for x in v] == ["PASS", "PASS", "MISSED"], v
+    assert "executors appearing and leaving/s, CPU" in v[2], v
+    assert "(x16.00;" in v[2] and "1600.00 µs per executor" in v[2], v
+    md = "\n".join(out["report"])
+    assert md.startswith("## 6. Scaling") and "| 64 | 0.740% |" in md, md
+    assert sorted(out["pics"]) == ["BENCHMARKS-scaling-churn.svg",
+                                   "BENCHMARKS-scaling-executors.svg"], out
+    assert "](BENCHMARKS-scaling-churn.svg)" in md, md
+    # a per-unit cost that only noise made small at the first point is
+    # not a miss: an increment under the floor counts as the floor
+    sec["churn"] = scaling_curve([1, 4, 16], lambda x: 1e-4 * x)
+    sec["churn"]["points"][0]["cpu_frac"] = 0.001
+    v = scaling_out(sec)["verdicts"]
+    assert v[2].startswith("PASS"), v
+
+
 @test
 def comfy_versions_some_cases_keep_the_others_from_the_earlier_run():
     """RAMCACHE_COMFYUI_CASES=ten with --merge: the new run's ten rows,
