@@ -22,6 +22,7 @@ RSSFLIP = os.path.join(ROOT, "bench", "rssflip.py")
 FACTOR = 2.0
 CPU_FLOOR = 0.0001     # of a core: an increment below it is noise
 RSS_FLOOR = 64 * 1024  # bytes
+EVAL_FLOOR = 1e-6      # s of CPU per evaluation
 FLIP_STEP = MiB        # RSS up and down per cycle (--rss-step 512K)
 PRESSURE_LIMIT = 256 * MiB
 PRESSURE_HOG = 200 * MiB  # leaves less than --headroom: always commands
@@ -302,7 +303,7 @@ def judge_all(res):
         curve = res.get(name) or {}
         if "points" not in curve:
             continue
-        floor = CPU_FLOOR if c["key"] == "cpu_frac" else 0
+        floor = CPU_FLOOR if c["key"] == "cpu_frac" else EVAL_FLOOR
         out[name] = {"cpu": judge(curve, c["key"], floor)}
         if name in ("executors", "entries"):
             out[name]["rss"] = judge(curve, "rss", RSS_FLOOR)

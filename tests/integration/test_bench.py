@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import OUTPUT, ROOT, Skip, main, test  # noqa: E402
 
 SECTIONS = ("overhead", "tax", "footprint", "reaction", "outcomes",
-            "eviction", "agentdeath")
+            "eviction", "agentdeath", "scaling")
 _res = {}
 
 
@@ -78,6 +78,10 @@ def quick_run_writes_results_json():
             assert fp[k]["scrapes"] >= 1, ("metrics never answered", fp[k])
             assert fp[k]["rss_parts"], fp[k]
         assert set(fp["met"]) == {"rss", "cpu"}, fp
+        # every scaling curve measured at its two quick points
+        sc = res["scaling"]
+        for k in ("executors", "entries", "rss_events", "churn"):
+            assert len(sc[k].get("points", [])) == 2, (k, sc[k])
         # the fault tax: each turn ran in the state it claims
         tx = res["tax"]["rows"]
         assert tx["calm_self"]["probes"] == ["off"], tx["calm_self"]
@@ -295,8 +299,13 @@ def quick_run_draws_the_pictures():
         raise Skip("needs root: the ramp and the outcomes are not run")
     res, md = run_quick()
     pics = _res["pics"]
-    assert sorted(pics) == ["BENCHMARKS-outcomes.svg",
-                            "BENCHMARKS-ramp.svg"], sorted(pics)
+    scal = sorted(p for p in pics if p.startswith("BENCHMARKS-scaling-"))
+    assert sorted(set(pics) - set(scal)) == ["BENCHMARKS-outcomes.svg",
+                                             "BENCHMARKS-ramp.svg"], pics
+    # a picture per scaling curve measured (judged) in the quick run
+    judged = res["scaling"].get("judged", {})
+    assert len(scal) == sum(1 for j in judged.values() if j.get("cpu")), (
+        scal, judged)
     assert sorted(res["pictures"]) == sorted(pics)
     for name in pics:
         assert f"]({name})" in md, name
