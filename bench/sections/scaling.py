@@ -13,7 +13,8 @@ import sys
 import time
 
 from rctest import Memcg, ParentMemcg, Proc
-from common import AGENT, MiB, OUTPUT, ROOT, dist, is_root, log, mono_ns
+from common import (AGENT, MEMHOG, MiB, OUTPUT, ROOT, dist, is_root, log,
+                    mono_ns)
 from harness import proc_cpu_rss, start_agent
 from sections.footprint import run_ns
 
@@ -162,7 +163,6 @@ def entries_point(cfg, n):
     a memhog in its memcg leaves less than --headroom, so every
     evaluation posts; its growth -> the first command, and a window
     (CPU per evaluation from the summaries' counts)."""
-    from common import MEMHOG
     with Memcg(PRESSURE_LIMIT, name=f"ramcache-scaling-{os.getpid()}-{n}") \
             as cg:
         ex = Proc([EXECUTOR, "--entries", n, "--bytes", MiB,
@@ -393,7 +393,7 @@ def lag(d):
 
 
 LATENCY = {"executors": "start -> followed", "entries": "memhog grown -> "
-           "first command", "rss_events": "kernel -> agent's line",
+           "first command (negative: sooner)", "rss_events": "kernel -> agent's line",
            "churn": "start -> followed"}
 
 
