@@ -332,8 +332,8 @@ def bench_scaling(cfg):
 def method(sc):
     return (
         f"each point: the agent's CPU (run time of all its threads, "
-        f"/proc/PID/task/*/schedstat, over a {sc['window_s']:.0f} s window "
-        f"after {sc['warm_s']:.0f} s of warm-up, as a fraction of a core) "
+        f"/proc/PID/task/*/schedstat, over a {sc['window_s']:g} s window "
+        f"after {sc['warm_s']:g} s of warm-up, as a fraction of a core) "
         "and VmRSS. Executors: a fresh `--all --cgroup` agent per point, "
         "N test executors of 100 entries started at once in a scratch "
         "cgroup, plenty of memory (no command); event -> what it causes: "
@@ -346,7 +346,7 @@ def method(sc):
         "bench/rssflip.py (1 MiB up and down, --rss-step 512K, --fault-probes"
         " on), the rate counted from the agent's `rss` lines; kernel stamp "
         "-> line read. Churn: one `--all` agent, executors living "
-        f"{sc['churn_life_s']:.0f} s started at the rate through the "
+        f"{sc['churn_life_s']:g} s started at the rate through the "
         "window; start -> `target attached`. Base = the same agent with no "
         "work (no executor, still process, no churn)")
 
