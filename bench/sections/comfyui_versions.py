@@ -103,7 +103,8 @@ def bench(cfg, scratch):
         r.pop("prompts", None)  # per-node detail stays in the runner's JSON
         (r.get("agent") or {}).pop("evict_done", None)
     return {"versions": want, "runs": cfg["runs"], "seconds": round(time.monotonic() - t0),
-            "method": method(cfg), "results": results, "cases": cfg.get("cases")}
+            "method": method(cfg), "results": results, "cases": cfg.get("cases"),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
 def merge_earlier(sec, old, date):
@@ -115,7 +116,7 @@ def merge_earlier(sec, old, date):
     kept = [r for r in old["results"] if r.get("case") not in sec["cases"]]
     if kept:
         sec = dict(sec, results=sec["results"] + kept,
-                   earlier={"date": old.get("earlier", {}).get("date", date),
+                   earlier={"date": old.get("earlier", {}).get("date", old.get("date", date)),
                             "cases": sorted({r.get("case") for r in kept})})
     return sec
 
