@@ -538,11 +538,15 @@ static const struct ctl_entry *read_entry(const struct evictor *ev, uint64_t id)
  */
 static void note_active(struct evictor *ev, uint64_t now)
 {
+	/* the window is scanned only for slots that wait on it */
 	for (int i = 0; i < ev->nr_inflight; i++) {
 		struct inflight *f = &ev->inflight[i];
-		const struct ctl_entry *e = read_entry(ev, f->id);
+		const struct ctl_entry *e;
 
-		if (f->acked || !f->active || (!e && !ev->read_whole))
+		if (f->acked || !f->active)
+			continue;
+		e = read_entry(ev, f->id);
+		if (!e && !ev->read_whole)
 			continue;
 		f->active_ns = now;
 		if (!e || !(e->flags & RAMCACHE_F_ACTIVE))
@@ -550,9 +554,12 @@ static void note_active(struct evictor *ev, uint64_t now)
 	}
 	for (int i = 0; i < EVICT_MAX_COOLDOWN; i++) {
 		struct cooldown *c = &ev->cool[i];
-		const struct ctl_entry *e = read_entry(ev, c->id);
+		const struct ctl_entry *e;
 
-		if (!c->until_inactive || (!e && !ev->read_whole))
+		if (!c->until_inactive)
+			continue;
+		e = read_entry(ev, c->id);
+		if (!e && !ev->read_whole)
 			continue;
 		if (!e || !(e->flags & RAMCACHE_F_ACTIVE) ||
 		    e->used_generation != c->gen)
