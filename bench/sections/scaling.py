@@ -36,12 +36,15 @@ CURVES = {
         "x": "executors", "unit": "executor", "key": "cpu_frac",
         "expect": "each tick reads every followed executor's page and "
                   "/proc files once: CPU linear in executors, RSS by a "
-                  "constant per executor (fixed tables of 64 places)"},
+                  "constant per executor (its page mapped, the evictor's "
+                  "arrays sized to the page's capacity)"},
     "entries": {
         "x": "entries", "unit": "entry", "key": "cpu_per_eval_s",
-        "expect": "an evaluation scores every entry of the domain once: "
-                  "CPU per evaluation linear in entries (the page mapped "
-                  "into the agent grows by a constant per entry)"},
+        "expect": "an evaluation scores the entries of a window of the "
+                  "table once (at most 8192, EVICT_MAX_SCORED; a big table "
+                  "a window at a time): CPU per evaluation linear in "
+                  "entries up to the window, then constant, so at most "
+                  "linear"},
     "rss_events": {
         "x": "rss events/s", "unit": "rss event", "key": "cpu_frac",
         "expect": "each rss event is read from the ring buffer, compared "
