@@ -351,6 +351,23 @@ TEST(a_page_reported_after_an_exec_is_looked_for_longer)
 		  0, "given up within PEND_MAX_NS of its last report anew");
 }
 
+TEST(a_report_again_does_not_extend_the_look_of_a_spent_user)
+{
+	struct admission ad = fresh();
+	pid_t pids[RC_MAX_TARGETS];
+	uint64_t wake;
+
+	ASSERT_EQ(admission_report(&ad, 100, user(1000), 0, T0, &wake),
+		  ADMISSION_OK, "first");
+	admission_charge(&ad, user(1000), 10 * ADMISSION_WORK_BURST, T0);
+	ASSERT_EQ(admission_report(&ad, 100, user(1000), 0,
+				   T0 + ADMISSION_PEND_NS - MS, &wake),
+		  ADMISSION_PENDING, "again");
+	ASSERT_EQ(admission_pending(&ad, T0 + ADMISSION_PEND_NS, pids,
+				    RC_MAX_TARGETS),
+		  0, "given up when its first look ends");
+}
+
 TEST(a_report_again_while_pending_costs_nothing)
 {
 	struct admission ad = fresh();

@@ -170,8 +170,9 @@ static void forget_one(struct admission *ad)
 
 /*
  * Reported again while it waits (its exec, then the new image's page; the
- * page made again): looked at soon and for longer, free of charge, but
- * never past ADMISSION_PEND_MAX_NS from the first report.
+ * page made again): looked at soon and for longer, free of charge (while
+ * its principal's looks have time left), but never past
+ * ADMISSION_PEND_MAX_NS from the first report.
  */
 static void pend_again(struct admission_pend *p, uint32_t probe, uint64_t now,
 		       uint64_t *wake)
@@ -200,7 +201,10 @@ enum admission_verdict admission_report(struct admission *ad, pid_t pid,
 			admission_looked(ad, pid);
 			break;
 		}
-		pend_again(&ad->pend[i], probe, now, wake);
+		/* a principal whose looks took their share waits as it is */
+		if (admission_exempt(ad, who) ||
+		    ad->budget[bucket_of(ad, who, now)].work_ns > 0)
+			pend_again(&ad->pend[i], probe, now, wake);
 		return ADMISSION_PENDING;
 	}
 	if (!admission_exempt(ad, who) &&
