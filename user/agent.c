@@ -823,17 +823,19 @@ static int setup(struct agent *a)
 	const struct opts *o = a->o;
 	int code, err;
 
+	if (o->follow == FOLLOW_PID && kill(o->pid, 0) && errno == ESRCH &&
+	    !discover_own_pidns())
+		return out_fail(&a->out, EXIT_NO_PROCESS, "no such process: %d",
+				o->pid);
+	/* what it lacks to load its programs is told first */
+	code = setup_bpf(a);
+	if (code)
+		return code;
 	/* its programs see the host's pids, /proc this namespace's */
 	if (o->follow != FOLLOW_SYSTEM && discover_own_pidns())
 		return out_fail(
 			&a->out, EXIT_UNSUPPORTED,
 			"this agent runs in a pid namespace of its own and would follow nobody (the kernel reports the host's pids): run it in the host's (--pid=host, hostPID: true)");
-	if (o->follow == FOLLOW_PID && kill(o->pid, 0) && errno == ESRCH)
-		return out_fail(&a->out, EXIT_NO_PROCESS, "no such process: %d",
-				o->pid);
-	code = setup_bpf(a);
-	if (code)
-		return code;
 	if (setup_fds(a) ||
 	    epoll_add(a->epfd, bpfstate_events_epoll_fd(&a->bpf), TAG_RB))
 		return out_fail(&a->out, EXIT_RUNTIME,

@@ -466,6 +466,11 @@ def agent_beside(eng, caps):
         run.append("--read-only")
     eng.run(*run, AGENT_IMAGE, *args)
     try:
+        # its start event comes once set-up is done and it dropped what
+        # its loop does not use
+        end = time.monotonic() + 60
+        while time.monotonic() < end and not events(eng, "agent", "start"):
+            time.sleep(0.2)
         got = creds(eng.host_pid("agent"))
         done = check_demo_served(eng, "demo-beside")
     finally:
