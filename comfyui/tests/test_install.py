@@ -11,6 +11,7 @@ installing the folder is tried: a copy that follows the link (cp -rL, as
 here), the folder linked into custom_nodes (the README's way), and a copy
 that kept the link but lost its target (cp -r), which uses a ramcache
 installed with pip or says in one line what is missing."""
+import atexit
 import os
 import shutil
 import subprocess
@@ -30,6 +31,7 @@ import comfy.model_management  # noqa: E402
 import comfy.utils  # noqa: E402
 
 CUSTOM_NODES = tempfile.mkdtemp(prefix="ramcache-custom-nodes-")
+atexit.register(shutil.rmtree, CUSTOM_NODES, True)
 CLONE = os.path.join(CUSTOM_NODES, "ramcache_bpf")
 # as git clones it: tracked files only (no tests, no bytecode caches)
 shutil.copytree(env.PKG, CLONE, ignore=shutil.ignore_patterns("tests", "__pycache__"))

@@ -5,6 +5,7 @@ page (the ramcache module, python/ramcache, which the package's page.py
 imports; on a file and on a memfd), read back by a fake agent
 written from include/ramcache/control.h. Fails, never skips, when the C
 library is not built."""
+import atexit
 import fcntl
 import inspect
 import os
@@ -47,6 +48,7 @@ class Impl:
     def __init__(self, name):
         self.name = name
         self.dir = tempfile.mkdtemp(prefix="ramcache-conf-")
+        atexit.register(shutil.rmtree, self.dir, True)
         self.n = 0
 
     def make(self, max_entries=0, ring=0):
