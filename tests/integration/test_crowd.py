@@ -68,7 +68,25 @@ def one_run(run, dirs):
         status = {}
         for e in agent.of_type("evict_done"):
             status[e["status"]] = status.get(e["status"], 0) + 1
-        return rcs, dom.oom_kills(), status
+        kills = dom.oom_kills()
+        if kills or rcs != [0] * DEMOS:  # what a failure needs told
+            short = [{k: e.get(k) for k in ("pid", "why", "short",
+                                            "active_bytes", "limit")}
+                     for e in agent.of_type("cannot_free")]
+            print(f"# run {run + 1}: cannot_free {short[-3:]}; peak "
+                  f"{peak(dom) // MiB} MiB of {LIMIT // MiB}", flush=True)
+        return rcs, kills, status
+
+
+def peak(dom):
+    """The parent's peak usage (v1 max_usage_in_bytes, v2 memory.peak)."""
+    for f in ("memory.max_usage_in_bytes", "memory.peak"):
+        try:
+            with open(os.path.join(dom.path, f)) as fh:
+                return int(fh.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return 0
 
 
 @test
