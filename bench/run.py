@@ -38,8 +38,9 @@ baseline of the same run or a distribution):
              real version of ../shared/comfyui, with the goals of issues
              24 and 29 (only with RAMCACHE_COMFYUI_VERSIONS=all or a list:
              hours on 2 cores); RAMCACHE_COMFYUI_CASES=ten,batch runs
-             those workloads only, and with --merge keeps the other
-             workloads' rows from the earlier run, saying so
+             those workloads only, and with --merge keeps the rows of the
+             other workloads and of versions not listed from the earlier
+             run, saying so
 
 RAMCACHE_COMFYUI=/path/to/ComfyUI (a checkout; `sudo make bench
 RAMCACHE_COMFYUI=...` passes it on) adds eviction rows measured in that

@@ -487,6 +487,7 @@ class Executor:
         label = "blob %d" % k
         page = self.page
         page.set_generation(k)
+        self.emit({"type": "job", "k": k, "t_ns": now()})
         blob = mmap.mmap(-1, self.blob_bytes, flags=mmap.MAP_PRIVATE,
                          prot=mmap.PROT_READ | mmap.PROT_WRITE)
         self.blobs[k] = blob

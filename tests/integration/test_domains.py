@@ -93,21 +93,29 @@ class DocExec:
             self.proc.communicate()
 
 
-def ranking_violations(evicts, pids):
-    """Evictions of entry N of one executor while another still held an
-    entry GAP or more generations older (a smaller id it had not lost).
-    The three make entry N at about the same time: once any has lost
-    entry N, each has made entries up to N - 1 at least."""
-    lost = {p: set() for p in pids}
-    made = 0
+def generation_at(jobs, t_ns):
+    """An executor's generation at @t_ns: the k of the last job it had
+    started by then (@jobs: its "job" events, in order), 0 before any."""
+    return max((j["k"] for j in jobs if j["t_ns"] <= t_ns), default=0)
+
+
+def ranking_violations(evicts, jobs):
+    """Evictions of an entry of one executor while another still held one
+    GAP or more generations older. Ages are each executor's own, as the
+    agent ranks them: entry m is generation(now) - m old (the executor sets
+    generation k when job k starts, entry k's used_generation), so an
+    executor that falls behind its ladder under load has younger entries,
+    not older ones. @jobs: {pid: its "job" events}."""
+    lost = {p: set() for p in jobs}
     bad = []
     for e in evicts:
-        p, n = e["pid"], e["id"]
-        made = max(made, n)
-        for q in pids:
-            held = [m for m in range(1, made) if m not in lost[q]]
-            if q != p and held and n - held[0] >= GAP:
-                bad.append((p, n, q, held[0]))
+        p, n, t = e["pid"], e["id"], e["ts_ns"]
+        age = generation_at(jobs[p], t) - n
+        for q in jobs:
+            gen = generation_at(jobs[q], t)
+            held = [m for m in range(1, gen) if m not in lost[q]]
+            if q != p and held and (gen - held[0]) - age >= GAP:
+                bad.append((p, n, age, q, held[0], gen - held[0]))
         lost[p].add(n)
     return bad
 
@@ -212,9 +220,12 @@ def evicted_entries_are_the_oldest_across_executors():
         agent, execs, evicts = run_ladder(dom)
         pids = [x.proc.pid for x in execs]
         assert len(evicts) >= 12, f"only {len(evicts)} evictions"
-        bad = ranking_violations(evicts, pids)
-        assert not bad, (f"{len(bad)} evictions of a younger entry "
-                         f"(pid, id, other pid, its oldest): {bad[:5]}")
+        jobs = {x.proc.pid: [e for e in x.events if e["type"] == "job"]
+                for x in execs}
+        assert all(jobs.values()), "an executor told no job"
+        bad = ranking_violations(evicts, jobs)
+        assert not bad, (f"{len(bad)} evictions of a younger entry (pid, id, its "
+                         f"age, other pid, its oldest, that one's age): {bad[:5]}")
         counts = {p: sum(e["pid"] == p for e in evicts) for p in pids}
         assert min(counts.values()) >= 3, f"evictions per executor {counts}"
         # what each executor obeyed is what the agent asked of it
