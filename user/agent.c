@@ -435,7 +435,8 @@ static void read_all(struct agent *a, uint64_t now)
 	if (!a->ts.n && !a->sys_faults.has)
 		summary_faults(&a->bpf, bpf, 0, &a->sys_faults, 0, NULL);
 	if (!targets_single(&a->ts))
-		report_err(a, &a->read_err, sampler_read(&a->sys, now),
+		report_err(a, &a->read_err,
+			   targets_sample(&a->ts, &a->sys, now),
 			   "memory and cgroup counters");
 }
 

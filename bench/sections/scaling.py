@@ -34,8 +34,11 @@ PRESSURE_FLAGS = ["--headroom", "64M", "--inactive", "128M",
 CURVES = {
     "executors": {
         "x": "executors", "unit": "executor", "key": "cpu_frac",
-        "expect": "each tick reads every followed executor's page and "
-                  "/proc files once: CPU linear in executors, RSS by a "
+        "expect": "each heartbeat wake-up (4 a second, one for all "
+                  "pages) ticks every followed executor's page once, and "
+                  "each read its /proc files once (a cgroup's files once "
+                  "however many executors share it): CPU linear in "
+                  "executors, RSS by a "
                   "constant per executor (its page mapped, the evictor's "
                   "arrays sized to the page's capacity)"},
     "entries": {

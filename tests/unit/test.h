@@ -119,6 +119,60 @@ static inline const char *fixture(const char *rel)
 	return buf[slot];
 }
 
+/* Write @text into @dir/@rel (a scratch copy of a fixture). */
+static inline void test_put(const char *dir, const char *rel, const char *text)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	f = fopen(path, "w");
+	if (!f) {
+		fprintf(stdout, "# cannot write %s\n", path);
+		test_failed_now = 1;
+		return;
+	}
+	fputs(text, f);
+	fclose(f);
+}
+
+/*
+ * A scratch directory in /tmp (@tag names it) holding copies of the
+ * fixtures @rels (a space-separated list) into @dir; false on failure.
+ * test_scratch_gone() removes it.
+ */
+static inline bool test_scratch(char *dir, size_t len, const char *tag,
+				const char *rels)
+{
+	char cmd[1024], one[256];
+	const char *p = rels;
+	int n = 0;
+
+	snprintf(dir, len, "/tmp/ramcache-test-%s-XXXXXX", tag);
+	if (!mkdtemp(dir))
+		return false;
+	n = snprintf(cmd, sizeof(cmd), "cp -r");
+	while (*p) {
+		size_t w = strcspn(p, " ");
+
+		snprintf(one, sizeof(one), "%.*s", (int)w, p);
+		n += snprintf(cmd + n, sizeof(cmd) - n, " %s", fixture(one));
+		p += w;
+		p += *p == ' ';
+	}
+	snprintf(cmd + n, sizeof(cmd) - n, " %s", dir);
+	return system(cmd) == 0;
+}
+
+static inline void test_scratch_gone(const char *dir)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (dir[0] && system(cmd))
+		fprintf(stderr, "could not remove %s\n", dir);
+}
+
 /* Mark the running case skipped (e.g. needs root); return after it. */
 #define TEST_SKIP(reason) (test_skip_reason = (reason))
 

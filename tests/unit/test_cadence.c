@@ -117,4 +117,79 @@ TEST(a_lone_deadline_is_kept_and_none_is_never)
 	ASSERT_EQ(wake(far, 1), UINT64_MAX - 5, "no wrap-around");
 }
 
+TEST(a_beat_goes_out_up_to_half_a_period_early)
+{
+	ASSERT_TRUE(cadence_beat_due(1000 * MS, 1000 * MS), "on time");
+	ASSERT_TRUE(cadence_beat_due(1000 * MS, 2000 * MS), "late");
+	ASSERT_TRUE(cadence_beat_due(1000 * MS,
+				     1000 * MS - CADENCE_BEAT_EARLY_NS),
+		    "as early as it may");
+	ASSERT_FALSE(cadence_beat_due(1000 * MS,
+				      1000 * MS - CADENCE_BEAT_EARLY_NS - 1),
+		     "earlier: no");
+	ASSERT_TRUE(cadence_beat_due(0, 5 * MS), "never beaten");
+}
+
+#define PAGES  16
+#define PERIOD (250 * MS) /* RAMCACHE_HEARTBEAT_PERIOD_NS */
+
+/*
+ * The loop as the agent runs it while calm (agent.c next_tick(), on_tick()):
+ * it wakes at the earliest heartbeat due (on time, no slack), at least
+ * CADENCE_TICK_NS after the last wake-up, and each wake-up ticks every
+ * page, which beats if cadence_beat_due(). @pages beat first at times spread
+ * over a period (followed one after another). How many wake-ups in the
+ * last @secs of 2 * @secs; the longest and shortest gap between two beats
+ * of a page into *@most and *@least.
+ */
+static int calm_wakes(int pages, int secs, uint64_t *most, uint64_t *least)
+{
+	uint64_t next[PAGES], last[PAGES], now = 0, end = 2 * secs * 1000 * MS;
+	int wakes = 0;
+
+	*most = 0;
+	*least = UINT64_MAX;
+	for (int i = 0; i < pages; i++) {
+		last[i] = i * PERIOD / pages;
+		next[i] = last[i] + PERIOD;
+	}
+	while (now < end) {
+		struct cadence_due d[PAGES];
+		uint64_t at;
+
+		for (int i = 0; i < pages; i++)
+			d[i] = (struct cadence_due){ next[i], 0 };
+		at = cadence_wake(d, pages);
+		now = at > now + CADENCE_TICK_NS ? at : now + CADENCE_TICK_NS;
+		wakes += now >= end / 2;
+		for (int i = 0; i < pages; i++) {
+			if (!cadence_beat_due(next[i], now))
+				continue;
+			if (now - last[i] > *most)
+				*most = now - last[i];
+			if (now - last[i] < *least)
+				*least = now - last[i];
+			last[i] = now;
+			next[i] = now + PERIOD;
+		}
+	}
+	return wakes;
+}
+
+TEST(pages_followed_at_different_times_beat_in_one_wake_up)
+{
+	uint64_t most, least;
+	int wakes = calm_wakes(PAGES, 10, &most, &least);
+
+	/* due at its own time each, 16 pages woke the loop 20 times a
+	 * second (one every CADENCE_TICK_NS), and each wake-up ticked all */
+	ASSERT_LE(wakes, 10 * 4 + 1, "4 wake-ups a second for 16 pages");
+	ASSERT_LE(most, PERIOD, "no beat late");
+	ASSERT_GE(least, PERIOD - CADENCE_BEAT_EARLY_NS, "nor too early");
+	wakes = calm_wakes(1, 10, &most, &least);
+	ASSERT_LE(wakes, 10 * 4 + 1, "one page: 4 a second");
+	ASSERT_EQ(most, PERIOD, "on time");
+	ASSERT_EQ(least, PERIOD, "never early");
+}
+
 TEST_MAIN()

@@ -254,4 +254,42 @@ TEST(live_self)
 	ASSERT_OK(cgroup_read(&cg, &st), "read");
 }
 
+/*
+ * Above the cgroup, a level is read for its limit, and for its usage and
+ * memory.stat only under a limit: what else it holds is never read (on v1
+ * eight files a level, each read pass). Garbled, those files would fail a
+ * read that opened them.
+ */
+TEST(ancestors_are_read_for_their_limit_alone)
+{
+	char dir[64], path[128];
+	struct rc_cgroup cg;
+	struct rc_cgroup_state st;
+
+	if (!ASSERT_TRUE(test_scratch(dir, sizeof(dir), "cgroup", "cgroup-v1"),
+			 "scratch copy"))
+		goto out;
+	/* the root: unlimited, so its usage and memory.stat go unread */
+	test_put(dir, "cgroup-v1/memory/memory.usage_in_bytes", "garbled\n");
+	test_put(dir, "cgroup-v1/memory/memory.stat",
+		 "total_inactive_file x\n");
+	/* /app: limited, its events and swap files unread */
+	test_put(dir, "cgroup-v1/memory/app/memory.oom_control", "x");
+	test_put(dir, "cgroup-v1/memory/app/memory.memsw.usage_in_bytes", "x");
+	snprintf(path, sizeof(path), "%s/cgroup-v1", dir);
+	if (!ASSERT_OK(cgroup_find(fixture("proc"), path, 1234, &cg), "find") ||
+	    !ASSERT_OK(cgroup_read(&cg, &st), "read"))
+		goto out;
+	ASSERT_EQ(st.limit, RC_GIB, "/app's limit binds");
+	ASSERT_EQ(st.usage, 900 * RC_MIB, "its usage");
+	ASSERT_EQ(st.inactive_file, 100 * RC_MIB, "its memory.stat");
+	ASSERT_EQ(st.limit_depth, 1, "depth");
+	snprintf(path, sizeof(path), "%s/cgroup-v1/memory/app", dir);
+	ASSERT_EQ(st.limit_ino, ino_of(path), "ino");
+	ASSERT_EQ(st.nearest_ino, st.limit_ino, "nearest ino");
+	ASSERT_EQ(st.self.oom_kill, 1, "the cgroup's own files all read");
+out:
+	test_scratch_gone(dir);
+}
+
 TEST_MAIN()

@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * The evictor on a real control page (made by libramcache): what it posts
- * is what the planner, outlook_plan(), decides for the same inputs.
+ * is what the planner, outlook_plan(), decides for the same inputs; its
+ * heartbeat goes out up to CADENCE_BEAT_EARLY_NS early, never late.
  */
+#include <fcntl.h>
+#include <stddef.h>
 #include <unistd.h>
 
+#include <ramcache/control.h>
 #include <ramcache/ramcache.h>
 
+#include "core/cadence.h"
 #include "executors/evictor.h"
 #include "test.h"
 
@@ -208,6 +213,55 @@ out_m:
 	free(log);
 out:
 	ramcache_destroy(rc, true);
+}
+
+/* The agent's side of @r's page as the executor reads it. */
+static uint64_t page_beat(const struct rig *r, uint32_t *pid)
+{
+	struct ramcache_ctl h = { 0 };
+	int fd = open(r->path, O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+			memset(&h, 0, sizeof(h));
+		close(fd);
+	}
+	*pid = h.agent_pid;
+	return h.agent_heartbeat_ns;
+}
+
+/*
+ * Ticked when another page's beat or a read wakes the loop, a page whose
+ * beat is due within CADENCE_BEAT_EARLY_NS beats then: pages followed from
+ * different times come to beat in one wake-up.
+ */
+TEST(a_heartbeat_goes_out_early_with_a_wake_up_at_hand)
+{
+	uint64_t t0, first;
+	uint32_t pid = 0;
+	struct rig r;
+
+	if (rig_up(&r)) {
+		first = page_beat(&r, &pid);
+		ASSERT_NEQ(first, 0, "beat at attach");
+		ASSERT_EQ(pid, getpid(), "the agent's pid");
+		t0 = r.ev.next_beat_ns - RAMCACHE_HEARTBEAT_PERIOD_NS;
+		ASSERT_EQ(t0, first, "next one a period later");
+		evictor_tick(&r.ev, t0 + RAMCACHE_HEARTBEAT_PERIOD_NS -
+					    CADENCE_BEAT_EARLY_NS - 1);
+		ASSERT_EQ(page_beat(&r, &pid), first, "too early: no beat");
+		evictor_tick(&r.ev, t0 + RAMCACHE_HEARTBEAT_PERIOD_NS -
+					    CADENCE_BEAT_EARLY_NS);
+		ASSERT_EQ(page_beat(&r, &pid),
+			  t0 + RAMCACHE_HEARTBEAT_PERIOD_NS -
+				  CADENCE_BEAT_EARLY_NS,
+			  "early, with this wake-up");
+		ASSERT_EQ(r.ev.next_beat_ns,
+			  t0 + 2 * RAMCACHE_HEARTBEAT_PERIOD_NS -
+				  CADENCE_BEAT_EARLY_NS,
+			  "a period after it");
+	}
+	rig_down(&r);
 }
 
 TEST_MAIN()

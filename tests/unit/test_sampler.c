@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * The sampler: headroom read from (fixture) /proc, moved between reads by
- * the target's RSS changes, every figure handed to the outlook.
+ * the target's RSS changes, every figure handed to the outlook; targets
+ * that share a cgroup read its files (and meminfo) once a pass.
  */
+#include "executors/targets.h"
 #include "proc/sampler.h"
 #include "test.h"
 
@@ -64,6 +66,62 @@ TEST(a_steady_climb_is_seen_in_the_view)
 	ASSERT_EQ(v.headroom, AVAIL - 600 * MiB, "the headroom now");
 	ASSERT_TRUE(v.trend < 0, "shrinking");
 	ASSERT_LE(v.low, v.headroom, "expected no higher than now");
+}
+
+#define APP_USAGE "cgroup-v1/memory/app/memory.usage_in_bytes"
+
+/*
+ * Eight targets in one cgroup (/app/worker under /app's 1 GiB limit, pid
+ * 1234 of the fixtures): the first one's read at a pass serves the other
+ * seven and the machine's sampler, so a file changed after it is seen by
+ * none of them until the next pass. Read each, all eight would have seen
+ * the change.
+ */
+TEST(targets_sharing_a_cgroup_read_it_once_a_pass)
+{
+	char dir[64], proc[128], cg[128];
+	struct targets ts = { 0 };
+	struct sampler sys, other;
+	uint64_t first;
+
+	if (!ASSERT_TRUE(test_scratch(dir, sizeof(dir), "sampler",
+				      "proc cgroup-v1"),
+			 "scratch copy"))
+		goto out;
+	snprintf(proc, sizeof(proc), "%s/proc", dir);
+	snprintf(cg, sizeof(cg), "%s/cgroup-v1", dir);
+	for (int i = 0; i < 8; i++) {
+		ts.t[i] = calloc(1, sizeof(*ts.t[i]));
+		sampler_init(&ts.t[i]->sm, 1234, proc, cg);
+		ts.n++;
+	}
+	if (!ASSERT_TRUE(ts.t[0]->sm.has_cg, "its cgroup found"))
+		goto out;
+	ASSERT_OK(targets_sample(&ts, &ts.t[0]->sm, T0), "the first reads");
+	first = ts.t[0]->sm.headroom;
+	ASSERT_EQ(first, 224 * MiB, "1024 - 900 + 100 MiB under /app");
+	test_put(dir, APP_USAGE, "838860800\n"); /* 800 MiB */
+	for (int i = 1; i < 8; i++) {
+		ASSERT_OK(targets_sample(&ts, &ts.t[i]->sm, T0), "the others");
+		ASSERT_EQ(ts.t[i]->sm.headroom, first, "the first's read");
+		ASSERT_EQ(ts.t[i]->sm.cs.usage, 900 * MiB, "not read again");
+	}
+	sampler_init(&sys, 0, proc, cg);
+	ASSERT_OK(targets_sample(&ts, &sys, T0), "the machine");
+	ASSERT_EQ(sys.mi.mem_available, AVAIL, "meminfo as the first read it");
+	/* another cgroup (the root, pid 2002) is its own read */
+	sampler_init(&other, 2002, proc, cg);
+	ASSERT_FALSE(sampler_covers(&ts.t[0]->sm, &other, T0), "root cgroup");
+	/* the next pass reads again */
+	ASSERT_FALSE(sampler_covers(&ts.t[0]->sm, &ts.t[1]->sm, T0 + MS),
+		     "a later pass");
+	ASSERT_OK(targets_sample(&ts, &ts.t[1]->sm, T0 + MS), "next pass");
+	ASSERT_EQ(ts.t[1]->sm.headroom, first + 100 * MiB, "the change seen");
+	ASSERT_EQ(ts.t[1]->sm.read_ns, T0 + MS, "read at that pass");
+out:
+	for (int i = 0; i < 8; i++)
+		free(ts.t[i]);
+	test_scratch_gone(dir);
 }
 
 TEST_MAIN()

@@ -42,3 +42,8 @@ uint64_t cadence_wake(const struct cadence_due *d, int n)
 			wake = d[i].at;
 	return n ? wake : UINT64_MAX;
 }
+
+bool cadence_beat_due(uint64_t next_ns, uint64_t now)
+{
+	return now >= next_ns || next_ns - now <= CADENCE_BEAT_EARLY_NS;
+}

@@ -65,6 +65,21 @@ struct cadence_due {
 #define CADENCE_SLACK_NS (250 * 1000000ULL)
 
 /*
+ * A control page's heartbeat is due every RAMCACHE_HEARTBEAT_PERIOD_NS
+ * (250 ms); one due within CADENCE_BEAT_EARLY_NS (half that) goes out
+ * early, with the wake-up at hand. Pages followed from different times then
+ * beat together after a period or two, and the loop wakes once a period
+ * for all of them instead of once for each (capped at one wake-up every
+ * CADENCE_TICK_NS: with four pages or more, twenty wake-ups a second,
+ * each ticking every page). No beat is later than before: the wake-up is
+ * still due at the earliest heartbeat.
+ */
+#define CADENCE_BEAT_EARLY_NS (125 * 1000000ULL)
+
+/* Is a heartbeat due at @next_ns to go out at @now? */
+bool cadence_beat_due(uint64_t next_ns, uint64_t now);
+
+/*
  * When to wake for @n deadlines (UINT64_MAX if none): the latest of them
  * that keeps every one within its slack. Waking there runs every deadline
  * due by then; none is put off needlessly (the wake is at a deadline, not

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/cadence.h"
 #include "proc/clock.h"
 #include "executors/evictor.h"
 #include "proc/meminfo.h"
@@ -33,6 +34,7 @@ int evictor_init(struct evictor *ev, const struct evict_cfg *cfg,
 	ev->thr = *thr;
 	ev->ctl.fd = -1;
 	ev->pidfd = -1;
+	ev->self = getpid();
 	if (cfg->control)
 		snprintf(ev->path, sizeof(ev->path), "%s", cfg->control);
 	else
@@ -467,23 +469,20 @@ static void stall_event(struct evictor *ev, const char *state, const char *msg)
  * commands nobody posted) is reported and the numbering continues above it,
  * so no seq the executor has seen is ever posted again.
  */
-static void check_exec(struct evictor *ev, uint64_t now)
+static void check_exec(struct evictor *ev, const struct ctl_exec *ex,
+		       uint64_t now)
 {
-	struct ctl_exec ex;
-	bool alive;
+	bool alive = control_exec_alive(ex, now);
 
-	if (control_read_exec(&ev->ctl, &ex))
-		return;
-	alive = control_exec_alive(&ex, now);
 	if (!alive && !ev->stalled) {
 		char msg[128];
 
 		ev->stalled = true;
-		if (ex.heartbeat_ns && ex.heartbeat_ns < now)
+		if (ex->heartbeat_ns && ex->heartbeat_ns < now)
 			snprintf(
 				msg, sizeof(msg),
 				"no executor heartbeat for %llu ms: not posting until it beats again",
-				(unsigned long long)(now - ex.heartbeat_ns) /
+				(unsigned long long)(now - ex->heartbeat_ns) /
 					1000000);
 		else
 			snprintf(
@@ -495,13 +494,13 @@ static void check_exec(struct evictor *ev, uint64_t now)
 		stall_event(ev, "resumed",
 			    "executor heartbeat back: posting again");
 	}
-	if (ex.cmd_done > ev->ctl.cmd_head) {
-		anomaly(ev, METRICS_ANOM_CMD_DONE_AHEAD, ex.cmd_done,
+	if (ex->cmd_done > ev->ctl.cmd_head) {
+		anomaly(ev, METRICS_ANOM_CMD_DONE_AHEAD, ex->cmd_done,
 			"cmd_done %llu is ahead of cmd_head %llu: commands resume at %llu",
-			(unsigned long long)ex.cmd_done,
+			(unsigned long long)ex->cmd_done,
 			(unsigned long long)ev->ctl.cmd_head,
-			(unsigned long long)ex.cmd_done + 1);
-		ev->ctl.cmd_head = ex.cmd_done;
+			(unsigned long long)ex->cmd_done + 1);
+		ev->ctl.cmd_head = ex->cmd_done;
 	}
 }
 
@@ -509,13 +508,13 @@ static void heartbeat(struct evictor *ev, uint64_t now)
 {
 	struct ctl_agent a = {
 		.heartbeat_ns = now,
-		.pid = getpid(),
+		.pid = ev->self,
 		.level = ev->level,
 		.headroom_bytes = ev->headroom,
 		.target_bytes = ev->target,
 	};
 
-	if (now < ev->next_beat_ns)
+	if (!cadence_beat_due(ev->next_beat_ns, now))
 		return;
 	ev->next_beat_ns = now + RAMCACHE_HEARTBEAT_PERIOD_NS;
 	control_write_agent(&ev->ctl, &a);
@@ -625,23 +624,24 @@ static void to_rc(struct evictor *ev, int n, uint64_t cap)
  * The executor changed its table: note which entries later prompts used
  * again (a window of a big table per change, as evictor_candidates()).
  */
-static void note_reuse(struct evictor *ev, uint64_t now)
+static void note_reuse(struct evictor *ev, const struct ctl_exec *ex,
+		       uint64_t now)
 {
-	struct ctl_exec ex;
 	int n;
 
-	if (ev->stalled || control_read_exec(&ev->ctl, &ex) ||
-	    ex.entries_seq == ev->reuse_seq || (ex.entries_seq & 1))
+	if (ev->stalled || ex->entries_seq == ev->reuse_seq ||
+	    (ex->entries_seq & 1))
 		return;
 	n = read_window(ev, now, &ev->reuse_start);
 	if (n < 0)
 		return;
-	ev->reuse_seq = ex.entries_seq;
+	ev->reuse_seq = ex->entries_seq;
 	to_rc(ev, n, 0);
 }
 
 void evictor_tick(struct evictor *ev, uint64_t now)
 {
+	struct ctl_exec ex;
 	int err;
 
 	if (!ev->open) {
@@ -663,8 +663,11 @@ void evictor_tick(struct evictor *ev, uint64_t now)
 		return;
 	}
 	heartbeat(ev, now);
-	check_exec(ev, now);
-	note_reuse(ev, now);
+	/* the executor's side, read once for both */
+	if (!control_read_exec(&ev->ctl, &ex)) {
+		check_exec(ev, &ex, now);
+		note_reuse(ev, &ex, now);
+	}
 	read_acks(ev, now);
 	refresh_held(ev, now);
 	complete(ev, now);

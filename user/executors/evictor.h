@@ -87,6 +87,7 @@ struct evictor {
 	struct metrics *m;
 	unsigned int mslot; /* the executor's metrics slot (0 after init) */
 	pid_t pid;
+	pid_t self;	       /* the agent's pid, told in each heartbeat */
 	struct ctl_target tgt; /* pid and uid here and in its namespaces */
 	char path[PATH_MAX];   /* --control, or /proc/<pid>/fd to search */
 	bool open;

@@ -190,10 +190,20 @@ static void sync_domain(struct targets *ts, const struct target_env *env,
 			     (unsigned int)t->dom);
 }
 
+int targets_sample(const struct targets *ts, struct sampler *s, uint64_t now)
+{
+	for (int i = 0; i < RC_MAX_TARGETS; i++)
+		if (ts->t[i] && sampler_covers(&ts->t[i]->sm, s, now)) {
+			sampler_copy(s, &ts->t[i]->sm, now);
+			return 0;
+		}
+	return sampler_read(s, now);
+}
+
 int target_read(struct targets *ts, const struct target_env *env,
 		struct target *t, uint64_t now)
 {
-	int err = sampler_read(&t->sm, now);
+	int err = targets_sample(ts, &t->sm, now);
 
 	sync_domain(ts, env, t);
 	return err;

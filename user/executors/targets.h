@@ -156,7 +156,13 @@ void target_growth(const struct target *t, uint64_t window_ns,
 		   struct rc_growth *g);
 
 /*
- * Read meminfo and the cgroup; the domain follows a limit set or removed
+ * sampler_read() of @s at @now, or its files as a target read them at
+ * @now (sampler_covers()): each cgroup and meminfo read once a pass.
+ */
+int targets_sample(const struct targets *ts, struct sampler *s, uint64_t now);
+
+/*
+ * Read meminfo and the cgroup (targets_sample()); the domain follows a limit set or removed
  * (and the metrics' labels with it).
  */
 int target_read(struct targets *ts, const struct target_env *env,

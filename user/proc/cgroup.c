@@ -270,11 +270,18 @@ static int read_v2(const char *dir, struct rc_cgroup_mem *m)
 	err = read_mem(dir, 2, m);
 	if (err)
 		return err;
-	snprintf(path, sizeof(path), "%s/memory.pressure", dir);
+	if (snprintf(path, sizeof(path), "%s/memory.pressure", dir) >=
+	    (int)sizeof(path))
+		return -ENAMETOOLONG;
 	return meminfo_psi_read_file(path, &m->psi);
 }
 
-int cgroup_read_dir(int version, const char *dir, struct rc_cgroup_mem *m)
+/*
+ * @m emptied (nothing limited) for a read of @dir, which must be a
+ * directory: its inode into *@ino; -errno.
+ */
+static int dir_start(int version, const char *dir, struct rc_cgroup_mem *m,
+		     uint64_t *ino)
 {
 	struct stat st;
 
@@ -285,11 +292,37 @@ int cgroup_read_dir(int version, const char *dir, struct rc_cgroup_mem *m)
 		return -errno;
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
-	if (version == 1)
-		return read_mem(dir, 1, m);
-	if (version == 2)
-		return read_v2(dir, m);
-	return -EINVAL;
+	*ino = st.st_ino;
+	return version == 1 || version == 2 ? 0 : -EINVAL;
+}
+
+int cgroup_read_dir(int version, const char *dir, struct rc_cgroup_mem *m)
+{
+	uint64_t ino;
+	int err = dir_start(version, dir, m, &ino);
+
+	if (err)
+		return err;
+	return version == 1 ? read_mem(dir, 1, m) : read_v2(dir, m);
+}
+
+/*
+ * An ancestor's limit and, when it has one, what the room under it takes
+ * (usage, memory.stat); its inode into *@ino. Its other files go unread:
+ * only the cgroup's own counters are kept. -ENOENT if @dir does not exist.
+ */
+static int read_ancestor(int version, const char *dir, struct rc_cgroup_mem *m,
+			 uint64_t *ino)
+{
+	const int v = version - 1;
+	int err = dir_start(version, dir, m, ino);
+
+	if (!err)
+		err = read_limit(dir, cg_names[CG_LIMIT][v], &m->limit);
+	if (err || m->limit == RC_UNLIMITED)
+		return err;
+	err = read_counter(dir, cg_names[CG_USAGE][v], &m->usage);
+	return err ? err : read_stat(dir, version == 1 ? "total_" : "", m);
 }
 
 int cgroup_dir_ino(const char *path, uint64_t *ino)
@@ -407,11 +440,37 @@ int cgroup_find(const char *proc_root, const char *cg_root, int pid,
 	return cgroup_dir_ino(cg->path, &cg->ino);
 }
 
+/* Level @depth (inode @ino) read into @m: the nearest limit, the least room. */
+static void note_level(struct rc_cgroup_state *st, int depth, uint64_t ino,
+		       const struct rc_cgroup_mem *m, uint64_t *best)
+{
+	uint64_t room;
+
+	if (m->limit == RC_UNLIMITED)
+		return;
+	if (st->nearest_depth < 0) {
+		st->nearest_depth = depth;
+		st->nearest_ino = ino;
+	}
+	room = policy_headroom(UINT64_MAX, m->limit, m->usage,
+			       policy_reclaimable(m->inactive_file,
+						  m->mapped_file));
+	if (room < *best) {
+		*best = room;
+		st->limit = m->limit;
+		st->usage = m->usage;
+		st->inactive_file = m->inactive_file;
+		st->mapped_file = m->mapped_file;
+		st->limit_depth = depth;
+		st->limit_ino = ino;
+	}
+}
+
 int cgroup_read(const struct rc_cgroup *cg, struct rc_cgroup_state *st)
 {
 	char dir[PATH_MAX];
 	size_t mlen = strlen(cg->mount);
-	uint64_t best = UINT64_MAX;
+	uint64_t best = UINT64_MAX, ino = 0;
 	int depth = 0, err;
 
 	memset(st, 0, sizeof(*st));
@@ -423,40 +482,16 @@ int cgroup_read(const struct rc_cgroup *cg, struct rc_cgroup_state *st)
 	st->usage = st->self.usage;
 	st->inactive_file = st->self.inactive_file;
 	st->mapped_file = st->self.mapped_file;
+	if (st->self.limit != RC_UNLIMITED &&
+	    (err = cgroup_dir_ino(cg->path, &ino)))
+		return err;
+	note_level(st, 0, ino, &st->self, &best);
 	snprintf(dir, sizeof(dir), "%s", cg->path);
 	/* A parent's limit binds its children: walk up to the mount. */
 	for (;;) {
 		struct rc_cgroup_mem m;
-		uint64_t room;
 		char *slash;
 
-		if (depth == 0)
-			m = st->self;
-		else if ((err = cgroup_read_dir(cg->version, dir, &m)))
-			return err;
-		if (m.limit != RC_UNLIMITED && st->nearest_depth < 0) {
-			st->nearest_depth = depth;
-			err = cgroup_dir_ino(dir, &st->nearest_ino);
-			if (err)
-				return err;
-		}
-		if (m.limit != RC_UNLIMITED) {
-			room = policy_headroom(
-				UINT64_MAX, m.limit, m.usage,
-				policy_reclaimable(m.inactive_file,
-						   m.mapped_file));
-			if (room < best) {
-				best = room;
-				st->limit = m.limit;
-				st->usage = m.usage;
-				st->inactive_file = m.inactive_file;
-				st->mapped_file = m.mapped_file;
-				st->limit_depth = depth;
-				err = cgroup_dir_ino(dir, &st->limit_ino);
-				if (err)
-					return err;
-			}
-		}
 		if (strlen(dir) <= mlen)
 			break;
 		slash = strrchr(dir, '/');
@@ -464,6 +499,10 @@ int cgroup_read(const struct rc_cgroup *cg, struct rc_cgroup_state *st)
 			break;
 		*slash = '\0';
 		depth++;
+		err = read_ancestor(cg->version, dir, &m, &ino);
+		if (err)
+			return err;
+		note_level(st, depth, ino, &m, &best);
 	}
 	return 0;
 }

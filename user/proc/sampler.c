@@ -16,14 +16,12 @@ int sampler_init(struct sampler *s, pid_t pid, const char *proc_root,
 	return 0;
 }
 
-int sampler_read(struct sampler *s, uint64_t now_ns)
+/* The headroom now from what was read into s->mi and s->cs; a sample. */
+static void take(struct sampler *s, uint64_t now_ns)
 {
 	uint64_t limit = RC_UNLIMITED, usage = 0, room = 0;
-	int err = meminfo_read(s->proc_root, &s->mi);
 
-	if (err)
-		return err;
-	if (s->has_cg && !cgroup_read(&s->cg, &s->cs)) {
+	if (s->cg_ok) {
 		limit = s->cs.limit;
 		usage = s->cs.usage;
 		room = policy_reclaimable(s->cs.inactive_file,
@@ -33,8 +31,42 @@ int sampler_read(struct sampler *s, uint64_t now_ns)
 	s->read_headroom = s->headroom;
 	s->read_rss = s->rss;
 	s->sampled = true;
+	s->read_ns = now_ns;
 	outlook_push(&s->outlook, now_ns, s->headroom);
+}
+
+int sampler_read(struct sampler *s, uint64_t now_ns)
+{
+	int err = meminfo_read(s->proc_root, &s->mi);
+
+	if (err)
+		return err;
+	s->cg_ok = s->has_cg && !cgroup_read(&s->cg, &s->cs);
+	take(s, now_ns);
 	return 0;
+}
+
+bool sampler_covers(const struct sampler *src, const struct sampler *s,
+		    uint64_t now_ns)
+{
+	if (src == s || !src->sampled || src->read_ns != now_ns ||
+	    strcmp(src->proc_root, s->proc_root))
+		return false;
+	if (!s->has_cg)
+		return true;
+	return src->has_cg && src->cg.ino == s->cg.ino &&
+	       src->cg.version == s->cg.version &&
+	       !strcmp(src->cg.path, s->cg.path);
+}
+
+void sampler_copy(struct sampler *s, const struct sampler *src, uint64_t now_ns)
+{
+	s->mi = src->mi;
+	if (s->has_cg) {
+		s->cs = src->cs;
+		s->cg_ok = src->cg_ok;
+	}
+	take(s, now_ns);
 }
 
 void sampler_rss(struct sampler *s, uint64_t ts_ns, uint64_t rss)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * Headroom of the target: read from /proc/meminfo and its memory cgroup on
- * every tick, and between reads moved by the RSS changes the BPF programs
+ * every read (or taken from another target's read of the same files), and between reads moved by the RSS changes the BPF programs
  * report, so a fast allocation is seen at the next rss_stat event, not at
  * the next tick. Feeds every figure to the target's outlook (core/outlook.h).
  */
@@ -30,6 +30,8 @@ struct sampler {
 	uint64_t read_rss; /* target RSS at the last file read, 0 unknown */
 	uint64_t rss;	   /* latest target RSS from BPF */
 	bool sampled;	   /* a file read was made */
+	bool cg_ok;	   /* and its cgroup read into cs */
+	uint64_t read_ns;  /* when, if sampled */
 	struct rc_outlook outlook; /* of the headroom */
 };
 
@@ -39,6 +41,18 @@ int sampler_init(struct sampler *s, pid_t pid, const char *proc_root,
 
 /* Full read of meminfo and the cgroup at @now_ns; adds a sample. */
 int sampler_read(struct sampler *s, uint64_t now_ns);
+
+/*
+ * Did @src read, at @now_ns, every file sampler_read() of @s would read
+ * then (the same /proc and the same cgroup, or @s has none)? Targets that
+ * share a cgroup then read it once a tick, not once each.
+ */
+bool sampler_covers(const struct sampler *src, const struct sampler *s,
+		    uint64_t now_ns);
+
+/* As sampler_read() at @now_ns, with what @src read (sampler_covers()). */
+void sampler_copy(struct sampler *s, const struct sampler *src,
+		  uint64_t now_ns);
 
 /* The target's RSS is now @rss (BPF, at @ts_ns): adjust and add a sample. */
 void sampler_rss(struct sampler *s, uint64_t ts_ns, uint64_t rss);
