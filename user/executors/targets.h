@@ -162,8 +162,8 @@ void target_growth(const struct target *t, uint64_t window_ns,
 int targets_sample(const struct targets *ts, struct sampler *s, uint64_t now);
 
 /*
- * Read meminfo and the cgroup (targets_sample()); the domain follows a limit set or removed
- * (and the metrics' labels with it).
+ * Read meminfo and the cgroup (targets_sample()); the domain follows a
+ * limit set or removed (and the metrics' labels with it).
  */
 int target_read(struct targets *ts, const struct target_env *env,
 		struct target *t, uint64_t now_ns);

@@ -107,7 +107,10 @@ struct rc_cgroup_state {
 	int nearest_depth;
 };
 
-/* Read cg and walk its ancestors. */
+/*
+ * Read cg and walk its ancestors (each for its limit, and for its usage and
+ * memory.stat only under a limit).
+ */
 int cgroup_read(const struct rc_cgroup *cg, struct rc_cgroup_state *st);
 
 #endif /* RAMCACHE_CGROUP_H */

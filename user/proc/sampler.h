@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Headroom of the target: read from /proc/meminfo and its memory cgroup on
- * every read (or taken from another target's read of the same files), and between reads moved by the RSS changes the BPF programs
+ * Headroom of the target: read from /proc/meminfo and its memory cgroup
+ * (or taken from another target's read of the same files at the same
+ * pass), and between reads moved by the RSS changes the BPF programs
  * report, so a fast allocation is seen at the next rss_stat event, not at
  * the next tick. Feeds every figure to the target's outlook (core/outlook.h).
  */
