@@ -114,19 +114,33 @@ def bench(cfg, scratch):
 def merge_earlier(sec, old, date):
     """A run of some cases or versions only (RAMCACHE_COMFYUI_CASES, a list
     in RAMCACHE_COMFYUI_VERSIONS) with `--merge`: the rows of the other
-    (case, version) pairs come from the earlier run @old (of @date), said
-    so in the report."""
+    (case, version) pairs come from the earlier run @old (of @date), each
+    stamped with the date of the run that measured it, said so in the
+    report."""
     if "results" not in sec or "results" not in (old or {}):
         return sec
     ran_cases, ran_versions = sec.get("cases"), set(sec.get("versions") or ())
-    kept = [r for r in old["results"] if "error" not in r and not (
-        (not ran_cases or r.get("case") in ran_cases) and r.get("version") in ran_versions)]
+    kept = [dict(r, date=row_date(r, old, date)) for r in old["results"]
+            if "error" not in r and not ((not ran_cases or r.get("case") in ran_cases)
+                                         and r.get("version") in ran_versions)]
     if not kept:
         return sec
-    pairs = sorted({f"{r.get('case')} ({r.get('version')})" for r in kept})
+    by_date = {}
+    for r in kept:
+        by_date.setdefault(r["date"], set()).add(f"{r.get('case')} ({r.get('version')})")
     return dict(sec, results=sec["results"] + kept,
-                earlier={"date": old.get("earlier", {}).get("date", old.get("date", date)),
-                         "cases": sorted({r.get("case") for r in kept}), "pairs": pairs})
+                earlier={"dates": {d: sorted(p) for d, p in sorted(by_date.items())}})
+
+
+def row_date(r, old, date):
+    """When row @r of the earlier run @old was measured: its own stamp, or
+    that of the run before it that @old kept it from, or @old's."""
+    if r.get("date"):
+        return r["date"]
+    e = (old or {}).get("earlier") or {}
+    if r.get("case") in e.get("cases", ()) and e.get("date"):
+        return e["date"]
+    return old.get("date", date)
 
 
 def run_table(argv, logpath, timeout):
@@ -234,9 +248,10 @@ def report(sec):
     if sec.get("earlier"):
         e = sec["earlier"]
         what = ", ".join(sec.get("cases") or ["every case"])
-        L += [f"This run measured {what} in {', '.join(sec.get('versions') or [])}; the "
-              f"rows of {', '.join(e.get('pairs') or e['cases'])} are from the run of "
-              f"{e['date']}."]
+        dates = e.get("dates") or {e.get("date"): e.get("cases", [])}
+        L += [f"This run measured {what} in {', '.join(sec.get('versions') or [])}; "
+              + "; ".join(f"the rows of {', '.join(p)} are from the run of {d}"
+                          for d, p in dates.items()) + "."]
     return L + [""]
 
 

@@ -332,6 +332,26 @@ def comfy_versions_some_cases_keep_the_others_from_the_earlier_run():
                  for r in json.loads(p.stdout)["results"])
     assert got == [("session", "0.33.0", 27.8), ("ten", "0.3.64", 7.7),
                    ("ten", "0.33.0", 5.1)], got
+    # merged twice: each kept row says the run that measured it
+    p = subprocess.run(
+        [sys.executable, "-c", "import json, sys; "
+         "from sections import comfyui_versions as cv; "
+         "a = json.load(sys.stdin); m = cv.merge_earlier(a['sec'], a['old'], 'D9'); "
+         "print(json.dumps({'rows': m['results'], 'md': cv.report(m)}))"],
+        cwd=os.path.join(ROOT, "bench"), text=True, capture_output=True,
+        timeout=60, input=json.dumps({"old": {
+            "results": old["results"] + [other], "date": "D1",
+            "earlier": {"date": "D0", "cases": ["session"]}}, "sec": {
+            "versions": ["0.33.0"], "results": new, "seconds": 1,
+            "method": "m", "runs": 1, "cases": ["ten"]}}))
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    got = sorted((r["case"], r["version"], r.get("date")) for r in out["rows"])
+    assert got == [("session", "0.33.0", "D0"), ("ten", "0.3.64", "D1"),
+                   ("ten", "0.33.0", None)], got
+    md = "\n".join(out["md"])
+    assert ("the rows of session (0.33.0) are from the run of D0; the rows of "
+            "ten (0.3.64) are from the run of D1") in md, md
 
 
 @test
