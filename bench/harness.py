@@ -15,8 +15,14 @@ from common import AGENT, DEMO, PSI_TRIGGER, mono_ns
 
 
 def start_agent(pid, *flags):
-    a = Proc([AGENT, "--json", "--pid", pid, *flags])
-    if not a.wait_type("start", 15):
+    return agent_following(["--pid", pid], *flags)
+
+
+def agent_following(who, *flags, timeout=15):
+    """The agent with --json following @who (["--pid", PID], or ["--all",
+    "--cgroup", PATH]), once it said `start`."""
+    a = Proc([AGENT, "--json", *who, *flags])
+    if not a.wait_type("start", timeout):
         a.kill()
         raise RuntimeError("agent did not start: " + " ".join(a.err[-5:]))
     return a

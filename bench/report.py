@@ -1,7 +1,7 @@
 """BENCHMARKS.md from the results: one writer per section.
 """
 from common import MiB, PSI_TRIGGER, log
-from sections import agentdeath, comfyui_versions, scaling, tax
+from sections import agentdeath, comfyui_versions, footprint, scaling, tax
 from sections.overhead import TARGET_TRACKED_NS, TARGET_UNTRACKED_NS
 
 
@@ -345,6 +345,11 @@ def pass_missed(ok):
     return "PASS" if ok else "MISSED"
 
 
+def check_word(ok):
+    """PASS, MISSED, or Not checked (@ok None)."""
+    return "Not checked" if ok is None else pass_missed(ok)
+
+
 def footprint_report(f):
     L = ["## 5. Footprint", ""]
     if "skipped" in f:
@@ -364,12 +369,19 @@ def footprint_report(f):
                  f"{d['rss'] / MiB:.1f} MiB | <= {t['rss'] // MiB} MiB: "
                  f"**{pass_missed(d['rss'] <= t['rss'])}** | "
                  f"{d['drops']} |")
+    node = f.get("node") or {"skipped": "not run (older results)"}
+    if "rss" in node:
+        L.append(f"| idle, a node: --all following {node['executors']} "
+                 f"executors in {node['executors']} domains | "
+                 f"{node['cpu_frac'] * 100:.3f}% of a core | - | "
+                 f"{node['rss'] / MiB:.1f} MiB | - | {node['drops']} |")
     if "storm" in f:
         s = f["storm"]
         L.append(f"| fault storm (~{s['faults_per_s_of_target']:.0f} "
                  f"faults/s) | {s['cpu_frac'] * 100:.1f}% of a core | - | "
                  f"{fmt_mib(s['rss'])} (peak) | - | {s['drops']} |")
-    told = {k: f[k].get("kernel_events") for k in ("idle", "idle_executor")}
+    told = {k: f[k].get("kernel_events") for k in ("idle", "idle_executor",
+                                                   "node") if k in f}
     if any(told.values()):
         L += ["", "Kernel events the idle agents saw (kswapd waking or "
               "reclaim anywhere on this shared machine keep the agent "
@@ -382,6 +394,7 @@ def footprint_report(f):
               f"{n['per_executor']:.0f} per executor x {n['executors']} + "
               f"{n['per_domain']:.0f} per domain x {n['domains']}; "
               f"{n['bytes']} bytes."]
+    L += fleet_md(f, node)
     parts = f["idle_executor"].get("rss_parts") or {}
     if parts:
         L += ["", "Where the idle agent's RSS is (following the executor, "
@@ -390,6 +403,60 @@ def footprint_report(f):
         for name, b in sorted(parts.items(), key=lambda kv: -kv[1]):
             L.append(f"| {name} | {b // 1024} |")
     L.append("")
+    return L
+
+
+def fmt_unit(v, unit):
+    """A figure of the fleet table in its unit."""
+    if unit == "cores":
+        return f"{v * 100:.3f}% of a core" if v < 1 else f"{v:.2f} cores"
+    if unit == "rss":
+        return (f"{v / MiB:.1f} MiB" if v < 1 << 30
+                else f"{v / (1 << 30):.1f} GiB")
+    if unit.startswith("bytes"):
+        per = unit[5:]
+        for size, name in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+            if v >= size:
+                return f"{v / size:,.1f} {name}{per}"
+        return f"{v:,.0f} B{per}"
+    return f"{v:,.0f}" if unit == "count" or v >= 1000 else f"{v:,.1f}"
+
+
+def fleet_md(f, node):
+    """The fleet table from the node measured, and the DaemonSet's
+    resources against it."""
+    L = ["", f"### Fleet: {footprint.FLEET_NODES:,} nodes x "
+         f"{footprint.NODE_EXECUTORS} executors", ""]
+    fl = footprint.fleet(f)
+    if not fl:
+        return L + [f"Not measured: {node.get('skipped', 'no scrape')}."]
+    se = fl["series"]
+    L += [f"Per node: the node row above (one agent, {fl['executors']} "
+          f"executors in {se['domains']} domains, fault programs "
+          f"{node.get('fault_programs') or 'not said'} at the end), its "
+          f"scrape: {se['total']} series = {se['fixed']} fixed + "
+          f"{se['per_executor']:.0f} x {se['executors']} executors + "
+          f"{se['per_domain']:.0f} x {se['domains']} domains, "
+          f"{se['bytes']:,} bytes with domain names of "
+          f"{se['domain_chars']:.0f} characters on {se['with_domain']} "
+          f"samples. CPU includes a scrape every 5 s (3 times Prometheus' "
+          f"usual rate). Fleet = per node x {fl['nodes']:,}.", "",
+          f"| | per node | from | fleet = per node x {fl['nodes']:,} |",
+          "|---|---|---|---|"]
+    for name, how, v, unit in fl["rows"]:
+        L.append(f"| {name} | {fmt_unit(v, unit)} | {how} | "
+                 f"{fmt_unit(v * fl['nodes'], unit)} |")
+    ds = f.get("daemonset") or {}
+    checks = footprint.daemonset_check(f)
+    if checks:
+        L += ["", f"The DaemonSet's resources (`{ds.get('file')}`) "
+              "against this node (rule: each request at least the idle "
+              "agent's use with "
+              f"{fl['executors']} executors; the memory limit at least "
+              f"{footprint.LIMIT_MARGIN:g} x the largest RSS expected, the "
+              "storm's peak, measured following one process, plus what "
+              "the other executors add at idle):", ""]
+        L += [f"- **{check_word(ok)}**: {what}." for ok, what in checks]
     return L
 
 

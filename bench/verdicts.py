@@ -1,8 +1,8 @@
 """The verdicts: each target of BENCHMARKS.md met, missed or not measured.
 """
 from common import MiB
-from report import fmt_ms, pass_missed
-from sections import agentdeath, comfyui_versions, scaling, tax
+from report import check_word, fmt_ms, pass_missed
+from sections import agentdeath, comfyui_versions, footprint, scaling, tax
 from sections.overhead import TARGET_TRACKED_NS, TARGET_UNTRACKED_NS
 
 
@@ -150,6 +150,13 @@ def footprint_verdicts(f):
                      f"{se['per_executor']:.0f} (from a scrape of the "
                      f"agent following one: {se['fixed']} fixed, "
                      f"{se['per_domain']:.0f} per domain).")
+    v += [f"{check_word(ok)} (the DaemonSet, per node of "
+          f"{f['node']['executors']} executors): {what}."
+          for ok, what in footprint.daemonset_check(f)]
+    if "skipped" in f.get("node", {}):
+        v.append("Not measured: the agent on a node of "
+                 f"{footprint.NODE_EXECUTORS} executors, the fleet table "
+                 f"and the DaemonSet's check ({f['node']['skipped']}).")
     return v
 
 

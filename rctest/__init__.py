@@ -134,9 +134,11 @@ def memcg_version():
 class ParentMemcg:
     """A scratch parent memory cgroup with a limit and @n children without
     one (a memory domain of several executors), removed on exit with
-    whatever still runs in it. @tag names it (ramcache-TAG-PID-NS)."""
+    whatever still runs in it. @tag names it (ramcache-TAG-PID-NS).
+    @child_limit gives each child a limit of its own instead: @n domains
+    under one parent, as @n containers on a node."""
 
-    def __init__(self, limit, n, tag, child="ex"):
+    def __init__(self, limit, n, tag, child="ex", child_limit=None):
         self.version = memcg_version()
         if self.version == 0:
             raise Skip("no memory cgroup controller")
@@ -162,6 +164,8 @@ class ParentMemcg:
                 path = f"{self.path}/ramcache-{child}{i}"
                 os.mkdir(path)
                 self.children.append(path)
+                if child_limit is not None:
+                    self._limit(path, child_limit)
         except BaseException:
             self.remove()
             raise
@@ -170,6 +174,14 @@ class ParentMemcg:
     def _w(d, f, v):
         with open(os.path.join(d, f), "w") as fh:
             fh.write(v)
+
+    def _limit(self, d, limit):
+        """A limit on cgroup @d, none of it in swap."""
+        if self.version == 2:
+            self._w(d, "memory.max", str(limit))
+            self._w(d, "memory.swap.max", "0")
+        else:
+            self._w(d, "memory.limit_in_bytes", str(limit))
 
     @staticmethod
     def _r(d, f):

@@ -78,6 +78,12 @@ def quick_run_writes_results_json():
             assert fp[k]["scrapes"] >= 1, ("metrics never answered", fp[k])
             assert fp[k]["rss_parts"], fp[k]
         assert set(fp["met"]) == {"rss", "cpu"}, fp
+        # a node of 8 executors in 8 domains, each seen in its scrape
+        node = fp["node"]
+        assert node["rss"] > 0 and node["scrapes"] >= 1, node
+        assert node["series"]["executors"] == node["series"]["domains"] \
+            == node["executors"] == 8, node
+        assert set(fp["daemonset"]) >= {"requests", "limits"}, fp
         # every scaling curve measured at its two quick points
         sc = res["scaling"]
         for k in ("executors", "entries", "rss_events", "churn"):
@@ -354,6 +360,90 @@ def comfy_versions_some_cases_keep_the_others_from_the_earlier_run():
             "ten (0.3.64) are from the run of D1") in md, md
 
 
+def fleet_missing(md, node):
+    """What of the fleet table and the DaemonSet's check @md lacks, for
+    the node measured (@node: the footprint section's `node`)."""
+    se = node["series"]
+    n = node["executors"]
+    want = [f"| idle, a node: --all following {n} executors in {n} domains |",
+            f"### Fleet: 1,000 nodes x {n} executors",
+            # the fleet is the measured node x 1,000, the arithmetic shown
+            f"| Prometheus series | {se['total']:,} | one scrape | "
+            f"{se['total'] * 1000:,} |",
+            f"| samples/s at a 15 s scrape | {se['total'] / 15:,.1f} | "
+            f"{se['total']} / 15 s | {se['total'] * 1000 / 15:,.0f} |",
+            "| scrape traffic at a 15 s scrape | ",
+            f"{se['bytes']:,} B / 15 s |", "| agent CPU, idle | ",
+            "| agent RSS, idle | "]
+    out = [w for w in want if w not in md]
+    targets = md.partition("## Targets and misses")[2]
+    checks = [ln for ln in targets.splitlines()
+              if f"(the DaemonSet, per node of {n} executors): " in ln]
+    # a PASS or MISSED for each request and the limit
+    if len(checks) != 3 or not all(
+            ln.startswith(("- PASS (", "- MISSED (")) for ln in checks):
+        out.append(f"3 DaemonSet verdicts in Targets and misses: {checks}")
+    return out
+
+
+def footprint_md(sec):
+    """BENCHMARKS.md's footprint section and verdicts for @sec, as
+    bench/run.py writes them."""
+    code = ("import json, sys, report, verdicts; "
+            "f = json.load(sys.stdin); "
+            "print('\\n'.join(report.footprint_report(f) + "
+            "['## Targets and misses'] + "
+            "['- ' + v for v in verdicts.footprint_verdicts(f)]))")
+    p = subprocess.run([sys.executable, "-c", code],
+                       cwd=os.path.join(ROOT, "bench"), input=json.dumps(sec),
+                       text=True, capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+@test
+def fleet_table_checked_against_a_report_without_it():
+    """The fleet table and the DaemonSet's check from a node's figures; a
+    footprint section without the node has neither (so the quick run's
+    check would fail on it), and a limit under the storm's peak x 1.5 is
+    MISSED."""
+    idle = {"cpu_frac": 0.0007, "rss": 7 << 20, "drops": 0,
+            "kernel_events": {}, "rss_parts": {},
+            "series": {"total": 203, "fixed": 131, "per_executor": 67,
+                       "executors": 1, "per_domain": 5, "domains": 1,
+                       "bytes": 18000, "with_domain": 72, "domain_chars": 7}}
+    node = dict(idle, rss=12 << 20, cpu_frac=0.0012, executors=8,
+                fault_programs="off",
+                series={"total": 707, "fixed": 131, "per_executor": 67,
+                        "executors": 8, "per_domain": 5, "domains": 8,
+                        "bytes": 92009, "with_domain": 576,
+                        "domain_chars": 49})
+    sec = {"method": "m", "idle": idle, "idle_executor": idle,
+           "targets": {"rss": 8 << 20, "cpu_frac": 0.001},
+           "met": {"rss": True, "cpu": True},
+           "storm": {"cpu_frac": 0.03, "rss": 23 << 20, "drops": 0,
+                     "faults_per_s_of_target": 4e5},
+           "daemonset": {"requests": {"cpu": 0.01, "memory": 16 << 20},
+                         "limits": {"memory": 64 << 20}, "file": "ds.yaml"}}
+    md = footprint_md(dict(sec, node=node))
+    assert fleet_missing(md, node) == [], (fleet_missing(md, node), md)
+    assert "| bytes of a scrape | 92.0 kB | one scrape | 92.0 MB |" in md, md
+    assert "| agent RSS, idle | 12.0 MiB | the node row | 11.7 GiB |" in md
+    # 1.5 x (23 MiB + 5 MiB more at 8 executors) = 42 MiB
+    assert "- PASS (the DaemonSet, per node of 8 executors): memory limit " \
+        "64 MiB, at least 1.5 x (23.0 MiB storm peak + 5.0 MiB" in md, md
+    without = footprint_md(dict(sec, node={"skipped": "failed: x"}))
+    missing = fleet_missing(without, node)
+    assert len(missing) >= 8, missing
+    assert "Not measured: the agent on a node of 8 executors" in without
+    low = dict(sec, node=node, daemonset={
+        "requests": {"cpu": 0.001, "memory": 8 << 20},
+        "limits": {"memory": 40 << 20}})
+    v = [ln for ln in footprint_md(low).splitlines()
+         if "(the DaemonSet, per node" in ln]
+    assert [ln.split()[1] for ln in v] == ["MISSED"] * 3, v
+
+
 @test
 def quick_run_writes_a_table():
     res, md = run_quick()
@@ -374,6 +464,9 @@ def quick_run_writes_a_table():
             in md
         # the per-run costs beside do-nothing programs, and their control
         assert "| control: do-nothing beside do-nothing |" in md
+        # the fleet table from the node measured, the DaemonSet's check
+        node = res["footprint"]["node"]
+        assert fleet_missing(md, node) == [], (fleet_missing(md, node), md)
 
 
 @test
