@@ -297,6 +297,20 @@ def scaling_verdicts_say_missed_where_a_curve_is_super_linear():
     assert v[2].startswith("PASS"), v
 
 
+def merged(old, sec, date="D0"):
+    """bench's merge_earlier(@sec, @old, @date) and its report, run in bench/."""
+    p = subprocess.run(
+        [sys.executable, "-c", "import json, sys; "
+         "from sections import comfyui_versions as cv; a = json.load(sys.stdin); "
+         "m = cv.merge_earlier(a['sec'], a['old'], a['date']); "
+         "print(json.dumps({'m': m, 'md': cv.report(m)}))"],
+        cwd=os.path.join(ROOT, "bench"), text=True, capture_output=True,
+        timeout=60, input=json.dumps({"old": old, "sec": sec, "date": date}))
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    return out["m"], "\n".join(out["md"])
+
+
 @test
 def comfy_versions_some_cases_keep_the_others_from_the_earlier_run():
     """RAMCACHE_COMFYUI_CASES=ten with --merge: the new run's ten rows,
@@ -305,57 +319,26 @@ def comfy_versions_some_cases_keep_the_others_from_the_earlier_run():
     new = [session_run(1.5, "alone", 0, 5.1, case="ten", ok=10)]
     old = {"results": [session_run(1.5, "alone", 0, 9.9, case="ten", ok=10),
                        session_run(6, "alone", 14, 27.8)]}
-    p = subprocess.run(
-        [sys.executable, "-c", "import json, sys; "
-         "from sections import comfyui_versions as cv; "
-         "a = json.load(sys.stdin); "
-         "m = cv.merge_earlier(a['sec'], a['old'], 'D0'); "
-         "n = cv.merge_earlier(dict(a['sec'], cases=None), a['old'], 'D0'); "
-         "print(json.dumps({'m': m, 'md': cv.report(m), 'n': n}))"],
-        cwd=os.path.join(ROOT, "bench"), text=True, capture_output=True,
-        timeout=60, input=json.dumps({"old": old, "sec": {
-            "versions": ["0.33.0"], "results": new, "seconds": 1,
-            "method": "m", "runs": 1, "cases": ["ten"]}}))
-    assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout)
-    walls = sorted((r["case"], r["wall_s"]) for r in out["m"]["results"])
+    sec = {"versions": ["0.33.0"], "results": new, "seconds": 1,
+           "method": "m", "runs": 1, "cases": ["ten"]}
+    m, md = merged(old, sec)
+    walls = sorted((r["case"], r["wall_s"]) for r in m["results"])
     assert walls == [("session", 27.8), ("ten", 5.1)], walls
-    assert "rows of session (0.33.0) are from the run of D0" in "\n".join(out["md"])
-    assert len(out["n"]["results"]) == 1, out["n"]
+    assert "rows of session (0.33.0) are from the run of D0" in md
+    n, _ = merged(old, dict(sec, cases=None))
+    assert len(n["results"]) == 1, n
     # a run of one version keeps the other versions' rows of the same case
     other = dict(session_run(1.5, "alone", 0, 7.7, case="ten", ok=10), version="0.3.64")
-    p = subprocess.run(
-        [sys.executable, "-c", "import json, sys; "
-         "from sections import comfyui_versions as cv; "
-         "a = json.load(sys.stdin); "
-         "print(json.dumps(cv.merge_earlier(a['sec'], a['old'], 'D0')))"],
-        cwd=os.path.join(ROOT, "bench"), text=True, capture_output=True,
-        timeout=60, input=json.dumps({"old": {"results": old["results"] + [other]}, "sec": {
-            "versions": ["0.33.0"], "results": new, "seconds": 1,
-            "method": "m", "runs": 1, "cases": ["ten"]}}))
-    assert p.returncode == 0, p.stderr
-    got = sorted((r["case"], r["version"], r["wall_s"])
-                 for r in json.loads(p.stdout)["results"])
+    m, _ = merged({"results": old["results"] + [other]}, sec)
+    got = sorted((r["case"], r["version"], r["wall_s"]) for r in m["results"])
     assert got == [("session", "0.33.0", 27.8), ("ten", "0.3.64", 7.7),
                    ("ten", "0.33.0", 5.1)], got
     # merged twice: each kept row says the run that measured it
-    p = subprocess.run(
-        [sys.executable, "-c", "import json, sys; "
-         "from sections import comfyui_versions as cv; "
-         "a = json.load(sys.stdin); m = cv.merge_earlier(a['sec'], a['old'], 'D9'); "
-         "print(json.dumps({'rows': m['results'], 'md': cv.report(m)}))"],
-        cwd=os.path.join(ROOT, "bench"), text=True, capture_output=True,
-        timeout=60, input=json.dumps({"old": {
-            "results": old["results"] + [other], "date": "D1",
-            "earlier": {"date": "D0", "cases": ["session"]}}, "sec": {
-            "versions": ["0.33.0"], "results": new, "seconds": 1,
-            "method": "m", "runs": 1, "cases": ["ten"]}}))
-    assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout)
-    got = sorted((r["case"], r["version"], r.get("date")) for r in out["rows"])
+    m, md = merged({"results": old["results"] + [other], "date": "D1",
+                    "earlier": {"date": "D0", "cases": ["session"]}}, sec, "D9")
+    got = sorted((r["case"], r["version"], r.get("date")) for r in m["results"])
     assert got == [("session", "0.33.0", "D0"), ("ten", "0.3.64", "D1"),
                    ("ten", "0.33.0", None)], got
-    md = "\n".join(out["md"])
     assert ("the rows of session (0.33.0) are from the run of D0; the rows of "
             "ten (0.3.64) are from the run of D1") in md, md
 
