@@ -9,6 +9,8 @@ from rctest import (AGENT, HELPERS, MiB, Agent, Memcg, Skip, go, main,
                     memhog, ready, require_root, test)
 
 MEMHOG = os.path.join(HELPERS, "memhog")
+PATCH_STRESS = os.path.join(os.path.dirname(__file__), "..", "vm",
+                            "patch-stress.sh")
 
 
 def fault_count_matches(mode):
@@ -125,6 +127,41 @@ def rss_follows_the_target_across_exec():
     finally:
         p.kill()
         p.wait()
+
+
+@test
+def attach_and_detach_under_faults_leave_the_kernel_running():
+    """A restarted agent (systemd's Restart=, an operator's loop) while
+    its target faults pages in: each run attaches, reports and detaches
+    cleanly, and the target runs on."""
+    require_root()
+    with memhog("--grow", "1G", "--rate", "100") as p:
+        pid = ready(p)
+        go(p)
+        for i in range(6):
+            r = run_agent("--pid", pid, "--duration", "0.3s",
+                          "--fault-probes", "on")
+            assert r.returncode == 0, (i, r.stderr)
+            assert "exiting: duration reached" in r.stdout, (
+                i, r.stdout[-400:])
+        assert p.poll() is None, "the target ended before the 6 runs did"
+
+
+@test
+def tracepoints_switched_under_faults_leave_the_kernel_running():
+    """The kernel patches its own code each time a tracepoint is switched
+    on or off (the agent's attach and exit); in a VM the emulator must run
+    the patched code as patched, or a guest dies in the middle of a suite
+    (QEMU 7.2's thread=multi with 6.12: "Oops: int3" within seconds here,
+    tests/vm/run.sh)."""
+    require_root()
+    if not os.environ.get("RAMCACHE_IN_VM"):
+        raise Skip("in the VMs only: it mounts tracefs, which this "
+                   "machine may not have mounted")
+    r = subprocess.run([PATCH_STRESS, "10"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "the kernel survived" in r.stdout, r.stdout
 
 
 def run_agent(*args, user=None):
