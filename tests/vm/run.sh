@@ -25,8 +25,8 @@
 # RAMCACHE_VM_CPUS (2), RAMCACHE_VM_DISK (scratch disk, 8G),
 # RAMCACHE_VM_TIMEOUT (seconds, 1500),
 # RAMCACHE_VM_ACCEL (kvm|tcg; default: kvm only where it can run a stock
-# kernel), RAMCACHE_VM_TCG_THREAD (single|multi; default: single on 6.12,
-# multi on 6.1), RAMCACHE_VM_ENV (names of variables to pass in, besides
+# kernel), RAMCACHE_VM_TCG_THREAD (single|multi, default single),
+# RAMCACHE_VM_ENV (names of variables to pass in, besides
 # OUTPUT PYTHON RAMCACHE_* ).
 set -euo pipefail
 
@@ -62,19 +62,14 @@ if [ -z "$accel" ]; then
 		accel=kvm
 	fi
 fi
-# QEMU 7.2's multi-threaded TCG lets a vCPU run code the other has just
-# patched as it was before: 6.12 dies within seconds of a tracepoint
-# switched on and off under page faults (an int3 left by text_poke runs
-# after the patch is done: "Fatal exception in interrupt" at
-# trace_rss_stat+0x1), with no agent at all; 6.1 survived 2,297 switches
-# and 6.12 272 with one thread for both vCPUs (tests/vm/patch-stress.sh).
-tcg_thread=${RAMCACHE_VM_TCG_THREAD:-}
-if [ -z "$tcg_thread" ]; then
-	case $kver in
-	6.1.*) tcg_thread=multi ;;
-	*) tcg_thread=single ;;
-	esac
-fi
+# Under TCG both vCPUs run on one host thread: with a thread each (QEMU
+# 7.2's thread=multi) a vCPU runs code the other has just patched as it was
+# before: 6.12 dies within seconds of a tracepoint switched on and off under
+# page faults ("Oops: int3" at trace_rss_stat+0x1: text_poke's int3 run
+# after the patch was done), with no agent at all (tests/vm/patch-stress.sh);
+# 6.1 survived 2,297 switches. One thread ran the VM suites no slower here
+# (6.1's six suites: 463 s, against 521 s with thread=multi in a CI run).
+tcg_thread=${RAMCACHE_VM_TCG_THREAD:-single}
 case $tcg_thread in
 single | multi) ;;
 *) die "use RAMCACHE_VM_TCG_THREAD=$tcg_thread: expected single or multi" ;;
