@@ -322,4 +322,45 @@ TEST(domain_plan_from_growth)
 	ASSERT_EQ(p.deficit, 12 * MiB + margin, "32 - 20 MiB");
 }
 
+/*
+ * Members of one limit each took memory since the last read: the domain's
+ * headroom is the read's less all they took, not less only the most any
+ * one took (three demos loading models together ran into the limit with
+ * the agent still seeing 100 MiB left).
+ */
+TEST(domain_headroom_counts_every_members_growth)
+{
+	struct rc_share m[] = {
+		{ .read_headroom = 200 * MiB,
+		  .read_rss = 40 * MiB,
+		  .rss = 100 * MiB },
+		{ .read_headroom = 200 * MiB,
+		  .read_rss = 30 * MiB,
+		  .rss = 90 * MiB },
+		{ .read_headroom = 210 * MiB,
+		  .read_rss = 150 * MiB,
+		  .rss = 190 * MiB },
+	};
+
+	/* 60 + 60 + 40 taken out of the least read, 200 */
+	ASSERT_EQ(policy_shared_headroom(m, 3), 40 * MiB, "all growth counts");
+	/* one gives back what it held: the others may take it */
+	m[2].rss = 50 * MiB;
+	ASSERT_EQ(policy_shared_headroom(m, 3), 180 * MiB, "frees count");
+	/* more taken than there was: 0, never a wrap */
+	m[0].rss = 400 * MiB;
+	m[2].rss = 190 * MiB;
+	ASSERT_EQ(policy_shared_headroom(m, 3), 0, "saturates at 0");
+	/* an RSS not known at the read counts for nothing */
+	m[0].read_rss = 0;
+	ASSERT_EQ(policy_shared_headroom(m, 3), 40 * MiB + 60 * MiB,
+		  "unknown read RSS");
+	/* no member read yet: nothing known */
+	ASSERT_EQ(policy_shared_headroom(m, 0), UINT64_MAX, "none");
+	m[0] = (struct rc_share){ .read_headroom = UINT64_MAX - 1,
+				  .read_rss = 100 * MiB,
+				  .rss = 1 };
+	ASSERT_EQ(policy_shared_headroom(m, 1), UINT64_MAX, "saturates above");
+}
+
 TEST_MAIN()

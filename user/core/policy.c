@@ -470,6 +470,27 @@ int policy_domain_forecast(uint64_t headroom, const struct rc_growth *g,
 	return 0;
 }
 
+uint64_t policy_shared_headroom(const struct rc_share *m, size_t n)
+{
+	uint64_t least = UINT64_MAX, took = 0, gave = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (m[i].read_headroom < least)
+			least = m[i].read_headroom;
+		if (!m[i].read_rss)
+			continue;
+		if (m[i].rss >= m[i].read_rss)
+			took = sat_add(took, m[i].rss - m[i].read_rss);
+		else
+			gave = sat_add(gave, m[i].read_rss - m[i].rss);
+	}
+	if (least == UINT64_MAX)
+		return least;
+	if (took >= gave)
+		return least > took - gave ? least - (took - gave) : 0;
+	return sat_add(least, gave - took);
+}
+
 static const char *const reason_names[RC_R_NR] = {
 	"kswapd",	"direct_reclaim", "memcg_reclaim", "refault_file",
 	"refault_anon", "swap_in",	  "swap_out",	   "major_faults",

@@ -298,6 +298,22 @@ int policy_domain_forecast(uint64_t headroom, const struct rc_growth *g,
 			   size_t n, uint64_t horizon_ns,
 			   struct rc_forecast *f);
 
+/* One member of a shared limit as its last file read left it. */
+struct rc_share {
+	uint64_t read_headroom; /* the headroom that read found */
+	uint64_t read_rss;	/* its RSS then (0: unknown) */
+	uint64_t rss;		/* its RSS now */
+};
+
+/*
+ * The headroom now of executors sharing one limit: the least any read
+ * found, less what all of them took since their reads (or plus what they
+ * gave back). Each RSS event moves one member's own estimate only, yet
+ * every member's growth comes out of the one limit. Saturates at 0 and at
+ * UINT64_MAX; UINT64_MAX when @n is 0.
+ */
+uint64_t policy_shared_headroom(const struct rc_share *m, size_t n);
+
 /* ------------------------------------------------------------------ */
 /* When to evict                                                       */
 

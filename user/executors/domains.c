@@ -45,29 +45,51 @@ static void shared_view(const struct domain *d, const struct domain_env *env,
 	v->eta_ns = f.eta_ns;
 }
 
-/* The domain's headroom now (the least of its members') and its outlook. */
-static void outlook(const struct domain *d, const struct domain_env *env,
-		    uint64_t now, struct rc_view *v)
+/*
+ * The headroom now of domain @dom, from every member read so far (evicting
+ * or not: all of them take from the one limit); *@n their number.
+ */
+static uint64_t shared_headroom(const struct targets *ts, int dom, int *n)
 {
-	uint64_t headroom = UINT64_MAX;
+	struct rc_share m[RC_MAX_TARGETS];
 
-	if (d->n == 1) {
+	*n = 0;
+	for (int i = 0; i < RC_MAX_TARGETS; i++) {
+		const struct target *t = ts->t[i];
+
+		if (!t || t->dom != dom || !t->sm.sampled)
+			continue;
+		m[*n].read_headroom = t->sm.read_headroom;
+		m[*n].read_rss = t->sm.read_rss;
+		m[*n].rss = t->sm.rss;
+		(*n)++;
+	}
+	return policy_shared_headroom(m, (size_t)*n);
+}
+
+/* The outlook of domain @dom whose members to act on are @d. */
+static void outlook(const struct targets *ts, int dom, const struct domain *d,
+		    const struct domain_env *env, uint64_t now,
+		    struct rc_view *v)
+{
+	int n;
+	uint64_t headroom = shared_headroom(ts, dom, &n);
+
+	if (n < 2 && d->n == 1) {
 		sampler_view(&d->m[0]->sm, now, env->horizon_ns, v);
 		return;
 	}
-	for (int k = 0; k < d->n; k++)
-		if (d->m[k]->sm.headroom < headroom)
-			headroom = d->m[k]->sm.headroom;
 	shared_view(d, env, headroom, v);
 }
 
 /* The plan the domain's outlook makes; its headroom. */
-static uint64_t plan(const struct domain *d, const struct domain_env *env,
-		     uint64_t now, uint32_t why, struct rc_plan *p)
+static uint64_t plan(const struct targets *ts, int dom, const struct domain *d,
+		     const struct domain_env *env, uint64_t now, uint32_t why,
+		     struct rc_plan *p)
 {
 	struct rc_view v;
 
-	outlook(d, env, now, &v);
+	outlook(ts, dom, d, env, now, &v);
 	/* members share the limit, so their thresholds are the same */
 	outlook_plan(&v, &d->m[0]->thr, why != 0, p);
 	for (int k = 0; k < d->n; k++)
@@ -92,7 +114,7 @@ int domains_outlook(const struct targets *ts, int dom,
 	/* the nearest limit's own size is not read; the tightest one is */
 	o->limit = t->domain && t->sm.has_cg ? t->sm.cs.limit
 					     : t->sm.mi.mem_total;
-	outlook(&d, env, now, &o->v);
+	outlook(ts, dom, &d, env, now, &o->v);
 	o->headroom = o->v.headroom;
 	return 0;
 }
@@ -208,14 +230,14 @@ static void post(const struct domain *d, const struct domain_env *env,
 	free(picks);
 }
 
-static void evaluate(const struct domain *d, const struct domain_env *env,
-		     uint64_t now, uint32_t why)
+static void evaluate(const struct targets *ts, int dom, const struct domain *d,
+		     const struct domain_env *env, uint64_t now, uint32_t why)
 {
 	struct evict_post ep = { .now = now };
 	uint64_t pending = 0;
 	struct rc_plan p;
 
-	ep.headroom = plan(d, env, now, why, &p);
+	ep.headroom = plan(ts, dom, d, env, now, why, &p);
 	if (!p.evict) {
 		for (int k = 0; k < d->n; k++)
 			evictor_short_over(&d->m[k]->ev);
@@ -241,6 +263,6 @@ void domains_evaluate(struct targets *ts, const struct domain_env *env,
 			continue;
 		gather(ts, dom, true, &d);
 		if (d.n)
-			evaluate(&d, env, now, why);
+			evaluate(ts, dom, &d, env, now, why);
 	}
 }
