@@ -75,12 +75,11 @@ void sampler_rss(struct sampler *s, uint64_t ts_ns, uint64_t rss)
 	if (!s->read_rss || !s->sampled)
 		return;
 	/* what the target took since the last read came out of headroom */
-	if (rss >= s->read_rss)
-		s->headroom = s->read_headroom > rss - s->read_rss
-				      ? s->read_headroom - (rss - s->read_rss)
-				      : 0;
-	else
-		s->headroom = s->read_headroom + (s->read_rss - rss);
+	s->headroom = policy_shared_headroom(
+		&(struct rc_share){ .read_headroom = s->read_headroom,
+				    .read_rss = s->read_rss,
+				    .rss = rss },
+		1);
 	outlook_push(&s->outlook, ts_ns, s->headroom);
 }
 
