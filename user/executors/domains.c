@@ -46,8 +46,9 @@ static void shared_view(const struct domain *d, const struct domain_env *env,
 }
 
 /*
- * The headroom now of domain @dom, from every member read so far (evicting
- * or not: all of them take from the one limit); *@n their number.
+ * The headroom now of domain @dom, from every member (evicting or not: all
+ * of them take from the one limit); *@n their number. A member not read
+ * yet counts with its estimate as it stands and no growth known.
  */
 static uint64_t shared_headroom(const struct targets *ts, int dom, int *n)
 {
@@ -57,10 +58,11 @@ static uint64_t shared_headroom(const struct targets *ts, int dom, int *n)
 	for (int i = 0; i < RC_MAX_TARGETS; i++) {
 		const struct target *t = ts->t[i];
 
-		if (!t || t->dom != dom || !t->sm.sampled)
+		if (!t || t->dom != dom)
 			continue;
-		m[*n].read_headroom = t->sm.read_headroom;
-		m[*n].read_rss = t->sm.read_rss;
+		m[*n].read_headroom = t->sm.sampled ? t->sm.read_headroom
+						    : t->sm.headroom;
+		m[*n].read_rss = t->sm.sampled ? t->sm.read_rss : 0;
 		m[*n].rss = t->sm.rss;
 		(*n)++;
 	}
