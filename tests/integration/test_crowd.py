@@ -4,10 +4,14 @@
 - Three demos (`ramcache-demo --policy agent`, outputs of 10 MiB) in
   child cgroups of one 512 MiB parent, the agent with its defaults: their
   active working sets fit, so none may be OOM-killed, ten runs in a row.
+- Three executors that start together, each filling 64 MiB of entries
+  as it starts, in a 512 MiB parent with room for all of
+  it: no command. Their bursts are not a run on the limit.
 - The table of followed executors is full (64 by default): the next
   executor is refused a place with a `control` event and a metric, and is
   taken the moment a place frees, not at the next look through /proc.
 """
+import json
 import os
 import signal
 import subprocess
@@ -16,9 +20,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import promtext  # noqa: E402
-from rctest import (HELPERS, MiB, Agent, Demo, ParentMemcg,  # noqa: E402
-                    main, require_demo, require_root, scratch_dir, test,
-                    wait_page)
+from rctest import (HELPERS, MiB, ROOT, SYS_PYTHON, Agent,  # noqa: E402
+                    Demo, ParentMemcg, main, require_demo, require_root,
+                    scratch_dir, test, wait_page)
 
 EXECUTOR = os.path.join(HELPERS, "executor")
 LIMIT = 512 * MiB
@@ -111,6 +115,62 @@ def three_demos_fit_under_defaults_ten_runs():
     assert not bad, f"runs with an OOM kill or a failed demo: {bad}"
 
 
+
+
+BURST = """
+import json, os, sys, time
+sys.path.insert(0, os.path.join(sys.argv[1], "python"))
+import ramcache
+
+cache = ramcache.PressureCache("burst", max_bytes=1 << 40)
+for i in range(2):  # 64 MiB as it starts, while the agent takes it on
+    b = bytearray(32 << 20)
+    for off in range(0, 32 << 20, 4096):
+        b[off] = 1
+    cache.set(i, b, cost=1.0)
+end = time.monotonic() + 30
+while not cache.agent_alive and time.monotonic() < end:
+    time.sleep(0.02)
+time.sleep(4)
+print(json.dumps({"alive": cache.agent_alive, "left": len(cache)}), flush=True)
+"""
+
+
+@test
+def executors_starting_together_are_no_run_on_the_limit():
+    """Three executors start together and each fills 64 MiB of entries as
+    it starts (in about a second, while the agent takes it on): 192 MiB
+    of a 512 MiB parent that had ~480 MiB free. No command may follow
+    (the agent once ran the bursts' own pace on over its horizon and
+    evicted with 430 MiB free)."""
+    require_root()
+    with ParentMemcg(LIMIT, DEMOS, "burst") as dom:
+        agent = Agent("--all", "--cgroup", dom.rel, "--interval", "1s")
+        procs = []
+        try:
+            assert agent.wait_type("start", timeout=60), agent.stderr
+            procs = [subprocess.Popen(
+                [SYS_PYTHON, "-c", BURST, ROOT],
+                stdout=subprocess.PIPE, text=True,
+                preexec_fn=dom.preexec(i)) for i in range(DEMOS)]
+            outs = [p.communicate(timeout=60)[0] for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            agent.stop()
+        told = [json.loads(o.strip().splitlines()[-1]) for o in outs]
+        evicts = [{k: e.get(k) for k in ("pid", "reason", "headroom",
+                                         "forecast")}
+                  for e in agent.of_type("evict")]
+        print(f"# executors {told}, parent peak {peak(dom) // MiB} MiB, "
+              f"{len(evicts)} commands")
+        assert [p.returncode for p in procs] == [0] * DEMOS, told
+        assert all(t["alive"] for t in told), ("an executor was never "
+                                               f"followed: {told}")
+        assert not evicts, f"commands with room to spare: {evicts[:4]}"
+        assert all(t["left"] == 2 for t in told), told
 
 
 def start_executor(dom):

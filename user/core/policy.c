@@ -412,6 +412,51 @@ int policy_forecast_rate(const struct rc_sample *s, size_t n,
 	return 0;
 }
 
+/* The value of step series @s at @t: its newest sample at or before @t. */
+static bool step_at(const struct rc_sample *s, size_t n, uint64_t t,
+		    uint64_t *v)
+{
+	for (size_t i = n; i > 0; i--) {
+		if (s[i - 1].t_ns <= t) {
+			*v = s[i - 1].bytes;
+			return true;
+		}
+	}
+	return false;
+}
+
+int policy_growth_rate(const struct rc_sample *s, size_t n, bool whole,
+		       uint64_t now_ns, uint64_t window_ns, double *rate,
+		       uint32_t *nr_used)
+{
+	uint64_t from, base, span = window_ns;
+	uint32_t m = 0;
+
+	*rate = 0;
+	if (nr_used)
+		*nr_used = 0;
+	if (!s || !n || !window_ns)
+		return -EINVAL;
+	/* a stamp ahead of @now_ns (another clock's) moves now there */
+	for (size_t i = 0; i < n; i++)
+		if (s[i].t_ns > now_ns)
+			now_ns = s[i].t_ns;
+	from = now_ns > window_ns ? now_ns - window_ns : 0;
+	for (size_t i = 0; i < n; i++)
+		m += s[i].t_ns > from;
+	if (nr_used)
+		*nr_used = m;
+	if (!step_at(s, n, from, &base)) {
+		base = s[0].bytes;
+		if (!whole)
+			span = now_ns - s[0].t_ns;
+	}
+	if (!span)
+		return 0;
+	*rate = ((double)s[n - 1].bytes - (double)base) / ((double)span / 1e9);
+	return 0;
+}
+
 /* at_horizon and the ETA of headroom @h moving at @rate bytes/s. */
 static void forecast_from_rate(double h, double rate, uint64_t horizon_ns,
 			       struct rc_forecast *f)

@@ -282,7 +282,23 @@ int policy_forecast_rate(const struct rc_sample *s, size_t n,
 int policy_forecast(const struct rc_sample *s, size_t n, uint64_t window_ns,
 		    uint64_t horizon_ns, struct rc_forecast *f);
 
-/* One executor's RSS growth, bytes/s, from policy_forecast_rate(). */
+/*
+ * What a step figure (RSS: it holds between samples, which come when it
+ * moves) grew by over the window_ns up to @now_ns, per second: the value at
+ * @now_ns (the newest sample) less the value at now_ns - window_ns (the
+ * newest sample at or before it), over window_ns. Before the first sample
+ * the figure is taken to have held its first value when @whole (nothing
+ * older was dropped); otherwise the rate is over the span the samples
+ * cover. A burst is spread over the window and a burst long past counts
+ * nothing, where a slope through the burst's own samples would run on at
+ * its pace. nr_used: samples inside the window. 0 or -EINVAL (n == 0,
+ * window_ns == 0).
+ */
+int policy_growth_rate(const struct rc_sample *s, size_t n, bool whole,
+		       uint64_t now_ns, uint64_t window_ns, double *rate,
+		       uint32_t *nr_used);
+
+/* One executor's RSS growth, bytes/s, from policy_growth_rate(). */
 struct rc_growth {
 	double rate;
 	uint32_t nr_used; /* samples it came from */

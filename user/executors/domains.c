@@ -26,7 +26,7 @@ static void gather(const struct targets *ts, int dom, bool evicting,
 
 /* The outlook of a domain of several: their growth added up. */
 static void shared_view(const struct domain *d, const struct domain_env *env,
-			uint64_t headroom, struct rc_view *v)
+			uint64_t now, uint64_t headroom, struct rc_view *v)
 {
 	struct rc_growth g[RC_MAX_TARGETS];
 	struct rc_forecast f;
@@ -35,7 +35,7 @@ static void shared_view(const struct domain *d, const struct domain_env *env,
 	v->headroom = v->settled = v->low = headroom;
 	v->lead_ns = env->horizon_ns;
 	for (int k = 0; k < d->n; k++)
-		target_growth(d->m[k], env->window_ns, &g[k]);
+		target_growth(d->m[k], now, env->window_ns, &g[k]);
 	if (policy_domain_forecast(headroom, g, (size_t)d->n, env->horizon_ns,
 				   &f))
 		return;
@@ -81,7 +81,7 @@ static void outlook(const struct targets *ts, int dom, const struct domain *d,
 		sampler_view(&d->m[0]->sm, now, env->horizon_ns, v);
 		return;
 	}
-	shared_view(d, env, headroom, v);
+	shared_view(d, env, now, headroom, v);
 }
 
 /* The plan the domain's outlook makes; its headroom. */

@@ -31,7 +31,8 @@ struct domain_outlook {
 /*
  * Domain index @dom of @ts at @now_ns: 0, or -ENOENT when no target is in
  * it. A domain of one executor has that executor's outlook; several add up
- * their RSS growth (policy_domain_forecast) over --horizon.
+ * their RSS growth over the last second (policy_growth_rate) and take it
+ * from the shared headroom over --horizon (policy_domain_forecast).
  */
 int domains_outlook(const struct targets *ts, int dom,
 		    const struct domain_env *env, uint64_t now_ns,

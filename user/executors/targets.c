@@ -405,7 +405,7 @@ void target_rss(struct target *t, uint64_t ts_ns, uint64_t total, uint64_t file)
 	samples_push(&t->rss, ts_ns, total);
 }
 
-void target_growth(const struct target *t, uint64_t window_ns,
+void target_growth(const struct target *t, uint64_t now, uint64_t window_ns,
 		   struct rc_growth *g)
 {
 	struct rc_sample tmp[RC_SAMPLES_LEN];
@@ -413,7 +413,8 @@ void target_growth(const struct target *t, uint64_t window_ns,
 
 	memset(g, 0, sizeof(*g));
 	if (n)
-		policy_forecast_rate(tmp, n, window_ns, &g->rate, &g->nr_used);
+		policy_growth_rate(tmp, n, n < RC_SAMPLES_LEN, now, window_ns,
+				   &g->rate, &g->nr_used);
 }
 
 /* Counters and tracking move to the new cgroup @cg (has: there is one). */

@@ -151,8 +151,8 @@ int targets_wakes(const struct targets *ts, struct cadence_due *d);
 void target_rss(struct target *t, uint64_t ts_ns, uint64_t total,
 		uint64_t file);
 
-/* RSS growth over the last @window_ns, for the domain forecast. */
-void target_growth(const struct target *t, uint64_t window_ns,
+/* RSS growth over the @window_ns up to @now, for the domain forecast. */
+void target_growth(const struct target *t, uint64_t now, uint64_t window_ns,
 		   struct rc_growth *g);
 
 /*
