@@ -366,52 +366,6 @@ int policy_select(const struct rc_select_req *req, uint32_t *out,
 	return n;
 }
 
-int policy_forecast_rate(const struct rc_sample *s, size_t n,
-			 uint64_t window_ns, double *rate, uint32_t *nr_used)
-{
-	uint64_t t_last;
-	double mt = 0, mb = 0, sxy = 0, sxx = 0;
-	size_t i, first;
-	uint32_t m = 0;
-
-	*rate = 0;
-	if (nr_used)
-		*nr_used = 0;
-	if (!s || !n)
-		return -EINVAL;
-	t_last = s[n - 1].t_ns;
-	/* Newest first backwards until the window ends or time goes wrong. */
-	for (first = n - 1; first > 0; first--) {
-		uint64_t t = s[first - 1].t_ns;
-
-		if (t > t_last || (window_ns && t_last - t > window_ns))
-			break;
-	}
-	/* Relative to the newest sample: keeps doubles exact enough. */
-	for (i = first; i < n; i++) {
-		mt += -(double)(t_last - s[i].t_ns);
-		mb += (double)s[i].bytes - (double)s[n - 1].bytes;
-		m++;
-	}
-	mt /= m;
-	mb /= m;
-	for (i = first; i < n; i++) {
-		double dt = -(double)(t_last - s[i].t_ns) - mt;
-		double db = (double)s[i].bytes - (double)s[n - 1].bytes - mb;
-
-		sxy += dt * db;
-		sxx += dt * dt;
-	}
-	if (nr_used)
-		*nr_used = m;
-	if (m < 2 || sxx <= 0)
-		return 0;
-	*rate = sxy / sxx * 1e9;
-	if (!isfinite(*rate))
-		*rate = 0;
-	return 0;
-}
-
 /* The value of step series @s at @t: its newest sample at or before @t. */
 static bool step_at(const struct rc_sample *s, size_t n, uint64_t t,
 		    uint64_t *v)
@@ -477,20 +431,6 @@ static void forecast_from_rate(double h, double rate, uint64_t horizon_ns,
 		f->eta_ns = eta >= 18446744073709551616.0 ? UINT64_MAX
 							  : (uint64_t)eta;
 	}
-}
-
-int policy_forecast(const struct rc_sample *s, size_t n, uint64_t window_ns,
-		    uint64_t horizon_ns, struct rc_forecast *f)
-{
-	double rate;
-	int err;
-
-	memset(f, 0, sizeof(*f));
-	err = policy_forecast_rate(s, n, window_ns, &rate, &f->nr_used);
-	if (err)
-		return err;
-	forecast_from_rate((double)s[n - 1].bytes, rate, horizon_ns, f);
-	return 0;
 }
 
 int policy_domain_forecast(uint64_t headroom, const struct rc_growth *g,

@@ -253,7 +253,7 @@ int policy_select_domain(const struct rc_domain_member *m, size_t nr,
 
 struct rc_sample {
 	uint64_t t_ns;
-	uint64_t bytes; /* headroom (or RSS: see policy_forecast_rate) */
+	uint64_t bytes; /* RSS (see policy_growth_rate) */
 };
 
 struct rc_forecast {
@@ -263,24 +263,6 @@ struct rc_forecast {
 	uint64_t eta_ns;     /* time until headroom reaches 0 */
 	uint32_t nr_used;    /* samples in the window */
 };
-
-/*
- * Least-squares slope, in bytes per second, of the samples no older than
- * window_ns before the newest one (samples in time order, newest last;
- * window_ns 0 = all). One usable sample, or all at one instant, gives 0.
- * Works for any series: for RSS it is the allocation rate. 0 or -EINVAL.
- */
-int policy_forecast_rate(const struct rc_sample *s, size_t n,
-			 uint64_t window_ns, double *rate, uint32_t *nr_used);
-
-/*
- * Forecast a headroom series: rate as above, at_horizon = newest headroom +
- * rate x horizon (clamped to [0, UINT64_MAX]), and, when the rate is
- * negative, the ETA to 0 (0 if headroom is already 0). A flat or growing
- * series has no ETA. Returns 0 or -EINVAL (n == 0).
- */
-int policy_forecast(const struct rc_sample *s, size_t n, uint64_t window_ns,
-		    uint64_t horizon_ns, struct rc_forecast *f);
 
 /*
  * What a step figure (RSS: it holds between samples, which come when it
