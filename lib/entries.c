@@ -136,3 +136,23 @@ RC_API int ramcache_heartbeat(struct ramcache *rc)
 	rc_store_release(&rc->ctl->exec_heartbeat_ns, ramcache_now_ns());
 	return 0;
 }
+
+RC_API int ramcache_expect(struct ramcache *rc, uint64_t bytes)
+{
+	uint64_t ns = bytes ? ramcache_now_ns() : 0;
+
+	if (!rc)
+		return -EINVAL;
+	/* the size first: a reader that sees the new stamp sees its size */
+	rc_store(&rc->ctl->expect_bytes, bytes);
+	rc_store_release(&rc->ctl->expect_ns, ns);
+	__atomic_store_n(&rc->expect_ns, ns, __ATOMIC_RELAXED);
+	return 0;
+}
+
+RC_API bool ramcache_expect_seen(const struct ramcache *rc)
+{
+	uint64_t mine = __atomic_load_n(&rc->expect_ns, __ATOMIC_RELAXED);
+
+	return mine && rc_load_acquire(&rc->ctl->expect_seen_ns) == mine;
+}

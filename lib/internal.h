@@ -23,6 +23,10 @@ _Static_assert(offsetof(struct ramcache_ctl, agent_heartbeat_ns) == 192,
 	       "agent side offset");
 _Static_assert(offsetof(struct ramcache_ctl, cmd_futex) % 4 == 0,
 	       "futex word alignment");
+_Static_assert(offsetof(struct ramcache_ctl, expect_bytes) == 168 &&
+		       offsetof(struct ramcache_ctl, expect_ns) == 176 &&
+		       offsetof(struct ramcache_ctl, expect_seen_ns) == 240,
+	       "announcement offsets");
 _Static_assert(sizeof(struct ramcache_ctl_entry) == 96, "entry size");
 _Static_assert(sizeof(struct ramcache_ctl_cmd) == 32, "cmd size");
 _Static_assert(sizeof(struct ramcache_ctl_ack) == 48, "ack size");
@@ -48,6 +52,8 @@ struct ramcache {
 	uint64_t *ids;		  /* ids[i] is the id in entries[i] */
 	uint32_t nr_entries;
 	uint32_t entries_seq;
+
+	uint64_t expect_ns; /* the announcement in force, 0: none */
 
 	pthread_mutex_t cmd_lock; /* command ring and ack ring */
 	uint64_t cmd_done;

@@ -492,12 +492,18 @@ static void tick_evictors(struct agent *a, uint64_t now, bool fresh)
 	if (!targets_evicting(&a->ts))
 		return;
 	for_each_target(a, t, i)
-		if (t->evicting)
+		if (t->evicting) {
 			target_tick(t, now);
+			/* an executor announced a load: judge it now */
+			fresh |= t->ev.ann_new;
+		}
 	/* calm: nothing new to judge but what was just read */
 	if (fresh || !a->tk.cad.calm)
 		evaluate(a, 0);
 	run_eval(a);
+	for_each_target(a, t, i)
+		if (t->evicting)
+			evictor_tell(&t->ev, now);
 }
 
 static void on_tick(struct agent *a)

@@ -47,6 +47,8 @@
 #define RAMCACHE_HEARTBEAT_TIMEOUT_NS 1500000000ULL
 /* How often each side should beat. */
 #define RAMCACHE_HEARTBEAT_PERIOD_NS 250000000ULL
+/* An announcement (expect_bytes) older than this is ignored. */
+#define RAMCACHE_EXPECT_TTL_NS 60000000000ULL
 
 /*
  * Is a peer whose last heartbeat says @hb_ns alive at @now_ns? 0 means no
@@ -88,7 +90,7 @@ static inline int ramcache_agent_fresh(uint64_t hb_ns, uint32_t lock,
 /* entry flags */
 #define RAMCACHE_F_ACTIVE (1u << 0) /* used by the prompt running now */
 #define RAMCACHE_F_PINNED (1u << 1) /* never evict */
-#define RAMCACHE_F_MODEL  (1u << 2) /* model weights (evicted first) */
+#define RAMCACHE_F_MODEL  (1u << 2) /* model weights: cost_ns is its reload */
 
 /* pressure levels written by the agent */
 enum ramcache_level {
@@ -176,7 +178,16 @@ struct ramcache_ctl {
 	uint64_t generation;  /* [E] current prompt generation */
 	uint64_t cmd_done;    /* [E] seq of the last command consumed */
 	uint64_t ack_head; /* [E] number of acks written (ack n, not a seq) */
-	uint8_t pad1[24];
+	/*
+	 * [E] bytes the executor is about to take at once (a model load),
+	 * that its RSS does not show yet; 0: none. The agent counts them as
+	 * taken, less what the executor's RSS grew by since @expect_ns, and
+	 * makes room for them from this executor's own entries.
+	 */
+	uint64_t expect_bytes;
+	/* [E] when expect_bytes was set; ignored once RAMCACHE_EXPECT_TTL_NS old */
+	uint64_t expect_ns;
+	uint8_t pad1[8];
 
 	/* agent side, 64-byte aligned */
 	uint64_t agent_heartbeat_ns; /* [A] 0 = no agent */
@@ -187,7 +198,12 @@ struct ramcache_ctl {
 	uint64_t cmd_head;	     /* [A] seq of the newest command posted */
 	uint32_t cmd_futex;	     /* [A] bumped and woken on every post */
 	uint32_t agent_lock; /* [A] robust futex: RAMCACHE_LOCK_* above */
-	uint8_t pad2[16];
+	/*
+	 * [A] the expect_ns of the announcement the agent's last evaluation
+	 * counted: its commands for it, if any, are posted; 0: none yet.
+	 */
+	uint64_t expect_seen_ns;
+	uint8_t pad2[8];
 };
 
 /* Names of statuses and reasons, as the agent's JSON spells them. */

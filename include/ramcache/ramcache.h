@@ -82,6 +82,24 @@ int ramcache_set_generation(struct ramcache *rc, uint64_t generation);
 int ramcache_heartbeat(struct ramcache *rc);
 
 /*
+ * Announce @bytes about to be taken at once (a model load, a big batch)
+ * that the process's RSS does not show yet, so the agent makes room for
+ * them from this executor's entries before the allocation runs into the
+ * limit; 0 withdraws it (do so once the memory is taken: the agent counts
+ * only what the RSS has not grown by since the announcement, and forgets
+ * one older than RAMCACHE_EXPECT_TTL_NS). Serve commands while waiting.
+ */
+int ramcache_expect(struct ramcache *rc, uint64_t bytes);
+
+/*
+ * True once the agent has counted the announcement in force: its
+ * commands for it, if any, are posted (ramcache_target() then says
+ * whether it still wants bytes). False with no announcement, or with an
+ * agent that predates announcements: wait a bounded time, never forever.
+ */
+bool ramcache_expect_seen(const struct ramcache *rc);
+
+/*
  * Take the next command without blocking: 1 and *cmd filled, 0 when there
  * is none. A command taken is never returned again, even across a restart
  * of the agent; each must be answered with ramcache_ack.

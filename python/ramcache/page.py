@@ -39,6 +39,7 @@ DEFAULT_RING = 64
 MAX_RING = 4096
 HEARTBEAT_TIMEOUT_NS = 1_500_000_000
 HEARTBEAT_PERIOD_NS = 250_000_000
+EXPECT_TTL_NS = 60_000_000_000
 
 # agent_lock: a robust futex the agent holds while attached (its thread id |
 # LOCK_WAITERS); the kernel sets LOCK_OWNER_DIED (and clears the id) and wakes
@@ -67,10 +68,10 @@ H_EXECUTOR_PID, H_EXECUTOR_UID = 44, 48
 H_ENTRIES_OFF, H_CMDS_OFF, H_ACKS_OFF = 56, 64, 72
 # executor side (128..191)
 E_HEARTBEAT, E_ENTRIES_SEQ, E_NR_ENTRIES, E_GENERATION = 128, 136, 140, 144
-E_CMD_DONE, E_ACK_HEAD = 152, 160
+E_CMD_DONE, E_ACK_HEAD, E_EXPECT_BYTES, E_EXPECT_NS = 152, 160, 168, 176
 # agent side (192..255)
 A_HEARTBEAT, A_PID, A_LEVEL, A_HEADROOM, A_TARGET = 192, 200, 204, 208, 216
-A_CMD_HEAD, A_CMD_FUTEX, A_AGENT_LOCK = 224, 232, 236
+A_CMD_HEAD, A_CMD_FUTEX, A_AGENT_LOCK, A_EXPECT_SEEN = 224, 232, 236, 240
 # struct ramcache_ctl_cmd
 C_SEQ, C_ENTRY_ID, C_ISSUE_NS, C_REASON = 0, 8, 16, 24
 # struct ramcache_ctl_ack
@@ -226,6 +227,7 @@ class Page:
         self._batch = 0
         self._cmd_done = 0
         self._ack_head = 0
+        self._expect_ns = 0  # the announcement in force
         self._futex = self._lock = None  # ctypes views of the futex words
         self._q = self._d = None  # the page as 8- and 4-byte words
         try:
@@ -479,6 +481,25 @@ class Page:
 
     def heartbeat(self):
         self._w64(E_HEARTBEAT, now_ns())
+
+    def expect(self, nbytes):
+        """Announce @nbytes about to be taken at once (a model load) that
+        the RSS does not show yet: the agent makes room for them from this
+        executor's entries. 0 withdraws it; withdraw once the memory is
+        taken (the agent counts only what the RSS has not grown by since,
+        and forgets an announcement after EXPECT_TTL_NS)."""
+        nbytes = max(0, min(int(nbytes), (1 << 64) - 1))
+        ns = now_ns() if nbytes else 0
+        self._w64(E_EXPECT_BYTES, nbytes)  # the size before its stamp
+        self._w64(E_EXPECT_NS, ns)
+        self._expect_ns = ns
+
+    def expect_seen(self):
+        """The agent has counted the announcement in force: its commands
+        for it, if any, are posted. False with none, and with an agent
+        that predates announcements (wait a bounded time)."""
+        mine = self._expect_ns
+        return bool(mine) and self._r64(A_EXPECT_SEEN) == mine
 
     # ------------------------------------------------------------ commands
 

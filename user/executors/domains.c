@@ -84,14 +84,37 @@ static void outlook(const struct targets *ts, int dom, const struct domain *d,
 	shared_view(d, env, now, headroom, v);
 }
 
-/* The plan the domain's outlook makes; its headroom. */
+/* The domain's limit, the most an announcement may count for. */
+static uint64_t limit_of(const struct target *t)
+{
+	return t->domain && t->sm.has_cg ? t->sm.cs.limit : t->sm.mi.mem_total;
+}
+
+/* What the members of @d announced and their RSS does not show yet. */
+static uint64_t announced(const struct domain *d)
+{
+	uint64_t sum = 0, cap = limit_of(d->m[0]);
+
+	for (int k = 0; k < d->n; k++) {
+		uint64_t a = evictor_announced(&d->m[k]->ev, cap);
+
+		sum = sum + a < sum ? UINT64_MAX : sum + a;
+	}
+	return sum;
+}
+
+/*
+ * The plan the domain's outlook makes, the members of @d taking @ann
+ * bytes more before long (announced); its headroom.
+ */
 static uint64_t plan(const struct targets *ts, int dom, const struct domain *d,
 		     const struct domain_env *env, uint64_t now, uint32_t why,
-		     struct rc_plan *p)
+		     uint64_t ann, struct rc_plan *p)
 {
 	struct rc_view v;
 
 	outlook(ts, dom, d, env, now, &v);
+	v.low = v.low > ann ? v.low - ann : 0;
 	/* members share the limit, so their thresholds are the same */
 	outlook_plan(&v, &d->m[0]->thr, why != 0, p);
 	for (int k = 0; k < d->n; k++)
@@ -114,8 +137,7 @@ int domains_outlook(const struct targets *ts, int dom,
 	t = d.m[0];
 	o->name = t->domain_path;
 	/* the nearest limit's own size is not read; the tightest one is */
-	o->limit = t->domain && t->sm.has_cg ? t->sm.cs.limit
-					     : t->sm.mi.mem_total;
+	o->limit = limit_of(t);
 	outlook(ts, dom, &d, env, now, &o->v);
 	o->headroom = o->v.headroom;
 	return 0;
@@ -232,14 +254,16 @@ static void post(const struct domain *d, const struct domain_env *env,
 	free(picks);
 }
 
-static void evaluate(const struct targets *ts, int dom, const struct domain *d,
-		     const struct domain_env *env, uint64_t now, uint32_t why)
+/* Plan for the members @d, the announcements @ann counted, and post. */
+static void evaluate_for(const struct targets *ts, int dom,
+			 const struct domain *d, const struct domain_env *env,
+			 uint64_t now, uint32_t why, uint64_t ann)
 {
 	struct evict_post ep = { .now = now };
 	uint64_t pending = 0;
 	struct rc_plan p;
 
-	ep.headroom = plan(ts, dom, d, env, now, why, &p);
+	ep.headroom = plan(ts, dom, d, env, now, why, ann, &p);
 	if (!p.evict) {
 		for (int k = 0; k < d->n; k++)
 			evictor_short_over(&d->m[k]->ev);
@@ -253,6 +277,27 @@ static void evaluate(const struct targets *ts, int dom, const struct domain *d,
 		return;
 	ep.plan = &p;
 	post(d, env, &p, p.deficit - pending, &ep);
+}
+
+/*
+ * Alone, an executor's announcement is part of its plan. In a domain of
+ * several, the plan leaves announcements out, and each member that
+ * announced one makes room for it from its own entries only: no one's
+ * model load evicts another's cache.
+ */
+static void evaluate(const struct targets *ts, int dom, const struct domain *d,
+		     const struct domain_env *env, uint64_t now, uint32_t why)
+{
+	evaluate_for(ts, dom, d, env, now, why, d->n == 1 ? announced(d) : 0);
+	for (int k = 0; d->n > 1 && k < d->n; k++) {
+		struct domain one = { .m = { d->m[k] }, .n = 1 };
+		uint64_t ann = announced(&one);
+
+		if (ann)
+			evaluate_for(ts, dom, &one, env, now, why, ann);
+	}
+	for (int k = 0; k < d->n; k++)
+		evictor_counted(&d->m[k]->ev);
 }
 
 void domains_evaluate(struct targets *ts, const struct domain_env *env,

@@ -181,6 +181,10 @@ static void try_open(struct evictor *ev, uint64_t now)
 	}
 	ev->open = true;
 	ev->seq_base = ev->ctl.cmd_head;
+	/* an earlier agent's word on an announcement is not ours */
+	ev->ann = (struct rc_announce){ 0 };
+	ev->ann_counted = 0;
+	ev->ann_told = UINT64_MAX;
 	ev->earlier_acks = 0;
 	ev->last_why = CTL_OK;
 	ev->next_beat_ns = now;
@@ -518,6 +522,29 @@ static void heartbeat(struct evictor *ev, uint64_t now)
 		return;
 	ev->next_beat_ns = now + RAMCACHE_HEARTBEAT_PERIOD_NS;
 	control_write_agent(&ev->ctl, &a);
+	/* after the plan: the executor reads the target it goes with */
+	if (ev->ann_counted != ev->ann_told &&
+	    !control_write_expect_seen(&ev->ctl, ev->ann_counted))
+		ev->ann_told = ev->ann_counted;
+}
+
+uint64_t evictor_announced(const struct evictor *ev, uint64_t cap)
+{
+	return announce_left(&ev->ann, ev->rss, cap);
+}
+
+void evictor_counted(struct evictor *ev)
+{
+	ev->ann_counted = ev->ann.ns;
+	ev->ann_new = false;
+}
+
+void evictor_tell(struct evictor *ev, uint64_t now)
+{
+	if (ev->open && ev->ann_counted != ev->ann_told) {
+		ev->next_beat_ns = 0;
+		heartbeat(ev, now);
+	}
 }
 
 /* Entry @id in the last window read, or NULL. */
@@ -667,6 +694,9 @@ void evictor_tick(struct evictor *ev, uint64_t now)
 	if (!control_read_exec(&ev->ctl, &ex)) {
 		check_exec(ev, &ex, now);
 		note_reuse(ev, &ex, now);
+		if (announce_read(&ev->ann, ex.expect_ns, ex.expect_bytes,
+				  ev->rss, now))
+			ev->ann_new = true;
 	}
 	read_acks(ev, now);
 	refresh_held(ev, now);

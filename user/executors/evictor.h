@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "page/control.h"
+#include "core/announce.h"
 #include "core/hist.h"
 #include "core/outlook.h"
 #include "core/reuse.h"
@@ -132,6 +133,13 @@ struct evictor {
 	 * what it freed and how long that took.
 	 */
 	struct rc_outlook *outlook;
+	/*
+	 * The executor's announcement of an allocation (announce.h): as last
+	 * read; the stamp an evaluation counted and the one told back.
+	 */
+	struct rc_announce ann;
+	bool ann_new; /* changed since the last evaluation */
+	uint64_t ann_counted, ann_told;
 	struct rc_reuse reuse; /* of the page's entries, this session */
 	uint32_t reuse_seq;    /* entries_seq of the last table noted */
 	uint32_t reuse_start;  /* next window of a big table to note */
@@ -192,6 +200,16 @@ int evictor_candidates(struct evictor *ev, uint64_t now_ns, uint64_t cap,
  * more can go out now (the ring is full or the post failed).
  */
 bool evictor_post(struct evictor *ev, uint32_t idx, const struct evict_post *p);
+
+/*
+ * Bytes the executor announced and its RSS does not show yet, at most
+ * @cap (0: no cap). evictor_counted() after an evaluation that counted
+ * them; evictor_tell() writes that back at once (expect_seen_ns, with the
+ * plan), so the executor waiting on it goes on.
+ */
+uint64_t evictor_announced(const struct evictor *ev, uint64_t cap);
+void evictor_counted(struct evictor *ev);
+void evictor_tell(struct evictor *ev, uint64_t now_ns);
 
 /* Bytes of commands out whose memory has not been seen freed yet. */
 uint64_t evictor_pending(const struct evictor *ev);

@@ -472,7 +472,7 @@ bool targets_evicting(const struct targets *ts)
 
 static bool pressing(const struct target *t)
 {
-	if (t->evicting && t->ev.nr_inflight)
+	if (t->evicting && (t->ev.nr_inflight || t->ev.ann.ns))
 		return true;
 	return t->sm.headroom / 2 < t->thr.inactive_min;
 }
@@ -496,7 +496,9 @@ void targets_nearest(const struct targets *ts, uint64_t *headroom,
 
 		if (!t)
 			continue;
-		near = 2 * t->thr.inactive_min;
+		near = 2 * t->thr.inactive_min + evictor_announced(&t->ev, 0);
+		if (near < 2 * t->thr.inactive_min)
+			near = UINT64_MAX;
 		above = t->sm.headroom > near ? t->sm.headroom - near : 0;
 		if (above < best) {
 			best = above;

@@ -338,8 +338,10 @@ void control_detach(struct ctl *c)
 
 	/* never write into a file that is no longer the page it was */
 	if (!fstat(c->fd, &st) && (uint64_t)st.st_size == c->lay.total_size &&
-	    !control_write_agent(c, &gone))
+	    !control_write_agent(c, &gone)) {
+		control_write_expect_seen(c, 0);
 		control_lock_drop(&c->lock, c->fd);
+	}
 	control_close(c);
 }
 
@@ -416,6 +418,11 @@ int control_write_agent(struct ctl *c, const struct ctl_agent *a)
 	h.target_bytes = a->target_bytes;
 	return write_at(c, (char *)&h + OFF(agent_heartbeat_ns), len,
 			OFF(agent_heartbeat_ns));
+}
+
+int control_write_expect_seen(struct ctl *c, uint64_t ns)
+{
+	return write_u64(c, ns, OFF(expect_seen_ns));
 }
 
 int control_wake(struct ctl *c)

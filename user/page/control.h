@@ -88,6 +88,8 @@ struct ctl_exec {
 	uint64_t generation;
 	uint64_t cmd_done;
 	uint64_t ack_head;
+	uint64_t expect_bytes; /* an announced allocation, see announce.h */
+	uint64_t expect_ns;
 	uint32_t entries_seq;
 	uint32_t nr_entries;
 };
@@ -264,6 +266,8 @@ int control_read_entries(struct ctl *c, struct ctl_entry *out, uint32_t cap);
 int control_read_entries_window(struct ctl *c, uint32_t first, uint32_t count,
 				struct ctl_entry *out, uint32_t *nr_slots);
 int control_write_agent(struct ctl *c, const struct ctl_agent *a);
+/* expect_seen_ns: the executor's announcement stamped @ns is counted. */
+int control_write_expect_seen(struct ctl *c, uint64_t ns);
 /*
  * Post "evict @entry_id" and wake the executor; *seq gets its seq.
  * -EBUSY when the ring is full (the executor has not taken older ones).

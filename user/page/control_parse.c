@@ -112,7 +112,9 @@ int control_parse_exec(const void *buf, size_t len, struct ctl_exec *out)
 				  .nr_entries = h.nr_entries,
 				  .generation = h.generation,
 				  .cmd_done = h.cmd_done,
-				  .ack_head = h.ack_head };
+				  .ack_head = h.ack_head,
+				  .expect_bytes = h.expect_bytes,
+				  .expect_ns = h.expect_ns };
 	return 0;
 }
 
