@@ -38,6 +38,20 @@ TEST(what_the_rss_grew_by_is_no_longer_to_come)
 	ASSERT_EQ(announce_left(&a, 700 * MiB, 0), 500 * MiB, "base kept");
 }
 
+TEST(memory_freed_while_it_waits_does_not_count_as_taken)
+{
+	struct rc_announce a = { 0 };
+
+	announce_read(&a, T0, 200 * MiB, 350 * MiB, T0);
+	announce_rss(&a, 286 * MiB); /* a command freed 64 MiB */
+	ASSERT_EQ(announce_left(&a, 286 * MiB, 0), 200 * MiB, "all to come");
+	announce_rss(&a, 370 * MiB);
+	ASSERT_EQ(announce_left(&a, 370 * MiB, 0), 116 * MiB, "from the low");
+	announce_read(&a, 0, 0, 0, T0 + 1);
+	announce_rss(&a, 1 * MiB);
+	ASSERT_EQ(a.rss0, 0, "none in force: nothing moves");
+}
+
 TEST(a_new_stamp_takes_the_rss_as_its_base)
 {
 	struct rc_announce a = { 0 };

@@ -201,6 +201,29 @@ TEST(age_hostile)
 }
 
 /*
+ * A checkpoint of 2 GiB that loads in 10 s, used two prompts ago, outlives
+ * an output of 200 MiB nobody read for five (1.69 x 2 GiB / 10 s = 346 MiB
+ * against 3.71 x 200 MiB = 743 MiB); unknown, its reload puts it first.
+ */
+TEST(a_model_dear_to_reload_outlives_an_unread_output)
+{
+	struct rc_entry model = { .id = 1, .bytes = 2 * GiB,
+				  .used_generation = 8, .cost_ns = 10000000000ULL,
+				  .flags = RAMCACHE_F_MODEL };
+	struct rc_entry output = { .id = 2, .bytes = 200 * MiB,
+				   .used_generation = 5 };
+
+	ASSERT_TRUE(policy_entry_cmp(&output, &model, 10, RC_POLICY_RAM) < 0,
+		    "the output goes first");
+	model.cost_ns = 0;
+	ASSERT_TRUE(policy_entry_cmp(&model, &output, 10, RC_POLICY_RAM) < 0,
+		    "a model of unknown reload: old models first");
+	model.cost_ns = 1;
+	ASSERT_TRUE(policy_entry_cmp(&model, &output, 10, RC_POLICY_RAM) < 0,
+		    "a reload under a second counts as one");
+}
+
+/*
  * The order table: each row must be evicted before the next one (all
  * inactive, so one tier). Generation 10.
  */

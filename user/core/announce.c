@@ -26,6 +26,12 @@ bool announce_read(struct rc_announce *a, uint64_t ns, uint64_t bytes,
 	return a->ns != was.ns || a->bytes != was.bytes;
 }
 
+void announce_rss(struct rc_announce *a, uint64_t rss)
+{
+	if (a->ns && rss < a->rss0)
+		a->rss0 = rss;
+}
+
 uint64_t announce_left(const struct rc_announce *a, uint64_t rss,
 		       uint64_t cap)
 {

@@ -17,7 +17,7 @@
 struct rc_announce {
 	uint64_t ns;	/* the executor's expect_ns; 0: none in force */
 	uint64_t bytes; /* its expect_bytes */
-	uint64_t rss0;	/* the executor's RSS when this one was first read */
+	uint64_t rss0;	/* the executor's lowest RSS since it was first read */
 };
 
 /*
@@ -29,8 +29,15 @@ bool announce_read(struct rc_announce *a, uint64_t ns, uint64_t bytes,
 		   uint64_t rss, uint64_t now);
 
 /*
+ * The executor's RSS is now @rss: a fall (what commands freed while it
+ * waited to load) lowers the base the growth is counted from.
+ */
+void announce_rss(struct rc_announce *a, uint64_t rss);
+
+/*
  * Bytes still to come at @rss: the announcement less what the RSS grew by
- * since, at most @cap (0: no cap). 0 when none is in force.
+ * since (from its lowest since), at most @cap (0: no cap). 0 when none is
+ * in force.
  */
 uint64_t announce_left(const struct rc_announce *a, uint64_t rss,
 		       uint64_t cap);

@@ -24,10 +24,16 @@ static struct rc_outlook_slot *newest(struct rc_outlook *o)
 	return &o->s[(o->head + N - 1) % N];
 }
 
-/* The headroom with what our commands freed taken out: the executor's. */
+/*
+ * The headroom with what our commands freed and what announced loads took
+ * taken out: the executor's own course.
+ */
 static int64_t adjusted(const struct rc_outlook *o, uint64_t headroom)
 {
-	return to_i64(headroom) - to_i64(o->freed);
+	int64_t a = to_i64(headroom) - to_i64(o->freed);
+	int64_t t = to_i64(o->took);
+
+	return a > INT64_MAX - t ? INT64_MAX : a + t;
 }
 
 void outlook_init(struct rc_outlook *o)
@@ -88,6 +94,14 @@ void outlook_freed(struct rc_outlook *o, uint64_t post, uint64_t now,
 	o->freed = o->freed > UINT64_MAX - bytes ? UINT64_MAX
 						 : o->freed + bytes;
 	quiet_until(o, now + RC_OUTLOOK_QUIET_NS);
+}
+
+void outlook_took(struct rc_outlook *o, uint64_t now, uint64_t total)
+{
+	if (total <= o->took)
+		return;
+	o->took = total;
+	outlook_posted(o, now);
 }
 
 void outlook_latency(struct rc_outlook *o, uint64_t ns)

@@ -60,6 +60,7 @@ struct rc_outlook {
 	struct rc_outlook_slot s[RC_OUTLOOK_BUCKETS];
 	unsigned int head, count; /* s[head - 1] is the newest */
 	uint64_t freed;		  /* bytes our commands freed, all told */
+	uint64_t took;		  /* bytes announced loads took, all told */
 	uint64_t quiet_until;	  /* no spike learnt before this */
 	uint64_t lat[RC_OUTLOOK_LEAD_LATS];
 	unsigned int nr_lat, lat_head;
@@ -91,6 +92,14 @@ void outlook_push(struct rc_outlook *o, uint64_t t_ns, uint64_t headroom);
  */
 void outlook_freed(struct rc_outlook *o, uint64_t post_ns, uint64_t now_ns,
 		   uint64_t bytes);
+
+/*
+ * The executor's announced loads (announce.h) have taken @total bytes so
+ * far, all told (it never goes back): that growth is taken out of the
+ * series, as what commands freed is, so a load it said was coming is
+ * neither a trend nor a spike. Nothing is learnt around it either.
+ */
+void outlook_took(struct rc_outlook *o, uint64_t now_ns, uint64_t total);
 
 /* A command was posted at @now_ns: nothing is learnt while it is out. */
 void outlook_posted(struct rc_outlook *o, uint64_t now_ns);

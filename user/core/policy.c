@@ -117,6 +117,12 @@ static double ram_score(const struct rc_entry *e, uint64_t generation)
 	       ((double)e->bytes + 0.05);
 }
 
+/* A model whose reload the executor has measured (cost_ns). */
+static bool reloadable(const struct rc_entry *e)
+{
+	return (e->flags & RAMCACHE_F_MODEL) && e->cost_ns;
+}
+
 double policy_score(const struct rc_entry *e, uint64_t generation,
 		    enum rc_score_policy policy)
 {
@@ -124,6 +130,8 @@ double policy_score(const struct rc_entry *e, uint64_t generation,
 
 	if (policy == RC_POLICY_COST && e->cost_ns)
 		s /= (double)max_u64(e->cost_ns, RC_COST_MIN_NS) / 1e9;
+	else if (reloadable(e))
+		s /= (double)max_u64(e->cost_ns, RC_RELOAD_MIN_NS) / 1e9;
 	return s / (1.0 + e->reuse);
 }
 
@@ -134,10 +142,14 @@ static int tier(const struct rc_entry *e)
 	return e->bytes >= RC_BIG_ACTIVE ? 1 : 2;
 }
 
-/* Class within a tier: inactive models first. */
+/*
+ * Class within a tier: inactive models first, as ComfyUI drops them,
+ * unless their reload cost is known: then their score weighs it.
+ */
 static int klass(const struct rc_entry *e)
 {
-	return (e->flags & RAMCACHE_F_MODEL) && !(e->flags & RAMCACHE_F_ACTIVE)
+	return (e->flags & RAMCACHE_F_MODEL) &&
+			       !(e->flags & RAMCACHE_F_ACTIVE) && !reloadable(e)
 		       ? 0
 		       : 1;
 }

@@ -143,13 +143,23 @@ enum rc_score_policy {
 #define RC_BIG_ACTIVE (512 * RC_MIB)
 /* Floor on recompute time in the cost policy (upstream: 1 ms). */
 #define RC_COST_MIN_NS 1000000ULL
+/*
+ * Floor on a model's reload time in the RAM policy: a model entry
+ * (RAMCACHE_F_MODEL) with a known cost_ns (its measured reload) scores its
+ * RAM score over its reload seconds, at least this many: a 2 GiB
+ * checkpoint that takes 10 s to load scores as 205 MiB of output, so it
+ * outlives the outputs nobody reads (1.3^age grows theirs).
+ */
+#define RC_RELOAD_MIN_NS 1000000000ULL
 
 /* generation - used_generation, 0 if negative, at most RC_AGE_CAP. */
 uint32_t policy_entry_age(uint64_t generation, uint64_t used_generation);
 
 /*
  * Score of one entry: higher = evict earlier within its class. Always
- * finite and >= 0. Does not include the class ordering below. Divided by
+ * finite and >= 0. Does not include the class ordering below. A model
+ * with a known reload cost is divided by its reload seconds in the RAM
+ * policy (RC_RELOAD_MIN_NS), by its cost in the cost policy. Divided by
  * 1 + reuse: an entry later prompts of this session used again is likely
  * to be used again (a shared upstream node), whatever the policy.
  */
@@ -164,7 +174,8 @@ enum rc_phase {
 /*
  * Eviction order, first to go first: by tier (headroom phase: inactive,
  * then active >= RC_BIG_ACTIVE, then other active; inactive phase: only
- * tier inactive), then inactive model entries ("old models first"), then
+ * tier inactive), then inactive model entries whose reload cost is not
+ * known ("old models first", as ComfyUI drops them), then
  * (cost policy) known-cost before unknown-cost, then higher score, then
  * older last_use_ns, then lower id. Returns <0, 0, >0 like strcmp.
  */

@@ -111,12 +111,19 @@ static uint64_t plan(const struct targets *ts, int dom, const struct domain *d,
 		     const struct domain_env *env, uint64_t now, uint32_t why,
 		     uint64_t ann, struct rc_plan *p)
 {
+	uint64_t over = 0;
 	struct rc_view v;
 
 	outlook(ts, dom, d, env, now, &v);
+	/* below 0: what the announcement overshoots is asked for too */
+	if (ann > v.low)
+		over = ann - v.low;
 	v.low = v.low > ann ? v.low - ann : 0;
 	/* members share the limit, so their thresholds are the same */
 	outlook_plan(&v, &d->m[0]->thr, why != 0, p);
+	if (p->evict)
+		p->deficit = p->deficit + over < over ? UINT64_MAX
+						     : p->deficit + over;
 	for (int k = 0; k < d->n; k++)
 		evictor_set_plan(&d->m[k]->ev, v.headroom,
 				 p->evict ? p->deficit : 0);

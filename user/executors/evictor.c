@@ -533,6 +533,22 @@ uint64_t evictor_announced(const struct evictor *ev, uint64_t cap)
 	return announce_left(&ev->ann, ev->rss, cap);
 }
 
+void evictor_load_rss(struct evictor *ev, uint64_t ts, uint64_t rss)
+{
+	uint64_t g;
+
+	announce_rss(&ev->ann, rss);
+	g = rss > ev->ann.rss0 ? rss - ev->ann.rss0 : 0;
+	if (!ev->ann.ns || !ev->outlook)
+		return;
+	if (g > ev->ann.bytes)
+		g = ev->ann.bytes;
+	if (g <= ev->ann_grown)
+		return;
+	ev->ann_grown = g;
+	outlook_took(ev->outlook, ts, ev->ann_took + g);
+}
+
 void evictor_counted(struct evictor *ev)
 {
 	ev->ann_counted = ev->ann.ns;
@@ -694,9 +710,15 @@ void evictor_tick(struct evictor *ev, uint64_t now)
 	if (!control_read_exec(&ev->ctl, &ex)) {
 		check_exec(ev, &ex, now);
 		note_reuse(ev, &ex, now);
+		uint64_t was = ev->ann.ns;
+
 		if (announce_read(&ev->ann, ex.expect_ns, ex.expect_bytes,
 				  ev->rss, now))
 			ev->ann_new = true;
+		if (ev->ann.ns != was) { /* what the last one took stays taken */
+			ev->ann_took += ev->ann_grown;
+			ev->ann_grown = 0;
+		}
 	}
 	read_acks(ev, now);
 	refresh_held(ev, now);

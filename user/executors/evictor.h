@@ -140,6 +140,8 @@ struct evictor {
 	struct rc_announce ann;
 	bool ann_new; /* changed since the last evaluation */
 	uint64_t ann_counted, ann_told;
+	/* what the RSS grew by under this announcement, and under earlier ones */
+	uint64_t ann_grown, ann_took;
 	struct rc_reuse reuse; /* of the page's entries, this session */
 	uint32_t reuse_seq;    /* entries_seq of the last table noted */
 	uint32_t reuse_start;  /* next window of a big table to note */
@@ -209,6 +211,11 @@ bool evictor_post(struct evictor *ev, uint32_t idx, const struct evict_post *p);
  */
 uint64_t evictor_announced(const struct evictor *ev, uint64_t cap);
 void evictor_counted(struct evictor *ev);
+/*
+ * The executor's RSS is @rss at @ts: what an announced load took of it
+ * goes to the outlook (outlook_took()), not into its trend.
+ */
+void evictor_load_rss(struct evictor *ev, uint64_t ts_ns, uint64_t rss);
 void evictor_tell(struct evictor *ev, uint64_t now_ns);
 
 /* Bytes of commands out whose memory has not been seen freed yet. */

@@ -397,6 +397,9 @@ struct target *targets_single(const struct targets *ts)
 
 void target_rss(struct target *t, uint64_t ts_ns, uint64_t total, uint64_t file)
 {
+	/* before the sample: an announced load is no trend */
+	if (t->evicting)
+		evictor_load_rss(&t->ev, ts_ns, total);
 	sampler_rss(&t->sm, ts_ns, total);
 	t->rss_file = file;
 	t->has_rss_file = true;

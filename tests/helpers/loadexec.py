@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""An executor that loads something big, for tests/integration/test_announce.py:
+the project's Python module's page (python/ramcache), ENTRIES entries of
+MIB MiB each held in real memory, inactive (an earlier job's), obeyed on
+command. Then, on a line "load N [ANNOUNCE]" on stdin, it takes N MiB at
+once, as a model load does: with ANNOUNCE (default N) > 0 it first
+announces ANNOUNCE MiB (expect_bytes) and serves commands until the agent
+has counted it and wants nothing more (at most WAIT s), then touches the
+N MiB, then withdraws the announcement. One JSON line per event on stdout:
+
+  {"type": "ready", "pid"}
+  {"type": "evicted", "id", "during": "wait"|"idle"|"load"}
+  {"type": "waited", "ms", "seen", "served"}
+  {"type": "loaded", "mib"}
+
+usage: loadexec.py ENTRIES MIB [--stale]
+  --stale: announce with a stamp 61 s old (the agent must ignore it)
+"""
+import json
+import os
+import select
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "python"))
+from ramcache import page as pagemod  # noqa: E402
+
+MiB = 1 << 20
+WAIT = 3.0
+
+
+def say(**kw):
+    print(json.dumps(kw), flush=True)
+
+
+class LoadExec:
+    def __init__(self, entries, mib, stale):
+        self.page = pagemod.Page()
+        self.blobs = {}
+        self.stale = stale
+        self.page.set_generation(2)
+        with self.page.batch():
+            for i in range(1, entries + 1):
+                blob = bytearray(mib * MiB)
+                blob[::4096] = b"x" * len(blob[::4096])  # in RAM, not just mapped
+                self.blobs[i] = blob
+                self.page.publish(i, mib * MiB, time.monotonic_ns(), 1, 0,
+                                  f"blob-{i}", 0)
+
+    def serve(self, during):
+        """Take and obey every command waiting; how many."""
+        n = 0
+        while True:
+            cmd = self.page.poll()
+            if cmd is None:
+                return n
+            blob = self.blobs.pop(cmd.entry_id, None)
+            freed = len(blob) if blob is not None else 0
+            del blob
+            with self.page.batch():
+                self.page.remove(cmd.entry_id)
+            self.page.ack(cmd, pagemod.ACK_EVICTED if freed else pagemod.ACK_NOT_FOUND,
+                          freed)
+            say(type="evicted", id=cmd.entry_id, during=during)
+            n += 1
+
+    def announce(self, nbytes):
+        self.page.expect(nbytes)
+        if self.stale:  # the stamp of an announcement a minute old
+            self.page._w64(pagemod.E_EXPECT_NS,
+                           pagemod.now_ns() - pagemod.EXPECT_TTL_NS - 10**9)
+
+    def wait_room(self):
+        start, served = time.monotonic(), 0
+        while time.monotonic() - start < WAIT:
+            self.page.heartbeat()
+            served += self.serve("wait")
+            if self.page.expect_seen() and not self.page.target():
+                break
+            time.sleep(0.01)
+        say(type="waited", ms=round((time.monotonic() - start) * 1e3, 1),
+            seen=self.page.expect_seen(), served=served)
+
+    def load(self, mib, announce_mib):
+        if announce_mib:
+            self.announce(announce_mib * MiB)
+            self.wait_room()
+        block = bytearray(mib * MiB)
+        block[::4096] = b"y" * len(block[::4096])
+        self.blobs[-1] = block  # held, never published
+        self.page.expect(0)
+        say(type="loaded", mib=mib)
+
+    def run(self):
+        say(type="ready", pid=os.getpid())
+        while True:
+            self.page.heartbeat()
+            self.serve("idle")
+            r, _, _ = select.select([sys.stdin], [], [], 0.05)
+            if not r:
+                continue
+            line = sys.stdin.readline()
+            if not line:
+                return
+            words = line.split()
+            if words and words[0] == "load":
+                mib = int(words[1])
+                self.load(mib, int(words[2]) if len(words) > 2 else mib)
+                self.serve("load")
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    LoadExec(int(args[0]), int(args[1]), "--stale" in sys.argv).run()
+
+
+if __name__ == "__main__":
+    main()
