@@ -19,7 +19,7 @@ import threading
 import time
 import weakref
 
-from . import compat, evict, ownmemory, ownpolicy, sizing
+from . import compat, evict, models, ownmemory, ownpolicy, sizing
 from .reclaim import Reclaim
 from .window import NodeWindow
 from . import page as pagemod
@@ -33,6 +33,10 @@ HEARTBEAT_S = 0.25
 # faster), and how often it looks whether the agent still asks.
 SETTLE_S = 0.6
 SETTLE_POLL_S = 0.02
+# Before a model file is read, how long the load waits for the agent to
+# count its announcement and make room (commands served meanwhile): the
+# agent reads pages at every heartbeat, 250 ms; a load takes seconds.
+LOAD_WAIT_S = 1.0
 WAIT_IDLE_MS = 250
 WAIT_BUSY_MS = 10
 
@@ -89,6 +93,17 @@ class Bridge:
         self._gone_labels = {}  # entry id -> label of an entry just evicted
         self._pin_eids = {}  # ownmemory pool -> entry id
         self.mm = None  # comfy.model_management, set by hooks.install
+        self.mm_busy = 0  # inside its load_models_gpu or extra_ram_release
+        self.loads = models.Loads()
+        self.load = models.LoadWatch(self.loads, lambda: self.reclaim.read_rss(),
+                                     lambda: self.freed_total)
+        self.load_waits = []  # ms each announced load waited, the last 8
+        self._echo_pid = None  # the agent that counted an announcement
+        self._silent_pid = None  # one that let a wait run out uncounted
+        self.unloaded = 0  # models ComfyUI's manager unloaded for commands
+        self._idle_serving = False  # the listener serves between prompts
+        self._node_t0 = 0  # when the running node started (monotonic ns)
+        self._node_ns = {}  # entry id -> ns its node took to run
         self._gen = 0  # the generation last published
         self._newly_inactive = 0  # entries the last publish saw go inactive
         # command flow
@@ -203,6 +218,7 @@ class Bridge:
               "trims": self.reclaim.trims, "trims_returned": self.reclaim.trims_returned,
               "own_policy": None, "set_aside_calls": self.set_aside_calls,
               "hooks": list(self.hooks),
+              "models": self._models_status(),
               "last": self._last_evictions()}
         if page is not None and not page.closed:
             st["control"] = ("memfd:" + pagemod.MEMFD_NAME) if page.memfd else page.path
@@ -217,6 +233,14 @@ class Bridge:
                 st["eta_s"] = eta_seconds(list(self.headroom_samples))
         if ex is not None:
             st["own_policy"] = self.own_policy(st["cache"], st["attached"])
+        return st
+
+    def _models_status(self):
+        st = self.loads.status()
+        st.update({"announced": self.load.announced, "waits_ms": list(self.load_waits),
+                   "unloaded": self.unloaded,
+                   "loaded": [list(m) for m in models.loaded(self.mm)],
+                   "agent_counts": self._echo_pid is not None})
         return st
 
     def own_policy(self, kind, attached):
@@ -346,8 +370,15 @@ class Bridge:
         flags = pagemod.F_ACTIVE if evict.is_active(outputs, key) else 0
         if memo[2]:
             flags |= pagemod.F_MODEL
+        return eid, (memo[1], last, ug, flags, self._cost(eid, value, memo))
+
+    def _cost(self, eid, value, memo):
+        """ns to have the entry again: a model's reload at this process's
+        measured seconds per byte of model, else what its node took."""
         cost = int(float(getattr(value, "exec_time", 0) or 0) * 1e9)
-        return eid, (memo[1], last, ug, flags, cost)
+        if memo[2]:
+            cost = self.loads.reload_ns(memo[1]) or cost
+        return cost or self._node_ns.get(eid, 0)
 
     def _pin_rows(self, gen, now):
         """ComfyUI's pinned memory as entries (ownmemory.py): one per pool
@@ -418,6 +449,7 @@ class Bridge:
                 continue
             self._ids.pop(self._id_key.pop(eid), None)
             self._sizes.pop(eid, None)
+            self._node_ns.pop(eid, None)
             self._last_use.pop(eid, None)
             self._labels.pop(eid, None)
 
@@ -498,6 +530,79 @@ class Bridge:
         else:
             self.say_once("settle", logging.INFO, msg + " (said once)", *args)
         return served
+
+    # ------------------------------------------------------------ model loads
+
+    def node_started(self):
+        self._node_t0 = time.monotonic_ns()
+
+    def node_ended(self, node_id):
+        """Worker thread, the node @node_id just returned: what it took
+        to run is its output's cost; a load in it is measured and its
+        announcement withdrawn."""
+        took = time.monotonic_ns() - self._node_t0 if self._node_t0 else 0
+        self._node_t0 = 0
+        loc = evict.locate(self.outputs(), node_id) if took else None
+        if loc is not None:
+            try:
+                self._node_ns[self._entry_id(*loc)] = took
+            except TypeError:  # an unhashable key is never published
+                pass
+        with self.pub_lock:
+            self.load.end(self.page if self.page is not None and not self.page.closed
+                          else None)
+
+    def before_load(self, path):
+        """Worker thread, inside a node, before a model file is read:
+        announce what the load will take and give the agent up to
+        LOAD_WAIT_S to count it and make room (commands served here)."""
+        if self.running is None or not self.on_executor_thread():
+            return
+        page = self.page if self.agent_alive() else None
+        with self.pub_lock:
+            self.load.begin(path, page)
+        if page is not None:
+            self.await_room(page)
+
+    def await_room(self, page):
+        """Serve commands until the agent has counted the announcement and
+        wants nothing more, LOAD_WAIT_S at most; no wait at all for an agent
+        that let one run out uncounted (it predates announcements)."""
+        pid = page.agent_pid()
+        if pid == self._silent_pid:
+            self.load_waits.append(0.0)
+            del self.load_waits[:-8]
+            return
+        start = time.monotonic()
+        while page.agent_alive() and time.monotonic() - start < LOAD_WAIT_S:
+            with self.window.lock:
+                cmds = self._drain()
+            if cmds:
+                self.answer(cmds, lambda *r: self.outbox.put(r))
+            elif page.expect_seen() and not page.target() and \
+                    self.outstanding <= len(self.held):
+                break
+            else:
+                time.sleep(SETTLE_POLL_S)
+        if page.expect_seen():
+            self._echo_pid = pid
+        elif page.agent_alive():
+            self._silent_pid = pid
+        self.load_waits.append(round((time.monotonic() - start) * 1e3, 1))
+        del self.load_waits[:-8]
+
+    def agent_takes_models(self):
+        """The agent attached now has counted a load's announcement: it
+        can make room for models while they load. Until one of its own
+        has, the models of earlier prompts stay ComfyUI's to drop."""
+        page = self.page
+        if page is not None and self._echo_pid == page.agent_pid():
+            return True
+        return not self._inactive_models()
+
+    def _inactive_models(self):
+        return any(row[3] & pagemod.F_MODEL and not row[3] & pagemod.F_ACTIVE
+                   for row, _ in list(self._published.values()))
 
     def answer(self, cmds, sink, in_node=False):
         """serve(cmds) and pass every result to sink(cmd, status, freed),
@@ -587,11 +692,32 @@ class Bridge:
             if in_node and not memo[3]:
                 later.append(c)
                 continue
+            if memo[2]:
+                self._unload(cache.cache[key])
             values.append(evict.remove(cache, key))
             gone.append(c.entry_id)
             results.append([c, pagemod.ACK_EVICTED, 0, memo[1]])
         self._forget(gone)
         return results, values, later, held
+
+    def _unload(self, value):
+        """ComfyUI's own unload of the models an entry holds: on its worker
+        thread outside its own model loading (which walks the loaded list),
+        or between prompts from the listener, which then holds exec_lock
+        (and so does ComfyUI's worker for its own unloads: hooks.py). Inside
+        a node on the listener it never runs: models wait for the worker."""
+        if self.mm is None or self.mm_busy:
+            return
+        if not self.on_executor_thread() and not self._idle_serving:
+            return
+        try:
+            self.unloaded += models.unload(self.mm, value)
+        except self.interrupt_types:
+            raise
+        except Exception:
+            self.say_once("unload", logging.WARNING, "ComfyUI's model unload failed "
+                          "for a command (the entry is dropped all the same)")
+            log.debug("ramcache: unload", exc_info=True)
 
     def _take_pins(self, c, pool, in_node, results, later):
         """A command for ComfyUI's pinned memory: its own free_pins, on its
@@ -735,8 +861,10 @@ class Bridge:
         try:  # no prompt runs: the cache is ours for a moment
             cmds = self._drain()
             if cmds:
+                self._idle_serving = True
                 self.answer(cmds, self._ack_waiting)
         finally:
+            self._idle_serving = False
             self.exec_lock.release()
 
     def _ack_waiting(self, cmd, status, freed):

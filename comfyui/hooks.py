@@ -13,11 +13,16 @@ load before the prompt worker starts):
   comfy.utils.set_progress_bar_global_hook
                                      wrap the hook main.py installs: a safe
                                      point at every sampling step
-  comfy.utils.load_torch_file        safe points where RAM spikes while a
+  comfy.utils.load_torch_file        a model file about to be read: the
+                                     load is announced to the agent, which
+                                     makes room before it runs (models.py)
+  comfy.sd.CLIP.__init__, comfy.sd.VAE.__init__,
+  comfy.model_base.BaseModel.load_model_weights
+                                     safe points inside a model load
   comfy.model_management.load_models_gpu
   comfy.memory_management.extra_ram_release (newer versions)
-                                     model loads: commands are served before
-                                     the weights are read, moved or pinned
+                                     safe points where RAM spikes while
+                                     models are moved or pinned
   comfy.model_management.free_pins   (0.25.0 and newer) the pinned-memory
                                      entries follow ComfyUI's own frees
 
@@ -146,14 +151,19 @@ def _before_node(args, kwargs):
     if BRIDGE.prompt_started:  # the cache just moved to this prompt
         BRIDGE.prompt_started = False
         BRIDGE.settle()
+    BRIDGE.node_started()
     with BRIDGE.window.lock:
         BRIDGE.running = node_id
 
 
 def _after_node(args, kwargs):
-    if BRIDGE.owns_caches(_node_args(args, kwargs)[1]):
-        with BRIDGE.window.lock:
-            BRIDGE.running = None
+    _, caches, node_id, _ = _node_args(args, kwargs)
+    if BRIDGE.owns_caches(caches):
+        try:
+            BRIDGE.node_ended(node_id)
+        finally:
+            with BRIDGE.window.lock:
+                BRIDGE.running = None
 
 
 def _wrap_node_execute(orig):
@@ -239,6 +249,49 @@ def _wrap_safe_point(where):
     return wrap
 
 
+def _wrap_file_load(orig):
+    """comfy.utils.load_torch_file(path, ...): commands served, then the
+    load announced (and room made) before the file is read."""
+    @functools.wraps(orig)
+    def load_torch_file(*args, **kwargs):
+        _guard("model file load", _step)
+        path = kwargs.get("ckpt", args[0] if args else None)
+        _guard("model file load", BRIDGE.before_load, path)
+        return orig(*args, **kwargs)
+    setattr(load_torch_file, _MARK, True)
+    return load_torch_file
+
+
+def _wrap_model_manager(where):
+    """A safe point before ComfyUI's own model loading, and a mark while it
+    runs: it walks its loaded-model list, so no unload of ours then."""
+    def wrap(orig):
+        @functools.wraps(orig)
+        def call(*args, **kwargs):
+            _guard(where, _step)
+            BRIDGE.mm_busy += 1
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                BRIDGE.mm_busy -= 1
+        setattr(call, _MARK, True)
+        return call
+    return wrap
+
+
+def _wrap_exec_locked(orig):
+    """ComfyUI's own unloads outside a prompt (its worker's periodic
+    cleanup, the /free route's unload_all_models) hold exec_lock, as the
+    listener does when it unloads a model between prompts: the two never
+    edit the loaded-model list at once."""
+    @functools.wraps(orig)
+    def call(*args, **kwargs):
+        with BRIDGE.exec_lock:
+            return orig(*args, **kwargs)
+    setattr(call, _MARK, True)
+    return call
+
+
 def _wrap_free_pins(orig):
     """ComfyUI's free_pins (its own release, or a command's): the pin
     entries on the page follow at once."""
@@ -289,6 +342,34 @@ def _patch(owner, name, wrapper):
     return True
 
 
+def _install_model_hooks():
+    """Safe points inside model loads and around ComfyUI's model manager
+    (each where this version has it)."""
+    try:
+        import comfy.model_management as mm
+        BRIDGE.mm = mm
+        _patch(mm, "load_models_gpu", _wrap_model_manager("model load"))
+        _patch(mm, "free_pins", _wrap_free_pins)  # 0.25.0 and newer
+        _patch(mm, "cleanup_models_gc", _wrap_exec_locked)
+        _patch(mm, "unload_all_models", _wrap_exec_locked)
+    except Exception:
+        pass
+    try:
+        import comfy.memory_management as cmm
+        _patch(cmm, "extra_ram_release", _wrap_model_manager("extra_ram_release"))
+    except Exception:
+        pass  # versions before it
+    try:
+        import comfy.sd
+        import comfy.model_base
+        _patch(comfy.sd.CLIP, "__init__", _wrap_safe_point("text encoder build"))
+        _patch(comfy.sd.VAE, "__init__", _wrap_safe_point("VAE build"))
+        _patch(comfy.model_base.BaseModel, "load_model_weights",
+               _wrap_safe_point("model weights load"))
+    except Exception:
+        pass
+
+
 def install():
     """Patch ComfyUI; False (and one log line) when it is not there."""
     try:
@@ -316,19 +397,8 @@ def install():
         log.info("ramcache: no execution.get_output_data here; commands wait "
                  "for a safe point of the running node")
     _patch(comfy.utils, "set_progress_bar_global_hook", _wrap_set_hook)
-    _patch(comfy.utils, "load_torch_file", _wrap_safe_point("model file load"))
-    try:
-        import comfy.model_management as mm
-        BRIDGE.mm = mm
-        _patch(mm, "load_models_gpu", _wrap_safe_point("model load"))
-        _patch(mm, "free_pins", _wrap_free_pins)  # 0.25.0 and newer
-    except Exception:
-        pass
-    try:
-        import comfy.memory_management as cmm
-        _patch(cmm, "extra_ram_release", _wrap_safe_point("extra_ram_release"))
-    except Exception:
-        pass  # versions before it
+    _patch(comfy.utils, "load_torch_file", _wrap_file_load)
+    _install_model_hooks()
     current = getattr(comfy.utils, "PROGRESS_BAR_HOOK", None)
     if current is not None and not getattr(current, _MARK, False):
         comfy.utils.PROGRESS_BAR_HOOK = wrap_progress_hook(current)

@@ -123,8 +123,8 @@ def _wrap_ram_release(orig, bridge):
     def ram_release(*args, **kwargs):
         target = args[0] if args else kwargs.get("target")
         free_active = args[1] if len(args) > 1 else kwargs.get("free_active", False)
-        if bridge.agent_alive() and is_inactive_call(bridge.cache_args(), target,
-                                                     free_active):
+        if bridge.agent_alive() and bridge.agent_takes_models() and \
+                is_inactive_call(bridge.cache_args(), target, free_active):
             bridge.set_aside_calls += 1
             return 0
         return bridge.own_release(orig, *args, **kwargs)

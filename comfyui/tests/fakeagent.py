@@ -21,6 +21,7 @@ E_HEARTBEAT, E_SEQ, E_NR, E_GEN, E_CMD_DONE, E_ACK_HEAD = 128, 136, 140, 144, 15
 # agent side
 A_HEARTBEAT, A_PID, A_LEVEL, A_HEADROOM, A_TARGET, A_CMD_HEAD, A_FUTEX = \
     192, 200, 204, 208, 216, 224, 232
+E_EXPECT_BYTES, E_EXPECT_NS, A_EXPECT_SEEN = 168, 176, 240
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -122,6 +123,15 @@ class FakeAgent:
         _libc.syscall(SYS_futex, ctypes.c_void_p(self._futex_addr), FUTEX_WAKE,
                       0x7FFFFFFF, None, None, 0)
         return seq
+
+    def expected(self):
+        """(expect_bytes, expect_ns): the executor's announcement."""
+        return self.u64(E_EXPECT_BYTES), self.u64(E_EXPECT_NS)
+
+    def count_announcement(self):
+        """Echo the announcement in force (expect_seen_ns), as the agent
+        does once its plan counts it."""
+        self.w64(A_EXPECT_SEEN, self.u64(E_EXPECT_NS))
 
     # executor side, read
     def generation(self):

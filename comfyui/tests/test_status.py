@@ -87,7 +87,11 @@ def status_json_before_and_after_the_agent_attaches():
                 "execution.get_output_data", "comfy.utils.set_progress_bar_global_hook", "comfy.utils.load_torch_file",
                 "comfy.model_management.load_models_gpu",
                 "comfy.model_management.free_pins",
-                "comfy.memory_management.extra_ram_release"], st["hooks"]
+                "comfy.model_management.cleanup_models_gc",
+                "comfy.model_management.unload_all_models",
+                "comfy.memory_management.extra_ram_release",
+                "comfy.sd.CLIP.__init__", "comfy.sd.VAE.__init__",
+                "comfy.model_base.BaseModel.load_model_weights"], st["hooks"]
             # ComfyUI's own policy, and what the package sets aside of it
             own = {r["what"].split(" (")[0]: r for r in st["own_policy"]}
             assert own["inactive threshold"]["now"] == "ComfyUI's (no agent)", own

@@ -42,6 +42,38 @@ class LoadedModel:
     def __init__(self, model):
         self.model = model
         self.device = model.load_device
+        self.unloaded = False
+
+    def model_unload(self, memory_to_free=None, unpatch_weights=True):
+        """Undoes the model's patches; True: all of it went."""
+        self.unloaded = True
+        return True
+
+    def __eq__(self, other):
+        return self.model is other.model
+
+
+def cleanup_models_gc():
+    """Upstream collects garbage when a loaded model leaked; none here."""
+    return None
+
+
+def unload_all_models():
+    """ComfyUI's /free route: every loaded model unloaded."""
+    for device in {id(lm.device): lm.device for lm in current_loaded_models}.values():
+        free_memory(1e30, device)
+
+
+def free_memory(memory_required, device, keep_loaded=[]):
+    """Unloads the loaded models of @device not in @keep_loaded (all of
+    them: memory_required is beyond what a device has), as upstream does
+    when the memory it needs is not free; the list of those unloaded."""
+    unloaded = []
+    for i in range(len(current_loaded_models) - 1, -1, -1):
+        lm = current_loaded_models[i]
+        if lm.device == device and lm not in keep_loaded and lm.model_unload():
+            unloaded.append(current_loaded_models.pop(i))
+    return unloaded
 
 
 # Models loaded by load_models_gpu, newest first. Dynamic-VRAM models

@@ -28,7 +28,10 @@ class ProgressBar:
 
 
 def load_torch_file(ckpt, safe_load=False, device=None, return_metadata=False):
-    """Reads a checkpoint into CPU tensors (here: allocates ckpt MiB)."""
+    """Reads the checkpoint at path @ckpt into CPU tensors (here: allocates
+    as many MiB as the file holds; a number of MiB stands for a file)."""
+    import os
     import faketorch
-    sd = {"weight": faketorch.mib(int(ckpt))}
+    mib = os.path.getsize(ckpt) >> 20 if isinstance(ckpt, str) else int(ckpt)
+    sd = {"weight": faketorch.mib(mib)}
     return (sd, {}) if return_metadata else sd
