@@ -221,6 +221,40 @@ def build_of(root):
                                                        "ramcache-bpf")
 
 
+def model_files(tree, case):
+    """The generated model files a model case loads (modelkit/generate.py,
+    cached under /var/tmp/ramcache-models), None for the other cases."""
+    size = wl.MODEL_CASES.get(case)
+    if size is None:
+        return None
+    from modelkit import generate
+    return generate.ensure(tree, size=size, what="all")["files"]
+
+
+def proc_io(pid):
+    """/proc/PID/io as a dict (rchar, read_bytes, ...), {} when gone."""
+    out = {}
+    with contextlib.suppress(OSError, ValueError):
+        with open(f"/proc/{pid}/io") as f:
+            for line in f:
+                k, v = line.split(":")
+                out[k.strip()] = int(v)
+    return out
+
+
+def model_loads(ps, prompts):
+    """Model loads from disk: every loader node that ran (CheckpointLoaderSimple,
+    LoraLoader, ...) and the seconds it took, per class."""
+    out = {"count": 0, "seconds": 0.0, "by_class": {}}
+    for r in ps:
+        for _, cls, secs in r.get("nodes", ()):
+            if cls in wl.LOADERS:
+                out["count"] += 1
+                out["seconds"] = round(out["seconds"] + secs, 3)
+                out["by_class"][cls] = out["by_class"].get(cls, 0) + 1
+    return out
+
+
 def run_case(tree, case, mode, cache, limit, agent_args=(), trace=False, log=print,
              build=None, tracerec=None):
     """One run of workload @case (real_workloads.WORKLOADS) in @tree, with
@@ -235,10 +269,12 @@ def run_case(tree, case, mode, cache, limit, agent_args=(), trace=False, log=pri
            "nodes_total": sum(len(p) for _, p in prompts),
            "perfect_cache_executions": wl.perfect_cache(prompts)[1]}
     name = f"ramcache-real-{os.getpid()}-{time.monotonic_ns()}"
+    files = model_files(tree, case)
     with rctest.Memcg(limit, swap_limit=0, name=name) as cg, \
-            rc.started(tree, args, cg, package=mode != "alone" and pkg) as ui:
+            rc.started(tree, args, cg, package=mode != "alone" and pkg, models=files) as ui:
         res["idle_bytes"] = rc.cg_usage(cg)
         res["stubbed"] = ui.stubbed()
+        res["io_start"] = proc_io(ui.pid)
         events = rc.Events(ui.port)
         if mode == "agent":
             rctest.AGENT = agent
@@ -312,7 +348,8 @@ def drive(ui, events, prompts, mode, log, rec):
         r["name"] = name
         if mode != "alone" and ui.alive():
             st = rc.status(ui)
-            r["status"] = {k: st.get(k) for k in ("level", "settled", "evicted", "entries")}
+            r["status"] = {k: st.get(k) for k in ("level", "settled", "evicted", "entries",
+                                                  "models")}
         out.append(r)
         log(f"  {name}: {'ok' if r['ok'] else 'FAILED ' + str(r['error'])} "
             f"{r['wall_s']:.2f}s executed {len(r['executed'])} cached {len(r['cached'])}")
@@ -328,7 +365,11 @@ def record_stop(rec, cg, ui, events, prompts, ag, res):
         rec["tracerec"].stop()
     pages = rec["pages"].stop() if "pages" in rec else None
     ps = res["prompts"]
+    io = proc_io(ui.pid)
     out = {"ok": sum(p["ok"] for p in ps), "count": len(prompts),
+           "model_loads": model_loads(ps, prompts),
+           "io_read": {k: io.get(k, 0) - res.get("io_start", {}).get(k, 0)
+                       for k in ("rchar", "read_bytes")} if io else None,
            "wall_s": round(sum(p["wall_s"] for p in ps), 3),
            "executed": sum(len(p["executed"]) for p in ps),
            "cached": sum(len(p["cached"]) for p in ps),
@@ -370,8 +411,12 @@ def class_of(span, prompts):
 # (mode, cache) pairs compared per version; classic only where it exists
 CONFIGS = [("alone", "default"), ("alone", "classic"),
            ("agent", "recommended"), ("agent", "default")]
+# the model cases (small models, ~0.68 GiB each once loaded, ComfyUI idle
+# ~0.37): room for all three, for two, for one and the outputs
 LIMITS = {"session": ["6G", "2.5G", "1.5G"], "ten": ["1.5G"],
-          "long": ["1.5G"], "batch": ["1.5G"]}
+          "long": ["1.5G"], "batch": ["1.5G"], "models": ["3.5G", "2.2G", "1.5G"],
+          "switch": ["2.2G"], "models-full": ["14G", "10G", "6G"],
+          "switch-full": ["10G"]}
 
 
 def configs_for(tree, builds, only=None):

@@ -21,6 +21,9 @@ import realcomfy as rc  # noqa: E402
 import rctest  # noqa: E402  (the shared harness, linked here)
 
 ROOM = 384 * rc.MiB  # above ComfyUI's idle usage
+# The model run: three small checkpoints (modelkit, ~0.7 GiB each once
+# loaded) in turn, then the first again, with room for two and a load
+MODEL_ROOM = int(1.9 * rc.GiB)
 PROMPTS, SIDE, BATCH = 6, 1024, 4  # 6 x 96 MiB cached: 1.5 x the room
 FORMS = {"none": "no --cache-ram", "one": "one-value --cache-ram",
          "two": "two-value --cache-ram"}
@@ -120,6 +123,37 @@ def run(tree, agent=True):
             out["agent"] = ui.agent.events
         out["exit"] = ui.stop()
         out["log"] = ui.text()
+    out["models"] = models_run(tree, out["args"], agent)
+    return out
+
+
+def models_run(tree, args, agent=True):
+    """Real model loads (modelkit's small checkpoints, switch()) in a
+    second ComfyUI whose limit holds two: what was seen."""
+    from modelkit import generate
+    files = generate.ensure(tree, size="small")["files"]
+    out = {}
+    name = f"ramcache-test-{os.getpid()}-models-{rc.tree_version(tree)}"
+    with rctest.Memcg(8 << 30, swap_limit=0, name=name) as cg, \
+            rc.started(tree, args, cg, test_nodes=False, models=files) as ui:
+        idle = rc.cg_usage(cg)
+        cg._w("memory.max" if cg.version == 2 else "memory.limit_in_bytes",
+              str(idle + MODEL_ROOM))
+        events = rc.Events(ui.port)
+        if agent:
+            ui.agent = rctest.Agent("--pid", ui.pid)
+            rc.wait_attached(ui)
+        out["prompts"] = []
+        for _, p in wl.switch():
+            out["prompts"].append(rc.run_prompt(ui, events, p))
+            if not ui.alive():
+                break
+        out["status"] = rc.status(ui)
+        out["oom_kills"] = cg.oom_kills()
+        out["agent"] = []
+        if agent:
+            ui.agent.stop()
+            out["agent"] = ui.agent.events
     return out
 
 
@@ -164,6 +198,25 @@ def evicts(r):
                       "errors": [p["error"] for p in r["prompts"] if not p["ok"]]}
 
 
+def models(r):
+    """Three checkpoints where two fit: every prompt runs, no OOM kill, the
+    agent asks for an earlier checkpoint and ComfyUI's own model manager
+    unloads it (status models.unloaded), each load announced and counted."""
+    m = r["models"]
+    done = [e for e in m["agent"] if e.get("type") == "evict_done"]
+    ckpt = [d for d in done if d.get("status") == "evicted"
+            and str(d.get("label", "")).endswith("CheckpointLoaderSimple")]
+    st = (m["status"] or {}).get("models") or {}
+    ok_prompts = sum(p["ok"] for p in m["prompts"])
+    ok = ok_prompts == len(wl.SWITCH) and m["oom_kills"] == 0 and ckpt and \
+        st.get("unloaded", 0) >= 1 and st.get("agent_counts") and st.get("loads", 0) >= 3
+    return bool(ok), {"prompts_ok": ok_prompts, "oom_kills": m["oom_kills"],
+                      "checkpoints_evicted": len(ckpt), "unloaded": st.get("unloaded"),
+                      "loads": st.get("loads"), "load_s": st.get("load_s"),
+                      "waits_ms": st.get("waits_ms"),
+                      "errors": [p["error"] for p in m["prompts"] if not p["ok"]]}
+
+
 def ctrl_c(r):
     trace = re.search(r'File "[^"]*(custom_nodes/ramcache_bpf|' + re.escape(rc.PKG) + ")/",
                       r["log"])
@@ -173,7 +226,8 @@ def ctrl_c(r):
 
 CHECKS = [("starts_with_the_package", starts), ("agent_finds_the_memfd_page", attaches),
           ("status_node_keeps_cache_keys", keys),
-          ("prompts_beyond_the_limit_evicted_0_oom", evicts), ("ctrl_c_exits_0", ctrl_c)]
+          ("prompts_beyond_the_limit_evicted_0_oom", evicts), ("ctrl_c_exits_0", ctrl_c),
+          ("models_loaded_evicted_through_comfyui_0_oom", models)]
 
 
 def api(tree):
@@ -229,6 +283,13 @@ def compat_rows(results):
                f"{ev.get('commands')} commands{statuses(ev)}, "
                f"{ev.get('freed_mib')} MiB freed, post -> ack {ev.get('ack_ms')} ms, "
                f"{ev.get('oom_kills')} OOM kills") if ev else "did not run"
+        mo = next((c["detail"] for c in r["checks"] if c["check"].startswith("models_")), {})
+        if mo:
+            saw += (f"; models: {mo.get('prompts_ok')}/{len(wl.SWITCH)} prompts of 3 small "
+                    f"checkpoints in idle + {MODEL_ROOM // rc.MiB} MiB, {mo.get('loads')} loads "
+                    f"({mo.get('load_s')} s), {mo.get('checkpoints_evicted')} checkpoints "
+                    f"evicted, {mo.get('unloaded')} models unloaded by ComfyUI, "
+                    f"{mo.get('oom_kills')} OOM kills")
         if failed:
             saw += f"; FAILED: {', '.join(failed)}"
         line = " ".join(["main.py", "--cpu", *r.get("args", [])])

@@ -13,8 +13,18 @@ long_node() a prompt caching ~384 MiB, then prompts whose first node (a
             through ProgressBar
 batch()     a prompt caching ~384 MiB, then ImageScaleBy lanczos of a
             batch of 16 1024x1024 images (one call, no progress hook)
+models()    a user switching between three checkpoints and two LoRAs
+            (modelkit's generated files), re-running prompts with a new
+            seed: ten prompts CheckpointLoaderSimple [-> LoraLoader] ->
+            CLIPTextEncode -> KSampler (64x64, 1 step) -> VAEDecode
+switch()    three checkpoints loaded in turn, then the first again with a
+            new seed (make test's model check: a limit holding two)
+The model cases name their files by size (MODEL_CASES: "small" for the
+tests, "full" for the benchmark); the runner generates them.
 """
 import json
+
+from modelkit import workflow
 
 SIDE = 2048
 THUMB = 1 / 32  # the preview is of a thumbnail: PNG encoding stays cheap
@@ -156,7 +166,43 @@ def batch(images=16, side=1024, scale=1.5):
     return [("cache0", _cached_prompt(55)), ("lanczos", g.nodes)]
 
 
-WORKLOADS = {"session": session, "ten": ten, "long": long_node, "batch": batch}
+def ckpt(size, name):
+    return f"modelkit-sd15-{size}-{name}.safetensors"
+
+
+def lora(size, n):
+    return f"modelkit-sd15-{size}-lora-{n}.safetensors"
+
+
+def _model_prompt(size, spec):
+    """A prompt of @spec "A", "A+1", "B+2@3" (checkpoint, LoRA, seed)."""
+    head, _, seed = spec.partition("@")
+    name, _, lo = head.partition("+")
+    return workflow.checkpoint_prompt(ckpt(size, name.lower()), lo and lora(size, lo),
+                                      seed=int(seed or 1), negative=None)
+
+
+# A B A+1 C A' B+2 A+1' C' B' A'': the order a user switches in
+MODEL_SESSION = ["A", "B", "A+1", "C", "A@2", "B+2", "A+1@2", "C@2", "B@2", "A@3"]
+SWITCH = ["A", "B", "C", "A@2"]
+
+
+def models(size="small"):
+    """[(name, prompt)] of the model session."""
+    return [(s, _model_prompt(size, s)) for s in MODEL_SESSION]
+
+
+def switch(size="small"):
+    return [(s, _model_prompt(size, s)) for s in SWITCH]
+
+
+LOADERS = ("CheckpointLoaderSimple", "LoraLoader", "CLIPLoader", "VAELoader", "UNETLoader")
+WORKLOADS = {"session": session, "ten": ten, "long": long_node, "batch": batch,
+             "models": models, "switch": switch,
+             "models-full": lambda: models("full"), "switch-full": lambda: switch("full")}
+# the model cases and the size of the files they load
+MODEL_CASES = {"models": "small", "switch": "small", "models-full": "full",
+               "switch-full": "full"}
 
 
 def signature(prompt, nid, memo=None):

@@ -37,6 +37,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PKG = os.path.dirname(HERE)
 ROOT = os.environ.get("RAMCACHE_ROOT") or os.path.dirname(PKG)
 TEST_NODES = os.path.join(HERE, "realnodes")
+# The stand-ins real model loads need (modelkit/README.md), turned on in a
+# run that links model files into its scratch base.
+MODELKIT_BOOT = os.path.join(HERE, "modelkit", "boot.py")
 MiB = 1 << 20
 GiB = 1 << 30
 PYTHON = "/usr/bin/python3"  # Debian's python3 with python3-torch
@@ -168,6 +171,12 @@ else:
     os.environ.pop("RAMCACHE_CONTROL", None)
 import faulthandler, signal
 faulthandler.register(signal.SIGUSR1, all_threads=True)  # where is it stuck?
+MODELKIT = {modelkit!r}
+if MODELKIT:  # real model loads: modelkit/boot.py (what it stands in for)
+    _mk_spec = importlib.util.spec_from_file_location("ramcache_modelkit_boot", MODELKIT)
+    _mk = importlib.util.module_from_spec(_mk_spec)
+    _mk_spec.loader.exec_module(_mk)
+    _mk.install(missing)
 print("ramcache-real: stubbed", sorted(missing), flush=True)
 d = sys.argv[1]
 sys.argv = [os.path.join(d, "main.py")] + sys.argv[2:]
@@ -344,7 +353,7 @@ class Scratch:
     True for this one, or another checkout's comfyui/ folder) and the test
     nodes (@test_nodes). Removed by cleanup()."""
 
-    def __init__(self, tree, package=True, test_nodes=True, control="memfd"):
+    def __init__(self, tree, package=True, test_nodes=True, control="memfd", models=None):
         self.dir = tempfile.mkdtemp(prefix="ramcache-real-", dir="/var/tmp")
         os.chmod(self.dir, 0o755)
         self.base = os.path.join(self.dir, "base")
@@ -364,10 +373,14 @@ class Scratch:
             init = os.path.join(self.dir, pkg, "__init__.py")
             if not os.path.exists(init):
                 open(init, "w").close()
+        if models is not None:  # generated model files (modelkit/generate.py)
+            from modelkit import workflow
+            workflow.link_models(self.base, models, tree)
         self.boot = os.path.join(self.dir, "ramcache_real_boot.py")
         with open(self.boot, "w") as f:
             f.write(BOOT.format(stubs=STUBS, force=too_old(tree), aliases=TORCH_ALIASES,
-                                control=control))
+                                control=control,
+                                modelkit=MODELKIT_BOOT if models is not None else None))
 
     def log(self, name):
         return os.path.join(self.dir, name)
@@ -468,11 +481,11 @@ class ComfyUI:
 
 
 @contextlib.contextmanager
-def started(tree, args, cg, package=True, test_nodes=True):
-    """ComfyUI of @tree up in @cg in a fresh Scratch; on the way out its
-    agent (ui.agent, when a caller set one) and ComfyUI are stopped and the
-    scratch folder removed."""
-    scratch = Scratch(tree, package=package, test_nodes=test_nodes)
+def started(tree, args, cg, package=True, test_nodes=True, models=None):
+    """ComfyUI of @tree up in @cg in a fresh Scratch (@models: generated
+    model files to load); on the way out its agent (ui.agent, when a caller
+    set one) and ComfyUI are stopped and the scratch folder removed."""
+    scratch = Scratch(tree, package=package, test_nodes=test_nodes, models=models)
     ui = None
     try:
         ui = ComfyUI(tree, scratch, args, cg)
