@@ -501,9 +501,16 @@ static void tick_evictors(struct agent *a, uint64_t now, bool fresh)
 	if (fresh || !a->tk.cad.calm)
 		evaluate(a, 0);
 	run_eval(a);
-	for_each_target(a, t, i)
-		if (t->evicting)
-			evictor_tell(&t->ev, now);
+	for_each_target(a, t, i) {
+		if (!t->evicting)
+			continue;
+		evictor_tell(&t->ev, now);
+		/* nothing left to free: the level says so now, not next read */
+		if (t->ev.short_new) {
+			t->ev.short_new = false;
+			a->tk.next_level_ns = now;
+		}
+	}
 }
 
 static void on_tick(struct agent *a)

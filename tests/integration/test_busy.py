@@ -139,6 +139,50 @@ def a_held_command_does_not_time_out_while_its_entry_is_active():
           f"none timed out (--ack-timeout 1s)")
 
 
+def doomed_job(agent_args=("--interval", "1s")):
+    """Two jobs cache 2 x 176 MiB; the third reads both (all active, its
+    commands held) and writes 176 MiB more: 528 MiB in 512, which no
+    eviction can make fit. Returns (the agent's events, OOM kills)."""
+    with Memcg(512 * MiB) as cg:
+        ex = BusyExec(cg, "--jobs", 3, "--mib", 176, "--job-s", 2, "--pause-s", 0.5,
+                      "--answer", "hold")
+        agent = None
+        try:
+            ready = ex.wait_type("ready")
+            assert ready, ex.proc.stderr.read()
+            agent = Agent("--pid", ready["pid"], *agent_args)
+            ex.finish(timeout=60)
+        finally:
+            if ex.proc.poll() is None:
+                ex.proc.kill()
+                ex.proc.wait()
+            if agent is not None:
+                agent.stop()
+        return agent.events, cg.oom_kills()
+
+
+@test
+def nothing_left_to_free_is_said_before_the_oom_kill():
+    """Every entry in use and the job still growing past the limit: the
+    agent cannot prevent the kill, but says so (cannot_free, the level at
+    least high) before it, every time."""
+    require_root()
+    told = 0
+    for run in range(10):
+        events, kills = doomed_job()
+        oom = [e for e in events if e.get("type") == "oom_kill"]
+        assert kills >= 1 and oom, f"run {run}: it fit after all ({kills} kills)"
+        kill_ns = oom[0]["ts_ns"]
+        cf = [e for e in events if e.get("type") == "cannot_free" and e["ts_ns"] < kill_ns]
+        high = [e for e in events if e.get("type") == "pressure"
+                and e.get("level") in ("high", "critical") and e.get("ts_ns", 0) < kill_ns]
+        assert cf, f"run {run}: no cannot_free before the kill: " + \
+            str([e.get("type") for e in events][-30:])
+        assert high, f"run {run}: the level never said high before the kill"
+        told += 1
+    print(f"# cannot_free and a high level before the OOM kill in {told} of 10 runs")
+
+
 @test
 def busy_answers_do_not_end_in_an_oom_kill_between_jobs():
     ex, agent = served("--jobs", 6, "--mib", 80, "--job-s", 1.5, "--pause-s", 0.5,

@@ -10,7 +10,7 @@
 #include "test.h"
 
 #define MiB (1024ULL * 1024)
-#define T0 (1000 * NSEC_PER_SEC)
+#define T0  (1000 * NSEC_PER_SEC)
 
 TEST(nothing_announced_counts_nothing)
 {

@@ -207,10 +207,13 @@ TEST(age_hostile)
  */
 TEST(a_model_dear_to_reload_outlives_an_unread_output)
 {
-	struct rc_entry model = { .id = 1, .bytes = 2 * GiB,
-				  .used_generation = 8, .cost_ns = 10000000000ULL,
+	struct rc_entry model = { .id = 1,
+				  .bytes = 2 * GiB,
+				  .used_generation = 8,
+				  .cost_ns = 10000000000ULL,
 				  .flags = RAMCACHE_F_MODEL };
-	struct rc_entry output = { .id = 2, .bytes = 200 * MiB,
+	struct rc_entry output = { .id = 2,
+				   .bytes = 200 * MiB,
 				   .used_generation = 5 };
 
 	ASSERT_TRUE(policy_entry_cmp(&output, &model, 10, RC_POLICY_RAM) < 0,
@@ -645,6 +648,9 @@ TEST(pressure_psi_headroom_eta)
 	ASSERT_EQ(p.reasons, RC_R_ETA, "eta bit");
 	p = eval((struct rc_pressure_in){ .eta_ns = 0 });
 	ASSERT_EQ(p.level, RAMCACHE_LEVEL_OK, "no eta, eta_ns ignored");
+	p = eval((struct rc_pressure_in){ .cannot_free = true });
+	ASSERT_EQ(p.level, RAMCACHE_LEVEL_HIGH, "nothing left to free: high");
+	ASSERT_EQ(p.reasons, RC_R_CANNOT_FREE, "cannot_free bit");
 }
 
 TEST(reason_names)
@@ -658,7 +664,9 @@ TEST(reason_names)
 	ASSERT_STREQ(policy_reason_name(RC_R_PSI_FULL), "psi_full", "psi_full");
 	ASSERT_STREQ(policy_reason_name(RC_R_ETA), "eta", "eta");
 	ASSERT_TRUE(policy_reason_name(0) == NULL, "0");
-	ASSERT_TRUE(policy_reason_name(RC_R_ETA << 1) == NULL, "unknown bit");
+	ASSERT_STREQ(policy_reason_name(RC_R_CANNOT_FREE), "cannot_free", "cf");
+	ASSERT_TRUE(policy_reason_name(RC_R_CANNOT_FREE << 1) == NULL,
+		    "unknown bit");
 	ASSERT_TRUE(policy_reason_name(3) == NULL, "two bits");
 	n = policy_reasons_format(RC_R_REFAULT_FILE | RC_R_SWAP_OUT, small,
 				  sizeof(small));

@@ -18,7 +18,8 @@ bool announce_read(struct rc_announce *a, uint64_t ns, uint64_t bytes,
 	if (!in_force(ns, bytes, now)) {
 		*a = (struct rc_announce){ 0 };
 	} else if (ns != a->ns) {
-		*a = (struct rc_announce){ .ns = ns, .bytes = bytes,
+		*a = (struct rc_announce){ .ns = ns,
+					   .bytes = bytes,
 					   .rss0 = rss };
 	} else {
 		a->bytes = bytes;
@@ -32,8 +33,7 @@ void announce_rss(struct rc_announce *a, uint64_t rss)
 		a->rss0 = rss;
 }
 
-uint64_t announce_left(const struct rc_announce *a, uint64_t rss,
-		       uint64_t cap)
+uint64_t announce_left(const struct rc_announce *a, uint64_t rss, uint64_t cap)
 {
 	uint64_t grown = rss > a->rss0 ? rss - a->rss0 : 0;
 	uint64_t left;

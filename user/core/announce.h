@@ -39,7 +39,6 @@ void announce_rss(struct rc_announce *a, uint64_t rss);
  * since (from its lowest since), at most @cap (0: no cap). 0 when none is
  * in force.
  */
-uint64_t announce_left(const struct rc_announce *a, uint64_t rss,
-		       uint64_t cap);
+uint64_t announce_left(const struct rc_announce *a, uint64_t rss, uint64_t cap);
 
 #endif /* RAMCACHE_ANNOUNCE_H */

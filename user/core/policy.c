@@ -492,6 +492,7 @@ static const char *const reason_names[RC_R_NR] = {
 	"kswapd",	"direct_reclaim", "memcg_reclaim", "refault_file",
 	"refault_anon", "swap_in",	  "swap_out",	   "major_faults",
 	"psi_some",	"psi_full",	  "headroom",	   "eta",
+	"cannot_free",
 };
 
 const char *policy_reason_name(uint32_t bit)
@@ -609,6 +610,8 @@ void policy_pressure_eval(const struct rc_pressure_in *in,
 		raise_level(out, RC_R_HEADROOM, RAMCACHE_LEVEL_HIGH);
 	else if (in->headroom < in->thr.inactive_min)
 		raise_level(out, RC_R_HEADROOM, RAMCACHE_LEVEL_WARN);
+	if (in->cannot_free)
+		raise_level(out, RC_R_CANNOT_FREE, RAMCACHE_LEVEL_HIGH);
 	if (in->has_eta) {
 		if (in->eta_ns < RC_ETA_CRIT_NS)
 			raise_level(out, RC_R_ETA, RAMCACHE_LEVEL_CRITICAL);

@@ -357,6 +357,7 @@ struct rc_pressure_in {
 	struct rc_thresholds thr;
 	bool has_eta;
 	uint64_t eta_ns;
+	bool cannot_free; /* an executor said it cannot free what is needed */
 };
 
 enum rc_reason_bit {
@@ -376,7 +377,9 @@ enum rc_reason_bit {
 	/* room left, now and forecast */
 	RC_R_HEADROOM = 1u << 10,
 	RC_R_ETA = 1u << 11,
-	RC_R_NR = 12,
+	/* what is left to free is in use: at least high (cannot_free) */
+	RC_R_CANNOT_FREE = 1u << 12,
+	RC_R_NR = 13,
 };
 
 /*

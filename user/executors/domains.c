@@ -123,7 +123,7 @@ static uint64_t plan(const struct targets *ts, int dom, const struct domain *d,
 	outlook_plan(&v, &d->m[0]->thr, why != 0, p);
 	if (p->evict)
 		p->deficit = p->deficit + over < over ? UINT64_MAX
-						     : p->deficit + over;
+						      : p->deficit + over;
 	for (int k = 0; k < d->n; k++)
 		evictor_set_plan(&d->m[k]->ev, v.headroom,
 				 p->evict ? p->deficit : 0);
@@ -193,23 +193,32 @@ static bool holds_its_share(const struct domain *d, int k, uint64_t deficit,
 }
 
 /*
- * Memory about to run out (below --headroom, where active entries may go)
- * and the entries left cannot cover @deficit: each member says once what
- * of its own is out of reach, instead of its active entries going one by
- * one. The episode ends when a plan is covered again.
+ * Memory about to run out (the lowest headroom expected within the lead
+ * time below --headroom) and what the members could free without waiting
+ * for a job to end (evictor_could_free(): inactive entries, and commands
+ * out for them) does not cover the plan's deficit: each member says once
+ * what of its own is out of reach (cannot_free), whatever commands for
+ * active entries are out. The episode ends when a plan is covered again.
  */
 static void tell_short(const struct domain *d, const struct rc_plan *p,
-		       uint64_t deficit, uint64_t covered)
+		       uint64_t now)
 {
 	const struct target *t = d->m[0];
 	uint64_t limit = t->domain && t->sm.has_cg ? t->sm.cs.limit : 0;
+	uint64_t could = 0;
 
+	if (p->phase == RC_PHASE_HEADROOM)
+		for (int k = 0; k < d->n && could < p->deficit; k++) {
+			uint64_t c = evictor_could_free(&d->m[k]->ev, now);
+
+			could = could + c < could ? UINT64_MAX : could + c;
+		}
 	for (int k = 0; k < d->n; k++) {
-		if (covered >= deficit)
+		if (p->phase != RC_PHASE_HEADROOM || could >= p->deficit)
 			evictor_short_over(&d->m[k]->ev);
-		else if (p->phase == RC_PHASE_HEADROOM)
-			evictor_cannot_free(&d->m[k]->ev, deficit,
-					    deficit - covered, limit);
+		else
+			evictor_cannot_free(&d->m[k]->ev, p->deficit,
+					    p->deficit - could, limit);
 	}
 }
 
@@ -246,7 +255,6 @@ static void post(const struct domain *d, const struct domain_env *env,
 		return;
 	n = policy_select_domain(mm, (size_t)d->n, deficit, p->phase,
 				 env->policy, picks, total, &covered);
-	tell_short(d, p, deficit, n >= 0 ? covered : 0);
 	ep->has_score = d->n > 1;
 	for (int i = 0; i < n; i++) {
 		uint32_t k = picks[i].member;
@@ -271,11 +279,9 @@ static void evaluate_for(const struct targets *ts, int dom,
 	struct rc_plan p;
 
 	ep.headroom = plan(ts, dom, d, env, now, why, ann, &p);
-	if (!p.evict) {
-		for (int k = 0; k < d->n; k++)
-			evictor_short_over(&d->m[k]->ev);
+	tell_short(d, &p, now);
+	if (!p.evict)
 		return;
-	}
 	/* what a member has out counts for no more than it holds, and its
 	 * overdue commands for no more than a share */
 	for (int k = 0; k < d->n; k++)

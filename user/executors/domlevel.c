@@ -46,6 +46,8 @@ int domlevel_ctx(const struct targets *ts, int dom,
 			c->thr = t->thr;
 		only = t;
 		n++;
+		if (t->evicting && t->ev.short_told)
+			c->cannot_free = true;
 		/*
 		 * The limiting cgroup's own counters when a member sits in
 		 * it; members all in child cgroups leave the refault, swap

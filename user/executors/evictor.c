@@ -715,7 +715,8 @@ void evictor_tick(struct evictor *ev, uint64_t now)
 		if (announce_read(&ev->ann, ex.expect_ns, ex.expect_bytes,
 				  ev->rss, now))
 			ev->ann_new = true;
-		if (ev->ann.ns != was) { /* what the last one took stays taken */
+		if (ev->ann.ns !=
+		    was) { /* what the last one took stays taken */
 			ev->ann_took += ev->ann_grown;
 			ev->ann_grown = 0;
 		}
@@ -797,6 +798,32 @@ int evictor_candidates(struct evictor *ev, uint64_t now, uint64_t cap,
 	m->in_flight = unavailable;
 	m->ctx = ev;
 	return n;
+}
+
+uint64_t evictor_could_free(struct evictor *ev, uint64_t now)
+{
+	struct rc_domain_member m;
+	uint64_t sum = 0;
+	int n;
+
+	/* what commands for inactive entries will free, not yet seen */
+	for (int i = 0; i < ev->nr_inflight; i++) {
+		const struct inflight *f = &ev->inflight[i];
+
+		if (!f->active && !f->freed_ns &&
+		    (!f->acked || f->ack.status == RAMCACHE_ACK_EVICTED))
+			sum += f->bytes;
+	}
+	n = evictor_candidates(ev, now, ev->rss, &m);
+	for (int i = 0; i < n; i++) {
+		const struct rc_entry *e = &m.entries[i];
+
+		if (!(e->flags & (RAMCACHE_F_ACTIVE | RAMCACHE_F_PINNED)) &&
+		    !unavailable(e->id, ev))
+			sum = sum + e->bytes < sum ? UINT64_MAX
+						   : sum + e->bytes;
+	}
+	return sum;
 }
 
 bool evictor_post(struct evictor *ev, uint32_t idx, const struct evict_post *p)
@@ -980,6 +1007,7 @@ void evictor_cannot_free(struct evictor *ev, uint64_t wanted,
 	if (!most)
 		return; /* nothing of ours is out of reach */
 	ev->short_told = true;
+	ev->short_new = true;
 	out_cannot_free(ev->out, &c);
 }
 

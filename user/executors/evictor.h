@@ -124,6 +124,7 @@ struct evictor {
 	int pidfd;	       /* the executor's, owned by its target; or -1 */
 	bool oom_killed;       /* the OOM killer chose the executor */
 	bool short_told;       /* a cannot_free event for this episode is out */
+	bool short_new;	       /* and the level has not been judged since */
 	uint64_t held_read_ns; /* when held commands were last looked at */
 	int nr_read;	       /* entries of the last window read */
 	bool read_whole;       /* that window was the whole table */
@@ -217,6 +218,14 @@ void evictor_counted(struct evictor *ev);
  */
 void evictor_load_rss(struct evictor *ev, uint64_t ts_ns, uint64_t rss);
 void evictor_tell(struct evictor *ev, uint64_t now_ns);
+
+/*
+ * What this executor could still free at @now without waiting for a job
+ * to end: its inactive entries not commanded yet (no more than its RSS
+ * each) and the commands out for inactive ones, not yet freed. Active
+ * entries are not counted: they go at a safe point, if one comes in time.
+ */
+uint64_t evictor_could_free(struct evictor *ev, uint64_t now_ns);
 
 /* Bytes of commands out whose memory has not been seen freed yet. */
 uint64_t evictor_pending(const struct evictor *ev);

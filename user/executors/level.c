@@ -150,6 +150,7 @@ int level_update(struct level_watch *lw, uint64_t now,
 	in.thr = c->thr;
 	in.has_eta = c->has_eta;
 	in.eta_ns = c->eta_ns;
+	in.cannot_free = c->cannot_free;
 	policy_pressure_eval(&in, &out);
 	lw->in = in;
 	/* an empty period changes nothing */

@@ -52,6 +52,7 @@ struct level_ctx {
 	struct rc_thresholds thr;
 	bool has_eta;
 	uint64_t eta_ns;
+	bool cannot_free; /* a followed executor's cannot_free episode is on */
 	/* the target's memory cgroup (NULL: none) and its inode */
 	const struct rc_cgroup_mem *cg;
 	uint64_t cg_ino;

@@ -121,6 +121,7 @@ static void level_inputs(const struct levels_env *env, uint64_t direct,
 		c->cg_ino = sm->cg.ino;
 	}
 	c->thr = one ? one->thr : *env->sys_thr;
+	c->cannot_free = one && one->evicting && one->ev.short_told;
 	/* time until full from the settled trend: a spike is no warning */
 	sampler_view(sm, now, env->horizon_ns, &v);
 	if (v.has_eta) {
