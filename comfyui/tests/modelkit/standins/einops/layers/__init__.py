@@ -1,0 +1,1 @@
+"""einops.layers: the pattern operations as framework layers."""
