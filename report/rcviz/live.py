@@ -5,15 +5,9 @@ name, label or message in the stream cannot reach the terminal raw."""
 import collections
 import time
 
-from .record import LEVELS, STATUS_GROUP, int_field, num_field
+from .record import LEVELS, STATUS_GROUP, Fields
 from .sanitize import text
 from .svg import fmt_bytes, fmt_ms
-
-
-def _n(e, k, default=None):
-    """Field @k of @e if it is a number, else @default."""
-    v = num_field(e.get(k))
-    return default if v is None else v
 
 
 class Executor:
@@ -51,8 +45,11 @@ class Live:
         self.ooms = collections.deque(maxlen=keep)
         self.warnings = collections.deque(maxlen=keep)
         self.drops = 0
+        self.bad_numbers = 0  # fields refused by record.Fields
         self.start = None
+        self.start_pid = None
         self.exit = None
+        self.exit_code = None
         self.events = 0
         self.t_first = None
         self.t_last = None
@@ -64,8 +61,8 @@ class Live:
         return e
 
     def secs(self, e):
-        ts = e.get("ts_ns")
-        if not isinstance(ts, (int, float)):
+        ts = e.num("ts_ns")
+        if ts is None:
             return None
         if self.t_first is None:
             self.t_first = ts
@@ -74,15 +71,19 @@ class Live:
 
     def feed(self, e):
         """One agent event (a dict with "type"). A field of the wrong type
-        (a crafted record) counts as absent."""
+        or out of bounds (a crafted record) counts as absent, and counted."""
         self.events += 1
+        e = e if isinstance(e, Fields) else Fields(e)
         t = self.secs(e)
-        handler = _FEED.get(e.get("type"))
+        typ = e.get("type")
+        handler = _FEED.get(typ) if isinstance(typ, str) else None
         if handler:
-            handler(self, e, t, int_field(e.get("pid")))
+            handler(self, e, t, e.int("pid"))
+        self.bad_numbers += len(e.refused)
 
     def _on_start(self, e, t, pid):
         self.start = e
+        self.start_pid = pid
         if pid:
             x = self._executor(pid)
             x.comm = str(e.get("comm", ""))
@@ -97,37 +98,37 @@ class Live:
 
     def _on_rss(self, e, t, pid):
         if pid in self.ex:
-            self.ex[pid].rss = _n(e, "rss")
+            self.ex[pid].rss = e.num("rss")
 
     def _on_summary(self, e, t, pid):
-        self.mem_available = _n(e, "mem_available")
-        self.headroom = _n(e, "headroom")
+        self.mem_available = e.num("mem_available")
+        self.headroom = e.num("headroom")
         self.headroom_max = max(self.headroom_max, self.headroom or 0,
                                 self.mem_available or 0)
-        self.drops = max(self.drops, _n(e, "drops", 0))
+        self.drops = max(self.drops, e.num("drops", 0))
         self._thresholds(e, "threshold_")
         self._level(e)
         if pid:
             x = self._executor(pid)
-            x.rss = _n(e, "rss", x.rss)
-            x.memcg_usage = _n(e, "memcg_usage")
-            x.memcg_limit = _n(e, "memcg_limit")
-            x.headroom = _n(e, "headroom")
-            x.forecast = _n(e, "forecast")
-            x.eta = _n(e, "eta_s")
+            x.rss = e.num("rss", x.rss)
+            x.memcg_usage = e.num("memcg_usage")
+            x.memcg_limit = e.num("memcg_limit")
+            x.headroom = e.num("headroom")
+            x.forecast = e.num("forecast")
+            x.eta = e.num("eta_s")
 
     def _on_pressure(self, e, t, pid):
         self._level(e)
         if pid and pid in self.ex:
-            self.ex[pid].eta = _n(e, "eta_s")
-            self.ex[pid].headroom = _n(e, "headroom")
+            self.ex[pid].eta = e.num("eta_s")
+            self.ex[pid].headroom = e.num("headroom")
 
     def _on_evict(self, e, t, pid):
         self.sent += 1
-        seq = int_field(e.get("seq"))
+        seq = e.int("seq")
         ev = {"t": t, "pid": pid, "seq": seq,
               "label": str(e.get("label", "")),
-              "bytes": _n(e, "bytes", 0), "reason": e.get("reason"),
+              "bytes": e.num("bytes", 0), "reason": e.get("reason"),
               "status": "dry run" if e.get("dry_run") else "sent",
               "ack_ms": None, "freed_ms": None}
         self.evictions.append(ev)
@@ -135,46 +136,46 @@ class Live:
             self._by_seq[(pid, seq)] = ev
 
     def _on_evict_done(self, e, t, pid):
-        seq = int_field(e.get("seq"))
+        seq = e.int("seq")
+        ack, freed = e.num("ack_latency_ns"), e.num("freed_latency_ns")
         ev = self._by_seq.pop((pid, seq), None)
         if ev is None:
             ev = {"t": t, "pid": pid, "seq": seq,
                   "label": str(e.get("label", "")),
-                  "bytes": _n(e, "bytes", 0), "reason": None,
+                  "bytes": e.num("bytes", 0), "reason": None,
                   "ack_ms": None}
             self.evictions.append(ev)
         ev["status"] = str(e.get("status", ""))
-        if _n(e, "ack_latency_ns") is not None:
-            ev["ack_ms"] = _n(e, "ack_latency_ns") / 1e6
-        ev["freed_ms"] = (_n(e, "freed_latency_ns") / 1e6
-                          if _n(e, "freed_latency_ns") else None)
+        if ack is not None:
+            ev["ack_ms"] = ack / 1e6
+        ev["freed_ms"] = freed / 1e6 if freed else None
         self.counts[STATUS_GROUP.get(ev["status"], "not_found")] += 1
         if ev["status"] == "evicted":
-            self.bytes_freed += _n(e, "bytes_freed", 0)
+            self.bytes_freed += e.num("bytes_freed", 0)
 
     def _on_reclaim(self, e, t, pid):
         if pid in self.ex and e.get("comm"):
             self.ex[pid].comm = str(e["comm"])
         kind = str(e.get("kind", "direct"))
         self.stall_count[kind] += 1
-        self.stall_ns[kind] += _n(e, "latency_ns", 0)
+        ns = e.num("latency_ns", 0)
+        self.stall_ns[kind] += ns
         self.stalls.append({"t": t, "kind": kind, "pid": pid,
-                            "comm": str(e.get("comm", "")),
-                            "ms": _n(e, "latency_ns", 0) / 1e6})
+                            "comm": str(e.get("comm", "")), "ms": ns / 1e6})
 
     def _on_kswapd(self, e, t, pid):
         if e.get("state") == "wake":
-            self.kswapd_awake.add(int_field(e.get("nid")))
+            self.kswapd_awake.add(e.int("nid"))
         else:
-            self.kswapd_awake.discard(int_field(e.get("nid")))
+            self.kswapd_awake.discard(e.int("nid"))
 
     def _on_oom_kill(self, e, t, pid):
-        victim = int_field(e.get("victim_pid"))
+        victim = e.int("victim_pid")
         if victim in self.ex and e.get("comm"):
             self.ex[victim].comm = str(e["comm"])
         self.ooms.append({"t": t, "pid": victim,
                           "comm": str(e.get("comm", "")),
-                          "rss": sum(_n(e, k, 0) for k in (
+                          "rss": sum(e.num(k, 0) for k in (
                               "anon_rss", "file_rss", "shmem_rss"))})
 
     def _on_warning(self, e, t, pid):
@@ -185,10 +186,11 @@ class Live:
 
     def _on_exit(self, e, t, pid):
         self.exit = e
+        self.exit_code = e.int("code")
 
     def _thresholds(self, e, prefix):
         for k in ("headroom", "inactive"):
-            v = num_field(e.get(prefix + k))
+            v = e.num(prefix + k)
             if v:
                 self.thresholds[k] = v
 
@@ -198,7 +200,7 @@ class Live:
             reasons = e.get("reasons")
             self.reasons = [str(r) for r in reasons] if isinstance(
                 reasons, list) else []
-            self.eta = num_field(e.get("eta_s"))
+            self.eta = e.num("eta_s")
 
     @property
     def lost(self):
@@ -237,12 +239,14 @@ def _screen_head(st, add, clock):
     """The title, the level and the thresholds."""
     up = (st.t_last - st.t_first) / 1e9 if st.t_first is not None else 0
     who = "the whole system"
-    if st.start and int_field(st.start.get("pid")):
-        who = f"pid {st.start['pid']}"
+    if st.start and st.start_pid:
+        who = f"pid {st.start_pid}"
     elif st.ex:
         who = "--match"
     add(f"ramcache-top - {clock}  up {up:.0f} s  following {who}  "
-        f"events {st.events}  drops {st.drops}", "title")
+        f"events {st.events}  drops {st.drops}" + (
+            f"  refused fields {st.bad_numbers}" if st.bad_numbers else ""),
+        "title")
     lv = (st.level or "?").upper()
     add(f"Level: {lv}" + (f" ({', '.join(st.reasons)})" if st.reasons
                           else "") + (f"  headroom gone in "
@@ -323,7 +327,7 @@ def _screen_tail(st, add, L, height):
         add(f"warning: {st.warnings[-1][1]}", "warn")
     if st.exit:
         add(f"agent exited: {st.exit.get('reason')} (code "
-            f"{st.exit.get('code')}); q to quit", "bold")
+            f"{st.exit_code}); q to quit", "bold")
 
 
 def screen(st, width=80, height=24, clock=None):
@@ -347,6 +351,8 @@ def status_line(st, clock=None):
     clock = clock or time.strftime("%H:%M:%S")
     parts = [clock, f"level {st.level or '?'}"
              + (f" ({','.join(st.reasons)})" if st.reasons else "")]
+    if st.bad_numbers:
+        parts.append(f"{st.bad_numbers} fields refused")
     for x in list(st.ex.values())[-4:]:
         if not x.alive:
             continue

@@ -78,6 +78,10 @@ def _warnings(tl):
     if tl.bad_lines:
         warn.append(f"{tl.bad_lines} line(s) of the record were not JSON "
                     "events (cut short?) and were skipped")
+    if tl.bad_numbers:
+        warn.append(f"{tl.bad_numbers} field(s) of the record held no number "
+                    "the agent writes (not finite, negative, 2^64 or more, "
+                    "or not a number) and were left out")
     if not st:
         warn.append("the record has no start event: time 0 is its first "
                     "event")

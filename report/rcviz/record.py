@@ -4,8 +4,14 @@ Pure: load() parses lines, Timeline holds series, intervals and marks on
 one axis, seconds since the record's `start` event. Every JSON event of the
 agent carries ts_ns (CLOCK_MONOTONIC); a line without one (an agent older
 than the record format) takes the time of the line before it.
+
+Every number is read through Fields (below), within the bounds of what the
+agent writes; a field that holds anything else counts as absent and is
+counted (Timeline.bad_numbers), so that a crafted record draws like any
+other instead of crashing the viewer.
 """
 import json
+import math
 
 from .sanitize import deep
 
@@ -61,24 +67,24 @@ class Eviction:
 class Stall:
     def __init__(self, t_end, e):
         self.kind = str(e.get("kind", "direct"))
-        self.latency_ns = num_field(e.get("latency_ns")) or 0
+        self.latency_ns = e.num("latency_ns", 0)
         self.t_end = t_end
         self.t_start = t_end - self.latency_ns / 1e9
-        self.pid = int_field(e.get("pid"))
-        self.tid = int_field(e.get("tid"))
+        self.pid = e.int("pid")
+        self.tid = e.int("tid")
         self.comm = str(e.get("comm", ""))
-        self.nr_reclaimed = num_field(e.get("nr_reclaimed")) or 0
+        self.nr_reclaimed = e.num("nr_reclaimed", 0)
 
 
 class Oom:
     def __init__(self, t, e):
         self.t = t
-        self.victim_pid = int_field(e.get("victim_pid"))
+        self.victim_pid = e.int("victim_pid")
         self.comm = str(e.get("comm", ""))
-        self.uid = int_field(e.get("uid"))
-        self.anon = num_field(e.get("anon_rss")) or 0
-        self.file = num_field(e.get("file_rss")) or 0
-        self.shmem = num_field(e.get("shmem_rss")) or 0
+        self.uid = e.int("uid")
+        self.anon = e.num("anon_rss", 0)
+        self.file = e.num("file_rss", 0)
+        self.shmem = e.num("shmem_rss", 0)
 
     @property
     def rss(self):
@@ -120,6 +126,7 @@ class Timeline:
         self.drops = 0
         self.exit = None
         self.bad_lines = 0
+        self.bad_numbers = 0  # fields refused by Fields
         self.events = 0
 
     def secs(self, ts_ns):
@@ -127,9 +134,9 @@ class Timeline:
 
 
 def parse_lines(lines):
-    """JSON objects of the lines, every string in them through the text
+    """Events (Fields) of the lines, every string in them through the text
     sanitiser; counts the lines that are not (a record cut by a crash ends
-    in half a line)."""
+    in half a line; a crafted one nests deeper than Python recurses)."""
     out, bad = [], 0
     for line in lines:
         line = line.strip()
@@ -137,13 +144,12 @@ def parse_lines(lines):
             continue
         try:
             ev = json.loads(line)
-        except ValueError:
-            bad += 1
-            continue
-        if isinstance(ev, dict) and isinstance(ev.get("type"), str):
-            out.append(deep(ev))
-        else:
-            bad += 1
+            if isinstance(ev, dict) and isinstance(ev.get("type"), str):
+                out.append(Fields(deep(ev)))
+                continue
+        except (ValueError, RecursionError):
+            pass
+        bad += 1
     return out, bad
 
 
@@ -156,39 +162,77 @@ def load(path):
     return tl
 
 
+# The agent writes its numbers as u64 (doubles for rates and eta_s, from
+# u64 too): a number outside [0, 2^64) or not finite is none of its own.
+# A float below NUM_TINY (finer than a nanosecond) reads as 0, so that no
+# ratio of two bounded numbers (a bar, a scale) overflows a float.
+NUM_MAX = 1 << 64
+NUM_TINY = 1e-9
+
+
 def num_field(v):
-    return v if isinstance(v, (int, float)) and not isinstance(v, bool) \
-        else None
+    """@v if it is a number within the bounds above, else None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if isinstance(v, float):
+        if not math.isfinite(v) or not 0 <= v < NUM_MAX:
+            return None
+        return v if v >= NUM_TINY else 0.0
+    return v if 0 <= v < NUM_MAX else None
 
 
 def int_field(v):
-    """An integer field (a pid, a count), None when the record holds
-    anything else there."""
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+    """An integer field (a pid, a count) within the bounds, None when the
+    record holds anything else there."""
+    return v if isinstance(v, int) and num_field(v) is not None else None
+
+
+class Fields(dict):
+    """An event whose numbers are read bounded: num() and int() give None
+    for a field that is absent, null, or holds anything but a number in
+    bounds; each field refused so is counted once (refused)."""
+
+    def __init__(self, e):
+        super().__init__(e)
+        self.refused = set()
+
+    def _read(self, key, check, default):
+        v = self.get(key)
+        if v is None:
+            return default
+        got = check(v)
+        if got is None:
+            self.refused.add(key)
+            return default
+        return got
+
+    def num(self, key, default=None):
+        return self._read(key, num_field, default)
+
+    def int(self, key, default=None):
+        return self._read(key, int_field, default)
 
 
 def build(events, t0_ns=None):
     """A Timeline from parsed events, in record order; time 0 is t0_ns,
-    else the start event, else the first stamp."""
+    else the start event, else the first stamp (else 0)."""
     tl = Timeline()
-    stamps = [e["ts_ns"] for e in events if num_field(e.get("ts_ns")) is not None]
-    starts = [e["ts_ns"] for e in events if e["type"] == "start"
-              and num_field(e.get("ts_ns")) is not None]
-    if not stamps:
-        tl.t0_ns = t0_ns or 0
-        return tl
+    events = [e if isinstance(e, Fields) else Fields(e) for e in events]
+    stamped = [(e["type"], e.num("ts_ns")) for e in events]
+    stamps = [ts for _, ts in stamped if ts is not None]
+    starts = [ts for typ, ts in stamped if typ == "start" and ts is not None]
     tl.t0_ns = t0_ns if t0_ns is not None else (
-        starts[0] if starts else min(stamps))
+        starts[0] if starts else min(stamps, default=0))
     b = _Builder(tl)
     last = tl.t0_ns
-    for e in events:
-        ts = num_field(e.get("ts_ns"))
+    for e, (typ, ts) in zip(events, stamped):
         ts = last if ts is None else ts
         last = max(last, ts)
         tl.events += 1
-        handler = _HANDLERS.get(e["type"])
+        handler = _HANDLERS.get(typ)
         if handler:
-            handler(b, tl.secs(ts), int_field(e.get("pid")), e)
+            handler(b, tl.secs(ts), e.int("pid"), e)
+        tl.bad_numbers += len(e.refused)
     _finish(tl, b, last)
     return tl
 
@@ -219,8 +263,9 @@ class _Builder:
 
     def _thresholds(self, e):
         for k in ("headroom", "inactive"):
-            if num_field(e.get(k)):
-                self.tl.thresholds[k] = e[k]
+            v = e.num(k)
+            if v:
+                self.tl.thresholds[k] = v
 
     def start(self, t, pid, e):
         self.tl.start = e
@@ -239,27 +284,29 @@ class _Builder:
 
     def rss(self, t, pid, e):
         # without a pid it belongs to no executor (and would not sort)
-        if pid is not None and num_field(e.get("rss")) is not None:
-            self.tl.rss.setdefault(pid, []).append((t, e["rss"]))
+        v = e.num("rss")
+        if pid is not None and v is not None:
+            self.tl.rss.setdefault(pid, []).append((t, v))
 
     def summary(self, t, pid, e):
         tl = self.tl
         _comm(tl, pid, e)
-        if pid and num_field(e.get("rss")):
-            tl.rss.setdefault(pid, []).append((t, e["rss"]))
+        rss = e.num("rss")
+        if pid and rss:
+            tl.rss.setdefault(pid, []).append((t, rss))
         for key, series in (("memcg_usage", tl.memcg_usage),
                             ("memcg_limit", tl.memcg_limit),
                             ("mem_available", tl.mem_available),
                             ("headroom", tl.headroom),
                             ("forecast", tl.forecast)):
-            v = num_field(e.get(key))
+            v = e.num(key)
             if v is not None:
                 series.append((t, v))
             elif series and series[-1][1] is not None:
                 series.append((t, None))  # a gap: no target then
-        tl.drops = max(tl.drops, num_field(e.get("drops")) or 0)
+        tl.drops = max(tl.drops, e.num("drops", 0))
         for k in ("headroom", "inactive"):
-            v = num_field(e.get("threshold_" + k))
+            v = e.num("threshold_" + k)
             if v:
                 tl.thresholds[k] = v
                 tl.threshold_series[k].append((t, v))
@@ -270,21 +317,21 @@ class _Builder:
         if e.get("level") in LEVELS:
             self.level_now = _level(self.tl, t, e, self.level_now,
                                     force=True)
-        v = num_field(e.get("headroom"))
+        v = e.num("headroom")
         if v is not None:
             self.tl.headroom.append((t, v))
 
     def evict(self, t, pid, e):
         tl = self.tl
-        seq = int_field(e.get("seq"))
+        seq = e.int("seq")
         ev = Eviction(pid, seq)
         ev.dry_run = bool(e.get("dry_run")) or seq is None
         ev.id = e.get("id")
         ev.label = str(e.get("label", ""))
-        ev.bytes = num_field(e.get("bytes")) or 0
+        ev.bytes = e.num("bytes", 0)
         ev.reason = str(e.get("reason", ""))
-        ev.headroom = num_field(e.get("headroom"))
-        ev.forecast = num_field(e.get("forecast"))
+        ev.headroom = e.num("headroom")
+        ev.forecast = e.num("forecast")
         ev.t_post = t
         tl.evictions.append(ev)
         if seq is not None:
@@ -295,21 +342,20 @@ class _Builder:
             tl.forecast.append((t, ev.forecast))
 
     def evict_done(self, t, pid, e):
-        ev = self.evs.pop((pid, int_field(e.get("seq"))), None)
+        seq = e.int("seq")
+        ack, recv = e.num("ack_latency_ns"), e.num("recv_latency_ns")
+        freed = e.num("freed_latency_ns")
+        ev = self.evs.pop((pid, seq), None)
         if ev is None:  # its post is before the record began
-            ev = Eviction(pid, int_field(e.get("seq")))
+            ev = Eviction(pid, seq)
             ev.id = e.get("id")
             ev.label = str(e.get("label", ""))
-            ev.bytes = num_field(e.get("bytes")) or 0
-            ev.t_post = t - max(num_field(e.get("ack_latency_ns")) or 0,
-                                num_field(e.get("freed_latency_ns")) or 0) / 1e9
+            ev.bytes = e.num("bytes", 0)
+            ev.t_post = t - max(ack or 0, freed or 0) / 1e9
             self.tl.evictions.append(ev)
         ev.t_done = t
         ev.status = str(e.get("status", ""))
-        ev.bytes_freed = num_field(e.get("bytes_freed"))
-        ack = num_field(e.get("ack_latency_ns"))
-        recv = num_field(e.get("recv_latency_ns"))
-        freed = num_field(e.get("freed_latency_ns"))
+        ev.bytes_freed = e.num("bytes_freed")
         if recv is not None:
             ev.t_recv = ev.t_post + recv / 1e9
         if ack is not None:
@@ -324,7 +370,7 @@ class _Builder:
         _comm(self.tl, pid, e)
 
     def kswapd(self, t, pid, e):
-        nid = int_field(e.get("nid")) or 0
+        nid = e.int("nid", 0)
         if e.get("state") == "wake":
             self.kswapd_open.setdefault(nid, t)
         elif e.get("state") == "sleep":
@@ -333,7 +379,7 @@ class _Builder:
 
     def oom_kill(self, t, pid, e):
         self.tl.ooms.append(Oom(t, e))
-        _comm(self.tl, int_field(e.get("victim_pid")), e)
+        _comm(self.tl, e.int("victim_pid"), e)
 
     def warning(self, t, pid, e):
         typ = e["type"]
@@ -365,7 +411,7 @@ def _level(tl, t, e, now, force=False):
     level = e["level"]
     reasons = e.get("reasons")
     reasons = [str(r) for r in reasons] if isinstance(reasons, list) else []
-    eta = num_field(e.get("eta_s"))
+    eta = e.num("eta_s")
     if tl.bands and tl.bands[-1].level == level:
         b = tl.bands[-1]
         b.t1 = t

@@ -15,7 +15,10 @@ a hostile user, and killed.
   page in a container; without CAP_SYS_PTRACE or CAP_DAC_READ_SEARCH it
   refuses it and names the one it lacks.
 * An agent in a cgroup namespace of its own says it cannot watch the
-  executor's limit.
+  executor's limit, and a --cgroup scope of host paths follows nobody from
+  there (why the DaemonSet scopes by --user).
+* The agent with the DaemonSet's capabilities and seccomp profile through
+  its life: --match and --all, metrics, --on-level, SIGTERM.
 """
 import contextlib
 import json
@@ -343,6 +346,184 @@ def agent_with_the_documented_capabilities_only():
     finally:
         ex.kill()
         ex.wait()
+
+
+SECCOMP = os.path.join(ROOT, "contrib", "kubernetes", "seccomp",
+                       "ramcache-bpf.json")
+UNITSANDBOX = os.path.join(ROOT, "tests", "integration", "unitsandbox.py")
+
+
+def host_caps():
+    with open("/proc/self/status") as f:
+        bnd = int(re.search(r"^CapBnd:\s*(\w+)", f.read(), re.M).group(1), 16)
+    return bnd
+
+
+def under_the_daemonsets_grants(less=()):
+    """A prefix running the agent as the DaemonSet does: its capabilities
+    (those this machine has to give), no new privileges, and its seccomp
+    profile as the runtime loads it on x86-64 (less the calls @less),
+    installed by unitsandbox.py."""
+    import unitsandbox
+    with open(SECCOMP) as f:
+        prof = json.load(f)
+    names = {n for e in prof["syscalls"] for n in e["names"]} - set(less)
+    caps = [c.lower() for c in sorted(documented_caps()[1])
+            if host_caps() >> unitsandbox.CAP_NAMES.index(c.lower()) & 1]
+    return ("setpriv", "--bounding-set=-all," + ",".join(
+                "+" + c for c in caps), "--inh-caps=-all", "--no-new-privs",
+            sys.executable, UNITSANDBOX, "--seccomp", ",".join(sorted(names)),
+            "--errno", str(prof["defaultErrnoRet"]), "--")
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def filtered(agent):
+    """The agent runs under a seccomp filter and no new privileges."""
+    with open(f"/proc/{agent.proc.pid}/status") as f:
+        st = dict(ln.split(":", 1) for ln in f if ":" in ln)
+    return st["Seccomp"].strip() == "2" and st["NoNewPrivs"].strip() == "1"
+
+
+def zombies(pid):
+    """Children of @pid that exited and were not waited for."""
+    out = []
+    for p in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{p}/stat") as f:
+                st = f.read().rsplit(")", 1)[1].split()
+            if st[0] == "Z" and int(st[1]) == pid:
+                out.append(int(p))
+    return out
+
+
+def stopped_cleanly(agent):
+    """SIGTERM: exit 0, and no call refused (EPERM) on the way."""
+    os.kill(agent.proc.pid, signal.SIGTERM)
+    assert agent.wait(10) == 0, agent.stderr[-5:]
+    ex = agent.of_type("exit")
+    assert ex and ex[-1]["reason"] == "terminated", ex
+    refused = [ln for ln in agent.stderr if "not permitted" in ln]
+    assert not refused, refused
+
+
+def match_life_under_the_profile(cg, mdir, mark):
+    """--match --user, as the DaemonSet: the demo of another user served,
+    the metrics scraped, an --on-level command run."""
+    import urllib.request
+    port = free_port()
+    agent = Agent("--match", mdir, "--user", NOBODY, "--metrics",
+                  f"127.0.0.1:{port}", "--on-level",
+                  f"warn:echo $RAMCACHE_LEVEL >>{mark}; /bin/true && "
+                  f"echo ran >>{mark}", "--headroom", "64M",
+                  "--inactive", "128M", "--interval", "250ms",
+                  prefix=under_the_daemonsets_grants())
+    run = Run(AS_NOBODY + [DEMO, "--json", "--policy", "agent",
+                           "--wait-agent", 30, *WORKLOAD, "--model-dir",
+                           mdir], cg)
+    try:
+        assert agent.wait_type("start", 60), agent.stderr
+        assert filtered(agent)
+        assert run.wait() == 0, run.err[-2000:]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                    timeout=10) as r:
+            assert r.status == 200 and b"ramcache_" in r.read()
+        # each turn of the loop reaps the commands that ended
+        end = time.monotonic() + 3
+        while zombies(agent.proc.pid) and time.monotonic() < end:
+            time.sleep(0.1)
+        assert not zombies(agent.proc.pid), "--on-level commands not reaped"
+        stopped_cleanly(agent)
+    finally:
+        run.kill()
+        agent.stop()
+    assert cg.oom_kills() == 0, "OOM kill in the cgroup"
+    done = run.events("demo_done")
+    assert done and done[0]["acks_evicted"] >= 1, run.out[-2000:]
+    with open(mark) as f:
+        said = f.read().split()
+    assert said[0] in ("warn", "high", "critical") and "ran" in said, said
+
+
+def all_life_under_the_profile(cg):
+    """--all: an executor found, its page dropped when it is killed."""
+    agent = Agent("--all", "--cgroup", "/" + os.path.basename(cg.path),
+                  "--interval", "250ms", prefix=under_the_daemonsets_grants())
+    ex = subprocess.Popen([sys.executable, DOCEXEC, "--entries", "2",
+                           "--size", "1", "--hold-s", "60"],
+                          stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, preexec_fn=cg.preexec())
+    try:
+        assert agent.wait_type("start", 60), agent.stderr
+        assert agent.wait_target(ex.pid, timeout=30), agent.stderr[-5:]
+        ex.kill()
+        ex.wait()
+        drop = agent.wait_for(lambda e: e.get("type") == "control" and
+                              e.get("state") == "dropped", 10)
+        assert drop and drop["reason"] == "killed", agent.events[-5:]
+        stopped_cleanly(agent)
+    finally:
+        ex.kill()
+        ex.wait()
+        agent.stop()
+
+
+@test
+def agent_lives_under_the_daemonsets_seccomp_profile():
+    """The agent with the DaemonSet's capabilities, no new privileges and
+    its seccomp profile (the calls strace saw the agent make): --match
+    --user serves another user's demo (commands acked, no OOM kill) with
+    its metrics scraped and an --on-level command run; --all finds an
+    executor and drops its page when it is killed; SIGTERM ends each with
+    exit 0, and no call was refused. The same filter less bpf stops the
+    agent at once (exit 3): the filter is in force."""
+    require_tools()
+    p = subprocess.run([*under_the_daemonsets_grants(less={"bpf"}), AGENT,
+                        "--duration", "1"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 3, (p.returncode, p.stderr)
+    with Memcg(LIMIT) as cg, model_dir() as d, \
+            tempfile.TemporaryDirectory(prefix="ramcache-test-") as marks:
+        match_life_under_the_profile(cg, d, os.path.join(marks, "level"))
+    with Memcg(LIMIT) as cg:
+        all_life_under_the_profile(cg)
+
+
+@test
+def a_cgroup_scope_follows_nobody_from_a_pods_cgroup_namespace():
+    """Why the DaemonSet has no --cgroup: on cgroup v2 nodes a pod gets a
+    cgroup namespace of its own, and from there another pod's cgroup reads
+    "/../<...>". The agent in such a namespace given the executor's cgroup
+    (as the host names it, as a kubepods slice would be) in --cgroup
+    follows nobody; in the host's namespace it follows the executor."""
+    require_tools()
+    tag = f"ramcache-test-scope-{os.getpid()}"
+    with Memcg(LIMIT, name=f"{tag}-ex") as ex_cg, \
+            Memcg(1024 * MiB, name=f"{tag}-agent") as ag_cg:
+        sleeper = subprocess.Popen(["sleep", "513.25"],
+                                   preexec_fn=ex_cg.preexec())
+        try:
+            for private in (True, False):
+                prefix = ("sh", "-c", f"echo $$ > {ag_cg.path}/cgroup.procs"
+                          " && exec unshare --cgroup \"$@\"", "sh") \
+                    if private else ()
+                agent = Agent("--match", "sleep 513.25", "--cgroup",
+                              f"/{tag}-ex", "--interval", "250ms",
+                              prefix=prefix)
+                try:
+                    assert agent.wait_type("start", 60), agent.stderr
+                    ev = agent.wait_target(sleeper.pid, timeout=3)
+                finally:
+                    agent.stop()
+                assert bool(ev) != private, (private, ev, agent.stderr)
+        finally:
+            sleeper.kill()
+            sleeper.wait()
 
 
 @test

@@ -22,6 +22,7 @@ built on the `minbase` root imported as debian:bookworm-slim.
   hostPID the agent stops with exit 5 and the line that says why; where
   hostPID is played (podman 4.5 on), it runs with the pod's grants.
 """
+import errno
 import json
 import os
 import socket
@@ -37,9 +38,6 @@ from engine import (AGENT_IMAGE, EXEC_IMAGE, MANIFEST, MEMORY,  # noqa: E402
                     demo_container, executor_image, grantable, manifest,
                     oom_killed, pod_template, seccomp_profile, wait_exit)
 from rctest import NOBODY, ROOT, Agent, main, require_root, test  # noqa: E402
-import unitsandbox  # noqa: E402
-
-UNIT = os.path.join(ROOT, "contrib", "systemd", "ramcache-bpf.service")
 
 PM = None
 
@@ -249,17 +247,59 @@ def daemonset_is_scoped_and_its_metrics_fenced():
     assert pmon["selector"]["matchLabels"] == pod_template()["metadata"]["labels"]
 
 
+# What the agent never calls, and what someone running code in it would
+# want: another process's memory (process_vm_*), a page-fault race
+# (userfaultfd), a second way into the kernel (io_uring_*), the keyring
+# (keyctl, add_key, request_key), namespaces (unshare, setns), ptrace,
+# mounts, modules, another program's BPF filter (seccomp).
+NEVER = {"process_vm_readv", "process_vm_writev", "userfaultfd",
+         "io_uring_setup", "io_uring_enter", "io_uring_register", "keyctl",
+         "add_key", "request_key", "unshare", "setns", "ptrace", "mount",
+         "umount2", "pivot_root", "init_module", "finit_module",
+         "kexec_load", "seccomp", "personality", "open_by_handle_at"}
+
+
 @test
-def seccomp_profile_is_the_units_filter():
-    """One system-call filter for the unit and the DaemonSet: the profile
-    is unitsandbox.py --oci-seccomp of the unit (regenerate it so)."""
+def seccomp_profile_allows_only_what_the_agent_calls():
+    """The profile allows none of NEVER (as the unit's whole filter, 349
+    calls, it allowed process_vm_readv, process_vm_writev, userfaultfd,
+    io_uring_setup, keyctl, unshare and setns), refuses anything else with
+    EPERM, and each group of calls it allows says whose they are
+    (docs/hardening.md: how they were found); the agent's life under it
+    is test_containers.py agent_lives_under_the_daemonsets_seccomp_profile,
+    under runc agent_container_with_the_daemonsets_grants_serves_another."""
     with open(seccomp_profile()) as f:
-        have = json.load(f)
-    want = unitsandbox.oci_profile(UNIT)
-    assert have == want, ("contrib/kubernetes/seccomp/ramcache-bpf.json is not "
-                          "the unit's filter: python3 tests/integration/"
-                          "unitsandbox.py --oci-seccomp "
-                          "contrib/systemd/ramcache-bpf.service > it")
+        prof = json.load(f)
+    allowed = {n for e in prof["syscalls"] for n in e["names"]}
+    assert not allowed & NEVER, sorted(allowed & NEVER)
+    assert prof["defaultAction"] == "SCMP_ACT_ERRNO", prof["defaultAction"]
+    assert prof["defaultErrnoRet"] == errno.EPERM, prof["defaultErrnoRet"]
+    for e in prof["syscalls"]:
+        assert e["action"] == "SCMP_ACT_ALLOW" and not e.get("args"), e
+        assert e.get("comment"), e["names"]
+    assert 60 <= len(allowed) <= 100, len(allowed)
+
+
+@test
+def daemonset_is_confined_by_the_runtimes_apparmor_profile():
+    """AppArmor is the runtime's default profile (it was Unconfined); the
+    scope is --user, with no --cgroup, which would follow nobody on cgroup
+    v2 nodes (test_containers.py:
+    a_cgroup_scope_follows_nobody_from_a_pods_cgroup_namespace)."""
+    t = pod_template()
+    c = daemonset_container()
+    for sc in (c.get("securityContext", {}),
+               t["spec"].get("securityContext", {})):
+        prof = sc.get("appArmorProfile", {})
+        assert prof.get("type") != "Unconfined", prof
+    assert c["securityContext"]["appArmorProfile"] == {
+        "type": "RuntimeDefault"}, c["securityContext"]
+    notes = t["metadata"].get("annotations", {})
+    assert not [k for k, v in notes.items() if "apparmor" in k and
+                v.endswith("unconfined")], notes
+    args = c["args"]
+    assert args[args.index("--user") + 1].isdigit(), args
+    assert "--cgroup" not in args, args
 
 
 try:

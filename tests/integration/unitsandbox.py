@@ -11,12 +11,9 @@ gets the same credentials from real systemd.
 
     python3 unitsandbox.py UNIT -- COMMAND...       run COMMAND so limited
     python3 unitsandbox.py --seccomp NAMES -- CMD   (internal) install filter
-    python3 unitsandbox.py --oci-seccomp UNIT       the unit's system-call
-        filter as an OCI (Docker, Kubernetes Localhost) seccomp profile
 """
 import ctypes
 import errno
-import json
 import os
 import re
 import struct
@@ -224,30 +221,8 @@ def wrap(unit, argv, here=None):
             *setpriv, *cmd, *argv]
 
 
-def oci_profile(unit):
-    """The unit's SystemCallFilter= and SystemCallErrorNumber= as an OCI
-    seccomp profile: what the unit allows, on the native architectures of
-    the nodes the image is built for; runtimes skip names their
-    architecture lacks."""
-    s = unit_service(unit)
-    allow, deny = syscall_set(s.get("SystemCallFilter", []))
-    if allow is None or deny:
-        raise ValueError("the unit's filter is not an allow list")
-    err = s.get("SystemCallErrorNumber", ["EPERM"])[-1]
-    return {
-        "defaultAction": "SCMP_ACT_ERRNO",
-        "defaultErrnoRet": getattr(errno, err),
-        "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"],
-        "syscalls": [{"names": sorted(allow), "action": "SCMP_ACT_ALLOW"}],
-    }
-
-
 def main():
     args = sys.argv[1:]
-    if args[:1] == ["--oci-seccomp"]:
-        json.dump(oci_profile(args[1]), sys.stdout, indent=1)
-        print()
-        return
     if args[:1] == ["--seccomp"]:
         names = args[1].split(",")
         err = int(args[3])

@@ -244,7 +244,8 @@ static int hold_known(struct discover *d, int k, pid_t pid, const char *path,
 	return k;
 }
 
-/* Probe the libc @fd (the file @st) of @pid at a free place, if any. */
+/* Probe the libc @fd (the file @st) of @pid at a free place: its index,
+ * or -1 when it is not probed. */
 static int probe_new(struct discover *d, int fd, const struct stat *st,
 		     pid_t pid, const char *path, bool missed, char *why,
 		     size_t len)
@@ -256,14 +257,14 @@ static int probe_new(struct discover *d, int fd, const struct stat *st,
 			tell_once(
 				d, DISC_TOLD_OWNER, why, len, pid,
 				"its libc is not a file of root's that only root may write, so it is not probed");
-		return 0;
+		return -1;
 	}
 	if (k < 0) {
 		if (missed)
 			tell_once(d, DISC_TOLD_FULL, why, len, pid,
 				  "its libc is one more than the " STR(
 					  DISC_MAX_LIBC) " probed");
-		return 0;
+		return -1;
 	}
 	d->libcs[k].link = probe_file(d, k, fd);
 	if (!d->libcs[k].link) {
@@ -273,7 +274,7 @@ static int probe_new(struct discover *d, int fd, const struct stat *st,
 				errno == EFBIG
 					? "its libc is bigger than a libc may be (64 MiB, or its tables), so it is not probed"
 					: "its libc could not be probed (no memfd_create found in it, or no ELF file of this machine)");
-		return 0;
+		return -1;
 	}
 	d->libcs[k].dev = st->st_dev;
 	d->libcs[k].ino = st->st_ino;
@@ -321,7 +322,7 @@ int discover_scan_found(struct discover *d, const char *proc, pid_t pid,
 	k = k >= 0 ? hold_known(d, k, pid, m.path, missed, why, len)
 		   : probe_new(d, fd, &st, pid, m.path, missed, why, len);
 	close(fd);
-	return k;
+	return k + 1; /* its cookie: probe 0, the agent's own, is one too */
 }
 
 int discover_hold(struct discover *d, uint32_t probe)
@@ -331,14 +332,17 @@ int discover_hold(struct discover *d, uint32_t probe)
 	if (probe < 1 || probe > DISC_MAX_LIBC || !d->libcs[k].link)
 		return 0;
 	d->libcs[k].refs++;
-	return k;
+	return (int)probe;
 }
 
-void discover_release(struct discover *d, int k)
+void discover_release(struct discover *d, int probe)
 {
-	if (k < 1 || k >= DISC_MAX_LIBC || !d->libcs[k].link)
+	int k = probe - 1;
+
+	if (probe < 1 || probe > DISC_MAX_LIBC || !d->libcs[k].link)
 		return;
-	if (--d->libcs[k].refs > 0)
+	/* the agent's own libc is probed for good */
+	if (--d->libcs[k].refs > 0 || !k)
 		return;
 	bpf_link__destroy(d->libcs[k].link);
 	memset(&d->libcs[k], 0, sizeof(d->libcs[k]));

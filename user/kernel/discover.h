@@ -105,9 +105,9 @@ int discover_verify(const char *proc, pid_t pid);
  * A scan found executor @pid: probe the libc file it maps too (opened
  * through /proc/PID/map_files, never by path; only a regular file owned
  * by root and writable by no one else, read within the caps of elfsym.h).
- * Returns the index of the probe the executor now holds (release it with
- * discover_release() when it goes), or 0 (the agent's own, never
- * released) when there is none. @missed: the uprobe was on when it
+ * Returns the probe the executor now holds, as its cookie (index + 1; 1
+ * is the agent's own libc), to release with discover_release() when it
+ * goes, or 0 when it holds none. @missed: the uprobe was on when it
  * started (it was not there at the first scan). When the uprobe should
  * have reported it, @why gets a one-line warning to give, once per libc
  * file (once per kind of failure); else @why is "".
@@ -124,12 +124,15 @@ int discover_try_probe(const struct discover *d);
 
 /*
  * An executor reported by the probe of cookie @probe is followed: it holds
- * that probe. Returns its index (for discover_release()), 0 for none.
+ * that probe. Returns @probe (for discover_release()), 0 for none.
  */
 int discover_hold(struct discover *d, uint32_t probe);
 
-/* An executor holding probe @k is no longer followed. */
-void discover_release(struct discover *d, int k);
+/*
+ * An executor holding the probe of cookie @probe (0: none) is no longer
+ * followed. The agent's own (1) stays until discover_close().
+ */
+void discover_release(struct discover *d, int probe);
 
 /*
  * True if @pid holds a descriptor of a memfd named "ramcache" among its
