@@ -102,6 +102,8 @@ class Bridge:
         self._silent_pid = None  # one that let a wait run out uncounted
         self.unloaded = 0  # models ComfyUI's manager unloaded for commands
         self._idle_serving = False  # the listener serves between prompts
+        self._for_load = False  # the worker serves for an announced load
+        self._kept_for_load = 0  # what its evictions left in the heap
         self._node_t0 = 0  # when the running node started (monotonic ns)
         self._node_ns = {}  # entry id -> ns its node took to run
         self._gen = 0  # the generation last published
@@ -574,22 +576,38 @@ class Bridge:
             del self.load_waits[:-8]
             return
         start = time.monotonic()
-        while page.agent_alive() and time.monotonic() - start < LOAD_WAIT_S:
-            with self.window.lock:
-                cmds = self._drain()
-            if cmds:
-                self.answer(cmds, lambda *r: self.outbox.put(r))
-            elif page.expect_seen() and not page.target() and \
-                    self.outstanding <= len(self.held):
-                break
-            else:
-                time.sleep(SETTLE_POLL_S)
+        self._for_load, self._kept_for_load = True, 0
+        try:
+            while page.agent_alive() and time.monotonic() - start < LOAD_WAIT_S:
+                if not self._wait_step(page):
+                    break
+        finally:
+            self._for_load = False
+
         if page.expect_seen():
             self._echo_pid = pid
-        elif page.agent_alive():
-            self._silent_pid = pid
+        elif page.agent_alive() and self._echo_pid != pid:
+            self._silent_pid = pid  # never counted one: it predates them
         self.load_waits.append(round((time.monotonic() - start) * 1e3, 1))
         del self.load_waits[:-8]
+
+    def _wait_step(self, page):
+        """One step of await_room: serve what waits (what the evictions
+        leave in the heap, the load reuses: the announcement shrinks by
+        it), or say whether to go on waiting."""
+        with self.window.lock:
+            cmds = self._drain()
+        if cmds:
+            self.answer(cmds, lambda *r: self.outbox.put(r))
+            if self._kept_for_load:
+                with self.pub_lock:
+                    self.load.reuse(page, self._kept_for_load)
+                self._kept_for_load = 0
+            return True
+        if page.expect_seen() and not page.target() and self.outstanding <= len(self.held):
+            return False
+        time.sleep(SETTLE_POLL_S)
+        return True
 
     def agent_takes_models(self):
         """The agent attached now has counted a load's announcement: it
@@ -647,7 +665,10 @@ class Bridge:
                 # the process's RSS drop, split by the entries' sizes: memory
                 # actually returned (more than the entries: other garbage went
                 # with them; less: storage shared with a live tensor)
-                freed = self.reclaim.returned(before, total, may_collect=not in_node)
+                freed = self.reclaim.returned(before, total, may_collect=not in_node,
+                                              trim=not self._for_load)
+                if self._for_load:  # kept in the heap, for the load to take
+                    self._kept_for_load += max(0, total - freed)
                 self._record(results, freed, total, in_node)
         if not in_node:
             release()

@@ -114,6 +114,14 @@ class LoadWatch:
             page.expect(self.announced)
         return self.announced
 
+    def reuse(self, page, nbytes):
+        """Evictions made for this load left @nbytes in the process's heap,
+        which the load will take again: the announcement shrinks by them
+        (its stamp kept: the same announcement, smaller)."""
+        self.announced = max(0, self.announced - nbytes)
+        if page is not None:
+            page.expect_less(self.announced)
+
     def end(self, page):
         """The node ended: the load is measured, the announcement
         withdrawn. True when a load ran in it."""

@@ -78,16 +78,19 @@ class Reclaim:
         self.trims_returned = 0  # ... that lowered RSS further
         self.collects = 0
 
-    def returned(self, before, expected, may_collect):
+    def returned(self, before, expected, may_collect, trim=True):
         """RSS dropped since `before` (bytes, >= 0) once the evicted values
         are gone. `expected` is what they held. A trim (then, where
-        may_collect, a gc and a trim) only while the drop is short of it."""
+        may_collect, a gc and a trim) only while the drop is short of it,
+        and never without @trim: memory freed for a model about to load
+        stays in the heap, where the load takes it again without a page
+        fault (a fault of a reload's ~175k costs microseconds each)."""
         drop = max(0, before - self.read_rss())
         if expected < MIN_CHASE or drop >= expected * RETURNED_SHARE:
             return drop
-        steps = [self._trim]
-        if may_collect:
-            steps.append(self._collect_and_trim)
+        steps = [self._trim] if trim else []
+        if may_collect:  # a cycle keeps it: collected, trimmed if asked
+            steps.append(self._collect_and_trim if trim else self._collect)
         for step in steps:
             step()
             now = max(0, before - self.read_rss())
@@ -102,7 +105,10 @@ class Reclaim:
         self.trims += 1
         self.trim()
 
-    def _collect_and_trim(self):
+    def _collect(self):
         self.collects += 1
         self.collect()
+
+    def _collect_and_trim(self):
+        self._collect()
         self._trim()

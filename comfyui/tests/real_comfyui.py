@@ -448,9 +448,9 @@ def describe(r):
 def table_rows(results):
     """Markdown rows of @results (run_case dicts), in their order."""
     rows = ["| version | case | limit | configuration | prompts ok | wall s | executed / "
-            "hits (from cache) | OOM kills | peak MiB | agent commands (by reason) | "
-            "ack p50 / p99 ms (core nodes: inactive entries; active) | exit |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "hits (from cache) | model loads (s) | OOM kills | peak MiB | agent commands "
+            "(by reason) | ack p50 / p99 ms (core nodes: inactive entries; active) | exit |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         ag = r.get("agent") or {}
         core = ag.get(CORE + "_inactive_ack_ms") or ag.get(CORE + "_ack_ms") or {}
@@ -460,12 +460,17 @@ def table_rows(results):
             f"| {r['version']} | {r['case']} | {r['limit'] / rc.GiB:g} GiB | "
             f"{describe(r)} | {r.get('ok', 0)}/{r.get('count')} | "
             f"{r.get('wall_s', 0):.1f} | {r.get('executed')} / {r.get('hits')} "
-            f"({r.get('cached')}) | "
+            f"({r.get('cached')}) | {loads_cell(r)} | "
             f"{r.get('oom_kills')} | {(r.get('peak_bytes') or 0) / rc.MiB:.0f} | "
             f"{ag.get('commands', '-') if ag else '-'}{' (' + reasons + ')' if reasons else ''} | "
             f"{fmt(core.get('p50'))} / {fmt(core.get('p99'))}; {fmt(held.get('p99'))} | "
             f"{r.get('exit')} |")
     return rows
+
+
+def loads_cell(r):
+    ml = r.get("model_loads") or {}
+    return f"{ml['count']} ({ml['seconds']:.1f})" if ml.get("count") else "-"
 
 
 def fmt(v):

@@ -494,6 +494,14 @@ class Page:
         self._w64(E_EXPECT_NS, ns)
         self._expect_ns = ns
 
+    def expect_less(self, nbytes):
+        """Lower the announcement in force to @nbytes, its stamp kept: the
+        same allocation, smaller (what the executor freed for it stayed in
+        its heap, for the allocation to take again). No announcement in
+        force: nothing."""
+        if self._expect_ns:
+            self._w64(E_EXPECT_BYTES, max(0, min(int(nbytes), self._r64(E_EXPECT_BYTES))))
+
     def expect_seen(self):
         """The agent has counted the announcement in force: its commands
         for it, if any, are posted. False with none, and with an agent

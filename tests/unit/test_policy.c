@@ -227,6 +227,39 @@ TEST(a_model_dear_to_reload_outlives_an_unread_output)
 }
 
 /*
+ * A forecast or the inactive reserve never takes an entry under 1 MiB (it
+ * frees nothing worth its recompute); a headroom short now takes any.
+ */
+TEST(tiny_entries_go_only_when_memory_is_short_now)
+{
+	struct rc_entry t[] = { { .id = 1, .bytes = 240 * 1024 },
+				{ .id = 2, .bytes = 64 * MiB } };
+	struct rc_domain_member m = {
+		.entries = t, .nr_entries = 2, .generation = 10, .weight = 1
+	};
+	struct rc_plan forecast = { .evict = true,
+				    .reason = RAMCACHE_REASON_FORECAST };
+	struct rc_plan now = { .evict = true,
+			       .reason = RAMCACHE_REASON_HEADROOM };
+	struct rc_pick out[2];
+	uint64_t covered;
+
+	m.min_bytes = policy_min_bytes(&forecast);
+	ASSERT_EQ(policy_select_domain(&m, 1, 100 * MiB, RC_PHASE_HEADROOM,
+				       RC_POLICY_RAM, out, 2, &covered),
+		  1, "the big one only");
+	ASSERT_EQ(out[0].idx, 1, "the big one");
+	m.min_bytes = policy_min_bytes(&now);
+	ASSERT_EQ(policy_select_domain(&m, 1, 100 * MiB, RC_PHASE_HEADROOM,
+				       RC_POLICY_RAM, out, 2, &covered),
+		  2, "both, short now");
+	now.reason = RAMCACHE_REASON_RECLAIM;
+	ASSERT_EQ(policy_min_bytes(&now), 0, "reclaim: any");
+	now.reason = RAMCACHE_REASON_INACTIVE;
+	ASSERT_EQ(policy_min_bytes(&now), RC_TINY_BYTES, "inactive reserve");
+}
+
+/*
  * The order table: each row must be evicted before the next one (all
  * inactive, so one tier). Generation 10.
  */

@@ -181,6 +181,14 @@ int policy_entry_cmp(const struct rc_entry *a, const struct rc_entry *b,
 			  policy_score(b, generation, policy), policy);
 }
 
+uint64_t policy_min_bytes(const struct rc_plan *p)
+{
+	if (p->reason == RAMCACHE_REASON_HEADROOM ||
+	    p->reason == RAMCACHE_REASON_RECLAIM)
+		return 0;
+	return RC_TINY_BYTES;
+}
+
 bool policy_entry_eligible(const struct rc_entry *e, enum rc_phase phase)
 {
 	if (!e->id || !e->bytes || (e->flags & RAMCACHE_F_PINNED))
@@ -270,7 +278,8 @@ static ssize_t gather(const struct rc_domain_member *m, size_t nr,
 		for (size_t i = 0; i < m[k].nr_entries; i++) {
 			const struct rc_entry *e = &m[k].entries[i];
 
-			if (!policy_entry_eligible(e, phase))
+			if (!policy_entry_eligible(e, phase) ||
+			    e->bytes < m[k].min_bytes)
 				continue;
 			if (m[k].in_flight && m[k].in_flight(e->id, m[k].ctx))
 				continue;

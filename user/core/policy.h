@@ -228,9 +228,19 @@ struct rc_domain_member {
 	 */
 	bool capped;
 	uint64_t cap;
+	/* entries of fewer bytes are passed over (RC_TINY_BYTES; 0: none) */
+	uint64_t min_bytes;
 	rc_inflight_fn in_flight; /* may be NULL */
 	void *ctx;
 };
+
+/*
+ * Entries smaller than this free nothing worth what they cost to make
+ * again (a text encoding of 240 KiB took seconds): they go only when the
+ * headroom is already short (reason headroom or reclaim), never for a
+ * forecast or the inactive reserve (rc_domain_member.min_bytes).
+ */
+#define RC_TINY_BYTES (1024 * 1024ULL)
 
 #define RC_WEIGHT_MIN 0.001
 #define RC_WEIGHT_MAX 1000.0
@@ -335,6 +345,13 @@ struct rc_plan {
 };
 
 /* core/outlook.h makes the plan (outlook_plan()). */
+
+/*
+ * The smallest entry @p may evict: any when the headroom is short now
+ * (reason headroom or reclaim), RC_TINY_BYTES for a forecast or the
+ * inactive reserve.
+ */
+uint64_t policy_min_bytes(const struct rc_plan *p);
 
 /* ------------------------------------------------------------------ */
 /* Pressure level                                                      */

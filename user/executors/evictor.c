@@ -909,6 +909,7 @@ void evictor_evaluate(struct evictor *ev, uint64_t now, const struct rc_view *v,
 	n = evictor_candidates(ev, now, 0, &m);
 	if (n <= 0)
 		return;
+	m.min_bytes = policy_min_bytes(&plan);
 	n = policy_select_domain(&m, 1, plan.deficit - pending, plan.phase,
 				 ev->cfg.policy, ev->picks, (size_t)n,
 				 &covered);
