@@ -227,7 +227,7 @@ class Page:
         self._batch = 0
         self._cmd_done = 0
         self._ack_head = 0
-        self._expect_ns = 0  # the announcement in force
+        self._expect_ns = self._expect_bytes = 0  # the announcement in force
         self._futex = self._lock = None  # ctypes views of the futex words
         self._q = self._d = None  # the page as 8- and 4-byte words
         try:
@@ -492,7 +492,7 @@ class Page:
         ns = now_ns() if nbytes else 0
         self._w64(E_EXPECT_BYTES, nbytes)  # the size before its stamp
         self._w64(E_EXPECT_NS, ns)
-        self._expect_ns = ns
+        self._expect_ns, self._expect_bytes = ns, nbytes
 
     def expect_less(self, nbytes):
         """Lower the announcement in force to @nbytes, its stamp kept: the
@@ -500,7 +500,8 @@ class Page:
         its heap, for the allocation to take again). No announcement in
         force: nothing."""
         if self._expect_ns:
-            self._w64(E_EXPECT_BYTES, max(0, min(int(nbytes), self._r64(E_EXPECT_BYTES))))
+            self._expect_bytes = max(0, min(int(nbytes), self._expect_bytes))
+            self._w64(E_EXPECT_BYTES, self._expect_bytes)
 
     def expect_seen(self):
         """The agent has counted the announcement in force: its commands
