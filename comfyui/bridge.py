@@ -37,6 +37,7 @@ SETTLE_POLL_S = 0.02
 # count its announcement and make room (commands served meanwhile): the
 # agent reads pages at every heartbeat, 250 ms; a load takes seconds.
 LOAD_WAIT_S = 1.0
+LOAD_QUIET_S = 2 * pagemod.HEARTBEAT_PERIOD_NS / 1e9
 WAIT_IDLE_MS = 250
 WAIT_BUSY_MS = 10
 
@@ -104,6 +105,7 @@ class Bridge:
         self._idle_serving = False  # the listener serves between prompts
         self._for_load = False  # the worker serves for an announced load
         self._kept_for_load = 0  # what its evictions left in the heap
+        self._last_served = 0.0  # when the wait last served a command
         self._node_t0 = 0  # when the running node started (monotonic ns)
         self._node_ns = {}  # entry id -> ns its node took to run
         self._gen = 0  # the generation last published
@@ -550,9 +552,12 @@ class Bridge:
                 self._node_ns[self._entry_id(*loc)] = took
             except TypeError:  # an unhashable key is never published
                 pass
+        page = self.page if self.page is not None and not self.page.closed else None
+        # a load that did not wait: the agent has counted it by its end
+        if page is not None and self.load.running and page.expect_seen():
+            self._echo_pid = page.agent_pid()
         with self.pub_lock:
-            self.load.end(self.page if self.page is not None and not self.page.closed
-                          else None)
+            self.load.end(page)
 
     def before_load(self, path):
         """Worker thread, inside a node, before a model file is read:
@@ -562,8 +567,9 @@ class Bridge:
             return
         page = self.page if self.agent_alive() else None
         with self.pub_lock:
-            self.load.begin(path, page)
-        if page is not None:
+            need = self.load.begin(path, page)
+        # with twice the room it needs, the load need not wait to be counted
+        if page is not None and page.headroom() < 2 * need:
             self.await_room(page)
 
     def await_room(self, page):
@@ -575,7 +581,7 @@ class Bridge:
             self.load_waits.append(0.0)
             del self.load_waits[:-8]
             return
-        start = time.monotonic()
+        start = self._last_served = time.monotonic()
         self._for_load, self._kept_for_load = True, 0
         try:
             while page.agent_alive() and time.monotonic() - start < LOAD_WAIT_S:
@@ -597,14 +603,19 @@ class Bridge:
         it), or say whether to go on waiting."""
         with self.window.lock:
             cmds = self._drain()
+        now = time.monotonic()
         if cmds:
             self.answer(cmds, lambda *r: self.outbox.put(r))
             if self._kept_for_load:
                 with self.pub_lock:
                     self.load.reuse(page, self._kept_for_load)
                 self._kept_for_load = 0
+            self._last_served = now
             return True
-        if page.expect_seen() and not page.target() and self.outstanding <= len(self.held):
+        # counted, and it wants nothing more, or has sent nothing more for
+        # two of its beats (what is left of its entries it cannot have)
+        if page.expect_seen() and self.outstanding <= len(self.held) and \
+                (not page.target() or now - self._last_served >= LOAD_QUIET_S):
             return False
         time.sleep(SETTLE_POLL_S)
         return True
