@@ -1,7 +1,7 @@
 """BENCHMARKS.md from the results: one writer per section.
 """
 from common import MiB, PSI_TRIGGER, log
-from sections import agentdeath, comfyui_versions, footprint, scaling, tax
+from sections import agentdeath, comfyui_models, comfyui_versions, footprint, scaling, tax
 from sections.overhead import TARGET_TRACKED_NS, TARGET_UNTRACKED_NS
 
 
@@ -86,6 +86,8 @@ def report(res):
                         res.get("pictures", []))
     L += comfyui_versions.report(res.get("comfyui_versions",
                                          {"skipped": "not run (older results)"}))
+    L += comfyui_models.report(res.get("comfyui_models",
+                                       {"skipped": "not run (older results)"}))
     L += ["## Targets and misses", ""] + [f"- {n}" for n in res["verdicts"]]
     L.append("")
     return "\n".join(L)

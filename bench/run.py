@@ -34,6 +34,9 @@ baseline of the same run or a distribution):
              against executors under --all (1-64), entries per executor
              (100-65536), RSS events per second and executors appearing
              and leaving per second, judged against linear growth
+  pycache    the ramcache Python module against dict, functools.lru_cache:
+             per-call costs, and a model server in a 1 GiB memory cgroup
+             (OOM kills, hits, wall seconds)
   comfyui-versions  ComfyUI alone against the package and agent in every
              real version of ../shared/comfyui, with the goals of issues
              24 and 29 (only with RAMCACHE_COMFYUI_VERSIONS=all or a list:
@@ -41,6 +44,12 @@ baseline of the same run or a distribution):
              those workloads only, and with --merge keeps the rows of the
              other workloads and of versions not listed from the earlier
              run, saying so
+  comfyui-models  real model loads (modelkit's SD1.5 checkpoints and
+             LoRAs) in real ComfyUI, alone against the package and agent,
+             at limits holding all, two and one of the session's three
+             models: full-size on 0.33.0, small on 0.33.0 and 0.3.64 (only
+             with RAMCACHE_COMFYUI_MODELS=all, or =small for the small
+             ones: about an hour and a half on 2 cores)
 
 RAMCACHE_COMFYUI=/path/to/ComfyUI (a checkout; `sudo make bench
 RAMCACHE_COMFYUI=...` passes it on) adds eviction rows measured in that
@@ -74,12 +83,14 @@ from common import FULL, OUTPUT, QUICK, log, machine
 from report import draw_pictures, report
 from sections.agentdeath import bench_agentdeath
 from sections import comfyui_versions
+from sections.comfyui_models import bench_comfyui_models
 from sections.comfyui_versions import bench_comfyui_versions
 from sections.eviction import (bench_comfy, bench_comfy_real, bench_docexec,
                                bench_eviction)
 from sections.footprint import bench_footprint
 from sections.outcomes import bench_outcomes
 from sections.overhead import bench_overhead
+from sections.pycache import bench_pycache
 from sections.reaction import bench_reaction, bench_reaction_vm
 from sections.scaling import bench_scaling
 from sections.tax import bench_tax
@@ -88,7 +99,7 @@ from verdicts import verdicts
 
 SECTIONS = ("overhead", "tax", "footprint", "reaction", "reaction_vm",
             "outcomes_noswap", "outcomes", "eviction", "agentdeath",
-            "scaling", "comfyui_versions")
+            "scaling", "comfyui_versions", "comfyui_models", "pycache")
 
 
 def merge_from(res, path, only):
@@ -204,6 +215,9 @@ def run_sections(cfg, args, res):
                          else skipped)
     res["comfyui_versions"] = (bench_comfyui_versions(cfg)
                                if want("comfyui-versions") else skipped)
+    res["pycache"] = bench_pycache(cfg) if want("pycache") else skipped
+    res["comfyui_models"] = (bench_comfyui_models(cfg)
+                             if want("comfyui-models") else skipped)
     res["eviction"] = bench_eviction(cfg, res["outcomes"],
                                      res["outcomes_noswap"], comfy, real,
                                      doc)

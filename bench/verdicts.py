@@ -2,7 +2,7 @@
 """
 from common import MiB
 from report import check_word, fmt_ms, pass_missed
-from sections import agentdeath, comfyui_versions, footprint, scaling, tax
+from sections import agentdeath, comfyui_models, comfyui_versions, footprint, scaling, tax
 from sections.overhead import TARGET_TRACKED_NS, TARGET_UNTRACKED_NS
 
 
@@ -207,4 +207,8 @@ def eviction_verdicts(res):
     if "skipped" in cv:
         v.append("Not measured: ComfyUI alone against the agent in the real "
                  f"versions ({cv['skipped']}).")
+    cm = res.get("comfyui_models", {})
+    v += comfyui_models.verdicts(cm)
+    if "skipped" in cm:
+        v.append(f"Not measured: real model loads ({cm['skipped']}).")
     return v

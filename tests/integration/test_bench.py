@@ -165,6 +165,38 @@ def comfy_versions_verdicts_say_missed_where_the_agent_loses():
     assert v[-1].startswith("PASS") and "both finish" not in v[-1], v
 
 
+def models_run(limit, mode, loads, wall, ok=10, ooms=0):
+    return {"version": "0.33.0", "case": "models-full", "limit": int(limit * (1 << 30)),
+            "mode": mode, "cache": "default", "args": [], "ok": ok, "count": 10,
+            "hits": 20, "wall_s": wall, "oom_kills": ooms, "peak_bytes": 1 << 30,
+            "model_loads": {"count": loads, "seconds": loads * 10.0},
+            "agent": {"commands": 3} if mode == "agent" else None}
+
+
+@test
+def comfy_models_verdicts_say_missed_where_the_agent_loses():
+    """Issue 39's goals, judged against ComfyUI alone: a reload it avoids,
+    no fewer reloads where memory holds fewer models, an OOM kill where it
+    finishes: MISSED; finishing where it is killed: PASS."""
+    sec = {"seconds": 1, "date": "d", "method": "m", "results": [
+        models_run(16, "alone", 4, 300), models_run(16, "agent", 5, 200),
+        models_run(11, "alone", 10, 400), models_run(11, "agent", 10, 300),
+        models_run(7, "alone", 3, 90, ok=3, ooms=1), models_run(7, "agent", 10, 380)]}
+    p = subprocess.run([sys.executable, "-c", "import json, sys; "
+                        "from sections import comfyui_models as cm; "
+                        "sec = json.load(sys.stdin); print(json.dumps("
+                        "{'verdicts': cm.verdicts(sec), 'report': cm.report(sec)}))"],
+                       cwd=os.path.join(ROOT, "bench"), input=json.dumps(sec), text=True,
+                       capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    v = out["verdicts"]
+    assert any(x.startswith("MISSED") and "16G" in x and "reload" in x for x in v), v
+    assert any(x.startswith("MISSED") and "11G" in x and "fewer reloads" in x for x in v), v
+    assert any(x.startswith("PASS") and "7G" in x and "OOM-killed" in x for x in v), v
+    assert sum(1 for line in out["report"] if line.startswith("| 0.33.0")) == 6, out["report"]
+
+
 @test
 def comfy_versions_ten_is_judged_turn_by_turn():
     """The 10-prompt run's turns ran side by side: its ratio is the median
