@@ -227,6 +227,72 @@ def document_matches_the_header():
     assert not bad, "\n".join(bad)
 
 
+OUT_C = os.path.join(ROOT, "user", "out", "out.c")
+README = os.path.join(ROOT, "README.md")
+# helpers of out.c that write fields of their own, and those fields
+HELPER_FIELDS = {"tag_json": {"comm", "cgroup", "domain"}, "reasons_json": {"reasons"},
+                 "hdr_json": {"pid", "tid", "cpu"}}
+EVERY_EVENT = {"type", "ts_ns"}  # README says so once, for every event
+TYPE_CALL = re.compile(r'(?:json_event(?:_at)?\(o, &w|event_begin\(&w, o->f|'
+                       r'hdr_json\(&w, o->f|message\(o)\s*,\s*"(\w+)"')
+
+
+def emitted(src):
+    """{event type: fields} the agent's JSON writer (out.c) can print, read
+    from its code: each function's types and the fields written after each
+    (a helper's fields with it; a function of several types split at each)."""
+    out = {}
+    for body in re.split(r"\n}\n", src):
+        marks = [(m.start(), m.group(1)) for m in TYPE_CALL.finditer(body)]
+        for i, (at, typ) in enumerate(marks):
+            part = body[at:marks[i + 1][0] if i + 1 < len(marks) else len(body)]
+            f = out.setdefault(typ, set())
+            f.update(re.findall(r'json_\w+\(&?w, "(\w+)"', part))
+            for helper, names in HELPER_FIELDS.items():
+                if helper + "(" in part:
+                    f.update(names)
+            m = re.match(r'message\(o, "\w+", (-?\w+)', part)
+            if m:  # message() writes the line, and the code unless it is -1
+                f.update({"message"} | ({"code"} if m.group(1) != "-1" else set()))
+    return out
+
+
+def documented(readme):
+    """{event type: the text of its row} of README's Output table."""
+    rows = {}
+    for line in readme.splitlines():
+        m = re.match(r"\| `(\w+)` \| (.*)\|\s*$", line)
+        if m:
+            rows[m.group(1)] = m.group(2)
+    return rows
+
+
+def undocumented(src, readme):
+    rows = documented(readme)
+    bad = []
+    for typ, fields in sorted(emitted(src).items()):
+        row = rows.get(typ)
+        if row is None:
+            bad.append(f"event {typ}: no row in README's Output table")
+            continue
+        bad += [f"event {typ}: field {f} is not in its row" for f in sorted(fields - EVERY_EVENT)
+                if f"`{f}`" not in row]
+    return bad
+
+
+@test
+def every_field_the_agent_prints_is_in_readme():
+    """Each field of each event the agent's JSON writer can print is named
+    in that event's row of README's Output table."""
+    src, readme = read(OUT_C), read(README)
+    types = emitted(src)
+    assert {"start", "control", "evict", "evict_done", "cannot_free", "rss"} <= set(types), types
+    bad = undocumented(src, readme)
+    assert not bad, "\n".join(bad)
+    # the check can fail: a field printed and not documented is caught
+    assert undocumented(src.replace('"inflight"', '"in_flight_now"'), readme)
+
+
 RULE_HEAD = "### Every field"
 RULE_ROW = re.compile(r"^\| ([^|]+?) \| ([^|]+?) \| (publishing|plain|guarded) \|")
 RECORDS = {"ack": "ramcache_ctl_ack", "command": "ramcache_ctl_cmd"}

@@ -188,6 +188,8 @@ def a_page_closed_by_a_live_executor_is_closed():
 def an_executor_that_exits_ends_its_page_as_exited_with_its_status():
     drops = one_ending("exit", ("exited",))
     assert all(d.get("status", 3) == 3 for d in drops), drops
+    # one message however the end was noticed (the exit first, or the page)
+    assert {d["message"] for d in drops} == {"the executor exited"}, drops
     # reaped at once by its parent: the agent reads the zombie's stat, or
     # the pidfd's exit code (Linux 6.15); before, the status may be unknown
     print(f"# exit: status 3 told for {sum('status' in d for d in drops)} of {len(drops)}")
@@ -202,6 +204,7 @@ def an_executor_killed_with_sigkill_is_killed():
     for d in drops:
         if d["reason"] == "killed":
             assert d["signal"] == 9 and not d.get("oom_kill"), d
+            assert d["message"] == "the executor was killed", d
         else:
             assert "status" not in d, d
     print(f"# sigkill: {sum(d['reason'] == 'killed' for d in drops)} of "

@@ -277,6 +277,11 @@ static void drop_page(struct evictor *ev, const char *message)
 	struct control_info c = { .state = "dropped", .status = -1 };
 
 	c.why = page_end(ev, &c);
+	/* the same words however the end was noticed (exit first, or page) */
+	if (!strcmp(c.why, "exited"))
+		message = "the executor exited";
+	else if (!strcmp(c.why, "killed"))
+		message = "the executor was killed";
 	c.message = message;
 	c.inflight = ev->nr_inflight;
 	control_event_info(ev, &c);

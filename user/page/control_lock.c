@@ -83,6 +83,9 @@ int control_lock_take(struct ctl_lock *l, int fd)
 	head.list.next = e;
 	head.list_op_pending = NULL;
 	l->held = true;
+	/* an executor asleep on the word while no agent held it: one came */
+	syscall(SYS_futex, control_lock_addr(l, LOCK_OFF), FUTEX_WAKE, INT_MAX,
+		NULL, NULL, 0);
 	return 0;
 }
 
