@@ -8,14 +8,14 @@ of reach (max_bytes 1 TiB) only the agent's commands can keep it alive,
 and they must: 0 OOM kills, entries evicted by the agent. Then the agent
 is killed with SIGKILL half way: the cache hears of it at once ("died",
 through agent_lock), keeps to its own bound from then on (here 96 MiB),
-and is not OOM-killed either.
+and is not OOM-killed either. With 5,000 small entries cached first, the
+agent's commands still go to the blobs.
 """
 import json
 import os
 import signal
 import subprocess
 import sys
-import time
 
 from rctest import AGENT, MiB, ROOT, Agent, Memcg, Skip, main, require_root, test
 
@@ -25,13 +25,15 @@ import json, mmap, os, sys, time
 sys.path.insert(0, os.path.join(sys.argv[1], "python"))
 import ramcache
 
-kind, max_mib = sys.argv[2], int(sys.argv[3])
+kind, max_mib, small = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 if kind == "dict":
     cache = {}
 else:
     cache = ramcache.PressureCache("blobs", max_bytes=max_mib << 20)
     states = []
     cache._ex.on_agent.append(lambda st, t: states.append(st))
+    for i in range(small):  # small entries first, as a long-running server has
+        cache.set(("small", i), bytes(100))
 print(json.dumps({"ready": os.getpid()}), flush=True)
 if kind != "dict":  # the agent first: it takes a second to attach
     end = time.monotonic() + 20
@@ -55,14 +57,15 @@ print(json.dumps(out), flush=True)
 """
 
 
-def run(kind, max_mib=1 << 20, kill_agent_at=None):
+def run(kind, max_mib=1 << 20, kill_agent_at=None, small=0):
     """The program in a fresh cgroup: (exit code, its lines, OOM kills,
     the agent or None)."""
     require_root()
     if kind != "dict" and not os.access(AGENT, os.X_OK):
         raise Skip(f"{AGENT} is not built")
     with Memcg(LIMIT) as cg:
-        p = subprocess.Popen([sys.executable, "-c", PROGRAM, ROOT, kind, str(max_mib)],
+        p = subprocess.Popen([sys.executable, "-c", PROGRAM, ROOT, kind, str(max_mib),
+                              str(small)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              preexec_fn=cg.preexec())
         agent = None
@@ -122,6 +125,25 @@ def a_killed_agent_leaves_the_cache_to_its_own_bound():
     assert done["bytes"] <= 96 * MiB, done
     print(f"# agent killed at blob 12: {st.get('evicted_by_agent', 0)} evicted by it, "
           f"then {st['evicted_lru']} by the cache's own bound (96 MiB)")
+
+
+@test
+def five_thousand_small_entries_do_not_take_the_agents_evictions():
+    """Issue 35: 5,000 small entries took the page's 4,096 slots, the blobs
+    came after, unseen, and the agent's evictions went to 100-byte
+    entries. Now the small ones are one page entry (the cache's bucket):
+    the agent's commands go to the blobs (or, at most, to the bucket as a
+    whole), and the cache is never OOM-killed."""
+    rc, lines, ooms, agent = run("cache", small=5000)
+    assert rc == 0 and ooms == 0, (rc, ooms, lines[-2:], agent.stderr[-5:])
+    evicts = agent.of_type("evict")
+    small = [e for e in evicts if e["bytes"] < MiB and "entries>" not in e["label"]]
+    buckets = [e for e in evicts if "entries>" in e["label"]]
+    blobs = [e for e in evicts if e["bytes"] >= 16 * MiB]
+    assert not small, f"{len(small)} of {len(evicts)} commands for small entries: {small[:3]}"
+    assert len(buckets) <= 1 and len(blobs) >= 8, (len(buckets), len(blobs))
+    print(f"# 5,000 small entries + 24 blobs: {len(blobs)} commands for blobs, "
+          f"{len(buckets)} for the bucket, 0 for single small entries")
 
 
 main()

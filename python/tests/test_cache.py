@@ -1,14 +1,21 @@
 #!/usr/bin/env python3
 """PressureCache and memoize without the agent: the LRU bound, what the
-page shows the agent, commands obeyed at once or held while an entry is in
-use, fork(). Commands are written into the page as docs/control-page.md
-says the agent writes them (slot, seq last, cmd_head, cmd_futex); the
-real agent's side is in test_agent.py."""
+page shows the agent (small entries in one bucket), commands obeyed at
+once or held while an entry is in use, fork(); bad input refused before
+anything changes, sizes, one budget for all the caches; functools' and
+cachetools' interfaces, repr, pickle and copy; no fcntl or memfd.
+Commands are written into the page as docs/control-page.md says the agent
+writes them (agentside.py); the real agent's side is in test_agent.py and
+test_guard.py."""
+import copy
 import mmap
 import os
-import struct
+import pickle
+import random
+import subprocess
 import sys
 import time
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.environ.get("RAMCACHE_ROOT") or os.path.dirname(os.path.dirname(HERE))
@@ -16,66 +23,10 @@ sys.path[:0] = [os.path.join(ROOT, "python")]
 
 import ramcache  # noqa: E402
 from ramcache import page as P  # noqa: E402
-from rctest import main, test  # noqa: E402
+from agentside import AgentSide  # noqa: E402
+from rctest import Skip, main, test  # noqa: E402
 
 MiB = 1 << 20
-
-
-class AgentSide:
-    """The agent's half, written through a map of our own (as the agent's
-    pwrite would), read back for acks and entries."""
-
-    def __init__(self, page):
-        fd = os.open(page.path, os.O_RDWR)
-        try:
-            self.m = mmap.mmap(fd, page.size)
-        finally:
-            os.close(fd)
-        self.q = memoryview(self.m).cast("Q")
-        self.d = memoryview(self.m).cast("I")
-        self.ring, self.cmds_off, self.acks_off = page.ring, page.cmds_off, page.acks_off
-        self.head = 0
-        self.acks = 0
-
-    def beat(self):
-        self.q[P.A_HEARTBEAT // 8] = P.now_ns()
-
-    def post(self, eid):
-        self.head += 1
-        off = self.cmds_off + 32 * ((self.head - 1) % self.ring)
-        self.q[off // 8] = 0
-        struct.pack_into("<QQI", self.m, off + 8, eid, P.now_ns(), 1)
-        self.q[off // 8] = self.head
-        self.q[P.A_CMD_HEAD // 8] = self.head
-        self.d[P.A_CMD_FUTEX // 4] += 1
-        return self.head
-
-    def ack_for(self, seq, timeout=2.0):
-        """The ack of command @seq: (status, bytes_freed), or None."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            n = self.q[P.E_ACK_HEAD // 8]
-            for k in range(1, n + 1):
-                off = self.acks_off + 48 * ((k - 1) % self.ring)
-                s, _, freed, _, _, status = struct.unpack_from("<QQQQQI", self.m, off)
-                if s == seq:
-                    return status, freed
-            time.sleep(0.005)
-        return None
-
-    def entries(self):
-        n = self.d[P.E_NR_ENTRIES // 4]
-        out = {}
-        for i in range(n):
-            e = P.ENTRY.unpack_from(self.m, P.HEADER_SIZE + P.ENTRY_SIZE * i)
-            out[e[0]] = {"bytes": e[1], "used_generation": e[3], "cost_ns": e[4],
-                         "flags": e[5], "label": e[7].rstrip(b"\0").decode()}
-        return out
-
-    def close(self):
-        self.q.release()
-        self.d.release()
-        self.m.close()
 
 
 def fresh(max_bytes=None):
@@ -107,16 +58,16 @@ def the_page_shows_each_entry_with_its_size_age_and_cost():
     a = AgentSide(ex.page)
     try:
         c.set("big", b"x" * (3 * MiB), cost=0.25)
-        c.set("small", bytearray(1000))
+        c.set("one", bytearray(MiB))
         ents = a.entries()
         assert len(ents) == 2, ents
         big = next(e for e in ents.values() if e["label"] == "t:'big'")
         assert big["bytes"] == 3 * MiB and big["cost_ns"] == 250_000_000, big
         assert big["flags"] == 0 and big["used_generation"] >= 1, big
-        small = next(e for e in ents.values() if e["label"] == "t:'small'")
-        assert small["bytes"] == 1000 and small["cost_ns"] == 0, small
+        one = next(e for e in ents.values() if e["label"] == "t:'one'")
+        assert one["bytes"] == MiB and one["cost_ns"] == 0, one
         del c["big"]
-        assert [e["label"] for e in a.entries().values()] == ["t:'small'"]
+        assert [e["label"] for e in a.entries().values()] == ["t:'one'"]
     finally:
         a.close()
         ex.close()
@@ -190,7 +141,9 @@ def sizes_are_measured():
     assert ramcache.sizeof(bytearray(5000)) == 5000
     assert ramcache.sizeof(memoryview(bytearray(64)).cast("Q")) == 64
     assert ramcache.sizeof(mmap.mmap(-1, 8192)) == 8192
-    assert ramcache.sizeof([b"x" * 1000] * 3) > 3000
+    assert ramcache.sizeof([bytes(1000) for _ in range(3)]) > 3000
+    shared = bytes(1000)
+    assert ramcache.sizeof([shared] * 3) < 2000  # one object, counted once
 
 
 @test
@@ -221,6 +174,340 @@ def a_forked_child_does_not_use_its_parents_page():
     finally:
         a.close()
         ex.close()
+
+
+@test
+def a_bad_set_changes_nothing():
+    """Issue 35: a negative size, one of 2**70 or a negative cost raised
+    struct.error with the key stored (and 2**70 then evicted everything);
+    size='10' was taken. Each is refused before anything changes."""
+    c, ex = fresh(max_bytes=8 * MiB)
+    a = AgentSide(ex.page)
+    try:
+        for i in range(4):
+            c.set(i, bytearray(MiB))
+        before = (list(c), c.bytes, dict(c.stats), sorted(a.entries()))
+        bad = [dict(size=-1), dict(size=2 ** 70), dict(size="10"), dict(size=1.5),
+               dict(size=True), dict(cost=-1), dict(cost="1"), dict(cost=float("nan")),
+               dict(cost=float("inf")), dict(size=9 * MiB)]
+        for kw in bad:
+            try:
+                c.set("k", bytearray(10), **kw)
+            except (TypeError, ValueError):
+                pass
+            else:
+                raise AssertionError(f"set(..., {kw}) was taken")
+            now = (list(c), c.bytes, dict(c.stats), sorted(a.entries()))
+            assert now == before, (kw, now, before)
+        try:
+            c.set(["unhashable"], 1)
+        except TypeError:
+            pass
+        else:
+            raise AssertionError("an unhashable key was taken")
+        c.set("k", bytearray(10))
+        assert len(c) == 5 and not c.stats["evicted_lru"], c.stats
+    finally:
+        a.close()
+        ex.close()
+
+
+@test
+def max_bytes_takes_sizes_and_refuses_the_rest():
+    ex = ramcache.Executor()
+    try:
+        for v, want in ((4096, 4096), ("1G", 1 << 30), ("512M", 512 * MiB),
+                        ("1.5GiB", 3 << 29), ("64 KiB", 64 << 10), (2.0 ** 20, MiB)):
+            got = ramcache.PressureCache("t", max_bytes=v, executor=ex).max_bytes
+            assert got == want, (v, got, want)
+        for v in ("lots", "-1", -1, "1Q", True, [1], float("nan"), 2 ** 64):
+            try:
+                ramcache.PressureCache("t", max_bytes=v, executor=ex)
+            except (TypeError, ValueError) as e:
+                assert "max_bytes" in str(e), e
+            else:
+                raise AssertionError(f"max_bytes={v!r} was taken")
+    finally:
+        ex.close()
+
+
+@test
+def a_value_larger_than_the_bound_raises_and_the_others_stay():
+    """It was silently dropped and every other entry evicted. Now
+    ValueError, as cachetools; memoize returns such a result uncached."""
+    c, ex = fresh(max_bytes=10 * MiB)
+    try:
+        for i in range(5):
+            c.set(i, bytearray(MiB))
+        try:
+            c.set("big", b"x", size=11 * MiB)
+        except ValueError as e:
+            assert "larger than" in str(e), e
+        else:
+            raise AssertionError("an 11 MiB value taken by a 10 MiB cache")
+        assert sorted(c) == [0, 1, 2, 3, 4] and c.bytes == 5 * MiB, (sorted(c), c.bytes)
+        assert not c.stats["evicted_lru"]
+
+        @ramcache.memoize(cache=c, size=lambda v: 11 * MiB if v == "big" else 1)
+        def make(x):
+            return x
+        assert make("big") == "big" and make("small") == "small"
+        assert "small" in [k[0] for k in c if isinstance(k, tuple)] and len(c) == 6
+    finally:
+        ex.close()
+
+
+@test
+def the_caches_of_a_process_share_one_budget():
+    """Each cache took half of the memory available: three were allowed
+    11.34 GiB each of 22.68 GiB. Now they share ramcache.budget: each may
+    use all of it, together no more, least recently used first."""
+    old = ramcache.budget.max_bytes
+    ex = ramcache.Executor()
+    ramcache.budget.max_bytes = "12M"
+    try:
+        cs = [ramcache.PressureCache(f"c{i}", executor=ex) for i in range(3)]
+        assert all(c.maxsize == 12 * MiB for c in cs)
+        for i in range(10):
+            for c in cs:
+                c.set(i, bytearray(MiB))
+        total = sum(c.bytes for c in cs)
+        assert total <= 12 * MiB and ramcache.budget.bytes <= 12 * MiB, total
+        assert all(sorted(c) == [6, 7, 8, 9] for c in cs), [sorted(c) for c in cs]
+        own = ramcache.PressureCache("own", max_bytes="2M", executor=ex)
+        for i in range(4):
+            own.set(i, bytearray(MiB))
+        assert sorted(own) == [2, 3] and own.maxsize == 2 * MiB
+        assert ramcache.budget.bytes <= 12 * MiB
+    finally:
+        ramcache.budget.max_bytes = old
+        ex.close()
+
+
+@test
+def sizeof_follows_what_a_value_holds():
+    """It looked one level down: 56 bytes for an object holding a 64 MiB
+    bytearray. Containers, objects, numpy-like arrays (a view by its
+    base) and torch-like tensors (by storage, once), within caps."""
+    class Holder:
+        def __init__(self):
+            self.buf = bytearray(8 * MiB)
+
+    class Slotted:
+        __slots__ = ("buf",)
+
+        def __init__(self):
+            self.buf = bytearray(MiB)
+
+    class Array:  # what numpy shows: nbytes, base (None: owns its data)
+        def __init__(self, nbytes, base=None):
+            self.nbytes, self.base = nbytes, base
+
+    class Storage:
+        def __init__(self, n):
+            self.n = n
+
+        def nbytes(self):
+            return self.n
+
+        def data_ptr(self):
+            return id(self)
+
+    class Tensor:
+        def __init__(self, storage):
+            self.s = storage
+
+        def untyped_storage(self):
+            return self.s
+
+    assert ramcache.sizeof(Holder()) >= 8 * MiB
+    assert ramcache.sizeof(Slotted()) >= MiB
+    arrays = [[Array(MiB), Array(2 * MiB)], [Array(3 * MiB)]]
+    assert 6 * MiB <= ramcache.sizeof(arrays) < 6 * MiB + 4096
+    base = Array(16 * MiB)
+    views = [Array(MiB, base), Array(MiB, base)]
+    assert 16 * MiB <= ramcache.sizeof(views) < 17 * MiB  # the base, once
+    st = Storage(32 * MiB)
+    assert 32 * MiB <= ramcache.sizeof({"a": Tensor(st), "b": Tensor(st)}) < 33 * MiB
+    loop = []
+    loop.append(loop)
+    assert ramcache.sizeof(loop) < 1000
+    many = [bytes(100) for _ in range(100_000)]
+    with warnings.catch_warnings(record=True) as told:
+        warnings.simplefilter("always")
+        t0 = time.perf_counter()
+        n = ramcache.sizeof(many)
+        took = time.perf_counter() - t0
+        ramcache.sizeof(many)
+    true = sys.getsizeof(many) + 100 * len(many)
+    assert 0.8 * true < n < 1.25 * true and took < 0.1, (n, true, took)
+    assert len(told) == 1 and "estimate" in str(told[0].message), told  # once
+    c, ex = fresh(max_bytes=1 << 40)
+    try:  # a size callable of its own, as cachetools' getsizeof
+        c2 = ramcache.PressureCache("len", executor=ex, size=len)
+        c2.set("k", [1, 2, 3])
+        assert c2.bytes == 3 and c2.getsizeof("abcd") == 4
+    finally:
+        ex.close()
+
+
+@test
+def small_entries_share_one_page_entry():
+    """One page of 4,096 entries for the whole process: 5,000 small entries
+    took every slot, the large ones came after, unseen, and the agent spent
+    64 of 98 evictions on 100-byte entries. Now a cache's entries under
+    1 MiB are one page entry, its bucket, which a command evicts least
+    recently used first, up to the bytes it showed (64 MiB at most)."""
+    c, ex = fresh(max_bytes=1 << 40)
+    a = AgentSide(ex.page)
+    try:
+        for i in range(5000):
+            c.set(("s", i), bytes(100))
+        for i in range(3):
+            c.set(("big", i), bytearray(4 * MiB))
+        time.sleep(0.3)  # the serving thread redoes the bucket's entry
+        ents = a.entries()
+        assert len(ents) == 4, len(ents)
+        bucket = [e for e in ents.values() if e["label"] == "t:<5000 entries>"]
+        assert bucket and bucket[0]["bytes"] == 500_000, ents
+        eid = next(k for k, e in ents.items() if e["label"] == "t:<5000 entries>")
+        assert a.ack_for(a.post(eid)) == (P.ACK_EVICTED, 500_000)
+        assert len(c) == 3 and c.bytes == 12 * MiB, (len(c), c.bytes)
+        for i in range(100):  # 90 MB of them: a command frees the oldest 64 MiB
+            c.set(i, b"x", size=900_000)
+        c.get(0)
+        time.sleep(0.3)
+        ents = a.entries()
+        eid = next(k for k, e in ents.items() if e["label"] == "t:<100 entries>")
+        assert ents[eid]["bytes"] == 64 * MiB, ents[eid]
+        status, freed = a.ack_for(a.post(eid))
+        assert status == P.ACK_EVICTED and 64 * MiB <= freed < 64 * MiB + 900_000
+        left = sorted(k for k in c if isinstance(k, int))
+        assert left[0] == 0 and 1 not in left and 99 in left, left  # 0: used again
+    finally:
+        a.close()
+        ex.close()
+
+
+@test
+def memoize_has_functools_cache_info_and_cache_clear():
+    @ramcache.memoize(max_bytes="1M")
+    def square(x):
+        return x * x
+
+    assert square(2) == 4 and square(2) == 4 and square(3) == 9
+    info = square.cache_info()
+    assert (info.hits, info.misses, info.maxsize) == (1, 2, MiB), info
+    assert info.currsize == square.cache.bytes > 0, info
+    square.cache_clear()
+    assert square.cache_info().currsize == 0 and len(square.cache) == 0
+
+
+@test
+def a_cache_shows_itself_pickles_and_copies():
+    """No __repr__; pickle failed (cannot pickle '_thread.RLock');
+    copy.copy shared the cache's state; items() counted as hits."""
+    c, ex = fresh(max_bytes="4M")
+    try:
+        c.set("a", bytearray(10), cost=0.5)
+        c.set("b", [1, 2])
+        assert repr(c).startswith("<PressureCache 't': 2 entries, "), repr(c)
+        hits = c.stats["hits"]
+        assert c.items() == [("a", bytearray(10)), ("b", [1, 2])] and len(c.values()) == 2
+        assert c.keys() == ["a", "b"] and c.stats["hits"] == hits  # looking is no use
+        d = pickle.loads(pickle.dumps(c))
+        assert isinstance(d, ramcache.PressureCache) and d is not c
+        assert d.items() == c.items() and d.name == "t" and d.max_bytes == 4 * MiB
+        k = copy.copy(c)
+        k.set("c", 1)
+        assert "c" not in c and k["a"] is c["a"] and len(c) == 2
+        deep = copy.deepcopy(c)
+        assert deep["a"] == c["a"] and deep["a"] is not c["a"]
+    finally:
+        ex.close()
+
+
+@test
+def it_takes_the_place_of_a_cachetools_cache():
+    """cachetools.LRUCache with getsizeof and a PressureCache with the same
+    size callable, without an agent, fed the same calls: the same entries
+    after each, the same ValueError for a value too large; and
+    cachetools' own decorators take it."""
+    try:
+        import cachetools
+    except ImportError:
+        raise Skip("python3-cachetools is not installed")
+    ex = ramcache.Executor()
+    try:
+        size = lambda v: v[1]  # noqa: E731  (values stand for their size)
+        ref = cachetools.LRUCache(maxsize=10 * MiB, getsizeof=size)
+        c = ramcache.PressureCache("t", max_bytes=10 * MiB, executor=ex, size=size)
+        rnd = random.Random(1)
+        for i in range(3000):
+            k = rnd.randrange(60)
+            if rnd.random() < 0.5:
+                v = ("v", (k % 12 + 1) * 2 * MiB // 5 if k != 7 else 11 * MiB)
+                outcomes = []
+                for cache in (ref, c):
+                    try:
+                        cache[k] = v
+                        outcomes.append("stored")
+                    except ValueError:
+                        outcomes.append("too large")
+                assert outcomes[0] == outcomes[1], (i, k, outcomes)
+            else:
+                assert ref.get(k) == c.get(k), (i, k)
+            assert set(ref) == set(c) and ref.currsize == c.currsize, (i, sorted(ref), sorted(c))
+        calls = []
+
+        @cachetools.cached(cache=ramcache.PressureCache("f", executor=ex))
+        def f(x):
+            calls.append(x)
+            return x + 1
+        assert f(1) == 2 and f(1) == 2 and calls == [1]
+    finally:
+        ex.close()
+
+
+NO_PAGE = """
+import os, sys, warnings
+if sys.argv[2] == "fcntl":
+    sys.modules["fcntl"] = None  # as on Windows: import fcntl fails
+else:
+    del os.memfd_create  # as on a platform without it
+sys.path.insert(0, sys.argv[1])
+with warnings.catch_warnings(record=True) as told:
+    warnings.simplefilter("always")
+    import ramcache
+    c = ramcache.PressureCache("t", max_bytes="3M")
+    d = ramcache.PressureCache("u")
+for i in range(6):
+    c.set(i, bytearray(1 << 20))
+assert len(c) == 3 and c.stats["evicted_lru"] == 3, c.stats
+assert sys.argv[2] in c.reason and c.agent_state == "none" and not c.agent_alive, c.reason
+assert len(told) == 1 and sys.argv[2] in str(told[0].message), [str(w.message) for w in told]
+try:
+    c.set("x", 1, size=-1)
+except ValueError:
+    pass
+else:
+    raise SystemExit("a negative size was taken")
+print("ok", c.reason)
+"""
+
+
+@test
+def without_fcntl_or_memfd_each_cache_is_an_lru_and_says_why_once():
+    """No fcntl (Windows): import ramcache failed. No memfd: the fallback
+    was silent (the reason only in cache.reason). Now both import, run
+    on their own bounds, and warn once."""
+    env = dict(os.environ)
+    env.pop("RAMCACHE_CONTROL", None)
+    for missing in ("fcntl", "memfd"):
+        p = subprocess.run([sys.executable, "-c", NO_PAGE, os.path.join(ROOT, "python"),
+                            missing], capture_output=True, text=True, env=env, timeout=60)
+        assert p.returncode == 0 and p.stdout.startswith("ok"), (missing, p.stdout, p.stderr)
+        print(f"# without {missing}: {p.stdout.strip()[3:]}")
 
 
 main()
