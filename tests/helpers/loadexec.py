@@ -12,9 +12,16 @@ N MiB, then withdraws the announcement. One JSON line per event on stdout:
   {"type": "evicted", "id", "during": "wait"|"idle"|"load"}
   {"type": "waited", "ms", "seen", "served"}
   {"type": "loaded", "mib"}
+  {"type": "burst", "n"}
 
-usage: loadexec.py ENTRIES MIB [--stale]
+A line "burst N MS COUNT EVERY_MS" takes N MiB, holds it MS ms and frees
+it, COUNT times, one every EVERY_MS ms (a tenant's transient growth); a
+line "grow N" takes N MiB 8 MiB at a time, a safe point after each, and
+keeps it ({"type": "grown", "mib"}: a tenant that keeps what it took).
+
+usage: loadexec.py ENTRIES MIB [--stale] [--pinned]
   --stale: announce with a stamp 61 s old (the agent must ignore it)
+  --pinned: the entries are published pinned (never evicted)
 """
 import json
 import os
@@ -35,17 +42,18 @@ def say(**kw):
 
 
 class LoadExec:
-    def __init__(self, entries, mib, stale):
+    def __init__(self, entries, mib, stale, pinned=False):
         self.page = pagemod.Page()
         self.blobs = {}
         self.stale = stale
+        flags = pagemod.F_PINNED if pinned else 0
         self.page.set_generation(2)
         with self.page.batch():
             for i in range(1, entries + 1):
                 blob = bytearray(mib * MiB)
                 blob[::4096] = b"x" * len(blob[::4096])  # in RAM, not just mapped
                 self.blobs[i] = blob
-                self.page.publish(i, mib * MiB, time.monotonic_ns(), 1, 0,
+                self.page.publish(i, mib * MiB, time.monotonic_ns(), 1, flags,
                                   f"blob-{i}", 0)
 
     def serve(self, during):
@@ -92,6 +100,33 @@ class LoadExec:
         self.page.expect(0)
         say(type="loaded", mib=mib)
 
+    def burst(self, mib, hold_ms, count, every_ms):
+        """Transient growth, freed each time: what it took is back before
+        the next."""
+        for n in range(count):
+            start = time.monotonic()
+            block = bytearray(mib * MiB)
+            block[::4096] = b"z" * len(block[::4096])
+            self.pause(hold_ms / 1e3, "burst")
+            del block
+            say(type="burst", n=n)
+            self.pause(every_ms / 1e3 - (time.monotonic() - start), "burst")
+
+    def grow(self, mib):
+        for _ in range(0, mib, 8):
+            block = bytearray(8 * MiB)
+            block[::4096] = b"g" * len(block[::4096])
+            self.blobs[-2 - len(self.blobs)] = block  # held, never published
+            self.pause(0.01, "grow")
+        say(type="grown", mib=mib)
+
+    def pause(self, seconds, during):
+        end = time.monotonic() + max(0.0, seconds)
+        while time.monotonic() < end:
+            self.page.heartbeat()
+            self.serve(during)
+            time.sleep(0.01)
+
     def run(self):
         say(type="ready", pid=os.getpid())
         while True:
@@ -104,6 +139,10 @@ class LoadExec:
             if not line:
                 return
             words = line.split()
+            if words and words[0] == "burst":
+                self.burst(*(int(w) for w in words[1:5]))
+            if words and words[0] == "grow":
+                self.grow(int(words[1]))
             if words and words[0] == "load":
                 mib = int(words[1])
                 self.load(mib, int(words[2]) if len(words) > 2 else mib)
@@ -112,7 +151,8 @@ class LoadExec:
 
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    LoadExec(int(args[0]), int(args[1]), "--stale" in sys.argv).run()
+    LoadExec(int(args[0]), int(args[1]), "--stale" in sys.argv,
+             "--pinned" in sys.argv).run()
 
 
 if __name__ == "__main__":

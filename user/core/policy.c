@@ -247,7 +247,7 @@ static bool pickset_add(struct pick_key *set, size_t mask, uint64_t id,
 }
 
 /* A weight as the planner uses it: outside [min, max] or NaN is clamped. */
-static double clamp_weight(double w)
+double policy_weight(double w)
 {
 	if (!(w >= RC_WEIGHT_MIN))
 		return w > 0 ? RC_WEIGHT_MIN : 1.0;
@@ -273,7 +273,7 @@ static ssize_t gather(const struct rc_domain_member *m, size_t nr,
 	if (!c)
 		return -ENOMEM;
 	for (size_t k = 0; k < nr; k++) {
-		double w = clamp_weight(m[k].weight);
+		double w = policy_weight(m[k].weight);
 
 		for (size_t i = 0; i < m[k].nr_entries; i++) {
 			const struct rc_entry *e = &m[k].entries[i];

@@ -245,6 +245,9 @@ struct rc_domain_member {
 #define RC_WEIGHT_MIN 0.001
 #define RC_WEIGHT_MAX 1000.0
 
+/* A --weight clamped to [RC_WEIGHT_MIN, RC_WEIGHT_MAX]; 0, < 0 or NaN: 1. */
+double policy_weight(double w);
+
 /* One entry picked: member index, index in its table, weighted score. */
 struct rc_pick {
 	uint32_t member;

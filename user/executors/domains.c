@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Memory domains: group, plan and evict across executors; see domains.h. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +10,7 @@
 struct domain {
 	struct target *m[RC_MAX_TARGETS];
 	int n;
+	bool own; /* one member of several, for what it takes itself */
 };
 
 /* The targets of domain index @dom (only those evicting, if @evicting). */
@@ -104,17 +106,15 @@ static uint64_t announced(const struct domain *d)
 }
 
 /*
- * The plan the domain's outlook makes, the members of @d taking @ann
- * bytes more before long (announced); its headroom.
+ * The plan view @v makes for the members @d, who take @ann bytes more
+ * before long (announced, or their share of the domain's growth); its
+ * headroom.
  */
-static uint64_t plan(const struct targets *ts, int dom, const struct domain *d,
-		     const struct domain_env *env, uint64_t now, uint32_t why,
-		     uint64_t ann, struct rc_plan *p)
+static uint64_t plan_view(const struct domain *d, struct rc_view v,
+			  uint32_t why, uint64_t ann, struct rc_plan *p)
 {
 	uint64_t over = 0;
-	struct rc_view v;
 
-	outlook(ts, dom, d, env, now, &v);
 	/* below 0: what the announcement overshoots is asked for too */
 	if (ann > v.low)
 		over = ann - v.low;
@@ -128,6 +128,17 @@ static uint64_t plan(const struct targets *ts, int dom, const struct domain *d,
 		evictor_set_plan(&d->m[k]->ev, v.headroom,
 				 p->evict ? p->deficit : 0);
 	return v.headroom;
+}
+
+/* The plan the domain's outlook makes for @d, @ann more taken; its headroom. */
+static uint64_t plan(const struct targets *ts, int dom, const struct domain *d,
+		     const struct domain_env *env, uint64_t now, uint32_t why,
+		     uint64_t ann, struct rc_plan *p)
+{
+	struct rc_view v;
+
+	outlook(ts, dom, d, env, now, &v);
+	return plan_view(d, v, why, ann, p);
 }
 
 int domains_outlook(const struct targets *ts, int dom,
@@ -152,14 +163,15 @@ int domains_outlook(const struct targets *ts, int dom,
 
 /*
  * The most one entry of @t, or all its commands out, may count for in a
- * domain of several: its RSS as the kernel counts it. Alone, an executor
- * that claims more than it holds only fools itself: no cap (0).
+ * domain of several (for the domain or for its own share): its RSS as the
+ * kernel counts it. Alone, an executor that claims more than it holds
+ * only fools itself: no cap (0).
  */
 static uint64_t claim_cap(const struct domain *d, int k)
 {
 	uint64_t rss = d->m[k]->sm.rss, page = 4096;
 
-	if (d->n < 2)
+	if (d->n < 2 && !d->own)
 		return 0;
 	return rss > page ? rss : page;
 }
@@ -256,7 +268,8 @@ static void post(const struct domain *d, const struct domain_env *env,
 		return;
 	n = policy_select_domain(mm, (size_t)d->n, deficit, p->phase,
 				 env->policy, picks, total, &covered);
-	ep->has_score = d->n > 1;
+	ep->has_score = d->n > 1 || d->own;
+	ep->charged = d->own ? "own" : "domain";
 	for (int i = 0; i < n; i++) {
 		uint32_t k = picks[i].member;
 
@@ -270,46 +283,118 @@ static void post(const struct domain *d, const struct domain_env *env,
 	free(picks);
 }
 
-/* Plan for the members @d, the announcements @ann counted, and post. */
-static void evaluate_for(const struct targets *ts, int dom,
-			 const struct domain *d, const struct domain_env *env,
-			 uint64_t now, uint32_t why, uint64_t ann)
+/*
+ * Post for the members @d what plan @p asks beyond @base bytes (asked
+ * of the domain already), what they have out counted against it.
+ */
+static void post_plan(const struct domain *d, const struct domain_env *env,
+		      uint64_t now, uint64_t headroom, const struct rc_plan *p,
+		      uint64_t base)
 {
-	struct evict_post ep = { .now = now };
-	uint64_t pending = 0;
-	struct rc_plan p;
+	struct evict_post ep = { .now = now, .headroom = headroom, .plan = p };
+	uint64_t pending = base;
 
-	ep.headroom = plan(ts, dom, d, env, now, why, ann, &p);
-	tell_short(d, &p, now);
-	if (!p.evict)
+	if (!p->evict)
 		return;
 	/* what a member has out counts for no more than it holds, and its
 	 * overdue commands for no more than a share */
 	for (int k = 0; k < d->n; k++)
-		pending += counted(d, k, p.deficit, now);
-	if (pending >= p.deficit)
+		pending += counted(d, k, p->deficit, now);
+	if (pending >= p->deficit)
 		return;
-	ep.plan = &p;
-	post(d, env, &p, p.deficit - pending, &ep);
+	post(d, env, p, p->deficit - pending, &ep);
+}
+
+/* A lone executor: its own outlook, its announcement part of its plan. */
+static void evaluate_one(const struct targets *ts, int dom,
+			 const struct domain *d, const struct domain_env *env,
+			 uint64_t now, uint32_t why)
+{
+	struct rc_plan p;
+	uint64_t h = plan(ts, dom, d, env, now, why, announced(d), &p);
+
+	tell_short(d, &p, now);
+	post_plan(d, env, now, h, &p, 0);
 }
 
 /*
- * Alone, an executor's announcement is part of its plan. In a domain of
- * several, the plan leaves announcements out, and each member that
- * announced one makes room for it from its own entries only: no one's
- * model load evicts another's cache.
+ * What each member of @d takes within the lead time: its share of what
+ * the members' growth takes from the domain (@all, their outlook; shared
+ * among those that grow by growth rate over --weight: a favoured member's
+ * growth is charged more to the others that grow), and what it announced.
  */
+static void takes_of(const struct domain *d, const struct domain_env *env,
+		     uint64_t now, const struct rc_view *all, uint64_t *takes)
+{
+	uint64_t grown = all->headroom > all->low ? all->headroom - all->low
+						  : 0;
+	double rate[RC_MAX_TARGETS], sum = 0;
+
+	for (int k = 0; k < d->n; k++) {
+		struct rc_growth g;
+
+		target_growth(d->m[k], now, env->window_ns, &g);
+		rate[k] = isfinite(g.rate) && g.rate > 0 ? g.rate : 0;
+		rate[k] /= policy_weight(d->m[k]->weight);
+		sum += rate[k];
+	}
+	for (int k = 0; k < d->n; k++) {
+		struct domain one = { .m = { d->m[k] }, .n = 1 };
+		double share = sum > 0 ? (double)grown * (rate[k] / sum) : 0;
+		uint64_t ann = announced(&one);
+
+		takes[k] = share >= 1.8e19 ? UINT64_MAX : (uint64_t)share;
+		takes[k] = takes[k] + ann < ann ? UINT64_MAX : takes[k] + ann;
+	}
+}
+
+/*
+ * Several executors on one limit. What is short now is the domain's: its
+ * least valuable entries go, whoever holds them. What growth (or an
+ * announced load) will take is charged to who grows: each member makes
+ * room for its own share from its own entries, so no one's growth, a
+ * burst it frees itself or a model it loads, evicts another's cache.
+ */
+static void evaluate_shared(const struct targets *ts, int dom,
+			    const struct domain *d,
+			    const struct domain_env *env, uint64_t now,
+			    uint32_t why)
+{
+	uint64_t takes[RC_MAX_TARGETS], base;
+	struct rc_view all, nowv;
+	struct rc_plan p;
+
+	outlook(ts, dom, d, env, now, &all);
+	nowv = all;
+	nowv.low = nowv.headroom; /* no growth: what is short now */
+	plan_view(d, nowv, why, 0, &p);
+	tell_short(d, &p, now);
+	post_plan(d, env, now, nowv.headroom, &p, 0);
+	base = p.evict ? p.deficit : 0;
+	takes_of(d, env, now, &all, takes);
+	for (int k = 0; k < d->n; k++) {
+		struct domain one = { .m = { d->m[k] }, .n = 1, .own = true };
+
+		if (!takes[k])
+			continue;
+		plan_view(&one, nowv, why, takes[k], &p);
+		if (p.evict) /* its own growth it cannot make room for */
+			tell_short(&one, &p, now);
+		post_plan(&one, env, now, nowv.headroom, &p, base);
+	}
+}
+
 static void evaluate(const struct targets *ts, int dom, const struct domain *d,
 		     const struct domain_env *env, uint64_t now, uint32_t why)
 {
-	evaluate_for(ts, dom, d, env, now, why, d->n == 1 ? announced(d) : 0);
-	for (int k = 0; d->n > 1 && k < d->n; k++) {
-		struct domain one = { .m = { d->m[k] }, .n = 1 };
-		uint64_t ann = announced(&one);
+	int n = 0;
 
-		if (ann)
-			evaluate_for(ts, dom, &one, env, now, why, ann);
-	}
+	for (int i = 0; i < RC_MAX_TARGETS; i++)
+		n += ts->t[i] && ts->t[i]->dom == dom;
+	if (n < 2 && d->n == 1)
+		evaluate_one(ts, dom, d, env, now, why);
+	else
+		evaluate_shared(ts, dom, d, env, now, why);
 	for (int k = 0; k < d->n; k++)
 		evictor_counted(&d->m[k]->ev);
 }

@@ -776,6 +776,7 @@ static void evict_event(struct evictor *ev, const struct ctl_entry *e,
 		.forecast = plan->predicted,
 		.has_score = p->has_score,
 		.score = p->score,
+		.charged = p->charged,
 	};
 
 	out_evict(ev->out, &i);

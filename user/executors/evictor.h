@@ -184,6 +184,7 @@ struct evict_post {
 	uint64_t now;
 	bool has_score; /* ranked across a domain: say by what */
 	double score;
+	const char *charged; /* "domain" or "own" (out.h) */
 };
 
 /*

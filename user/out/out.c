@@ -792,8 +792,10 @@ void out_evict(struct out *o, const struct evict_info *e)
 		json_u64(&w, "headroom", e->headroom);
 		json_u64(&w, "forecast", e->forecast);
 		tag_json(&w, e->tag);
-		if (e->has_score)
+		if (e->has_score) {
 			json_double(&w, "score", e->score);
+			json_str(&w, "charged", e->charged);
+		}
 		json_end(&w);
 		return;
 	}

@@ -207,6 +207,9 @@ struct evict_info {
 	const struct out_tag *tag; /* or NULL */
 	bool has_score;		   /* ranked in a domain of several */
 	double score;		   /* the weighted score it was ranked by */
+	/* with a score: "domain" (short now, ranked across the domain) or
+	 * "own" (what this executor's growth or load will take) */
+	const char *charged;
 };
 void out_evict(struct out *o, const struct evict_info *e);
 
