@@ -19,7 +19,7 @@ import threading
 import time
 import weakref
 
-from . import compat, evict, models, ownmemory, ownpolicy, sizing
+from . import compat, evict, guard, models, ownmemory, ownpolicy, sizing
 from .reclaim import Reclaim
 from .window import NodeWindow
 from . import page as pagemod
@@ -64,6 +64,13 @@ def eta_seconds(samples, window_s=10.0):
     return max(0.0, pts[-1][1] / -slope)
 
 
+class GuardCmd:
+    """What _take needs of a command, for the guard's own evictions."""
+
+    def __init__(self, entry_id):
+        self.entry_id, self.reason, self.issue_ns = entry_id, 0, 0
+
+
 class Bridge:
     def __init__(self):
         self.page = None
@@ -106,6 +113,9 @@ class Bridge:
         self._for_load = False  # the worker serves for an announced load
         self._kept_for_load = 0  # what its evictions left in the heap
         self._last_served = 0.0  # when the wait last served a command
+        self._guard_next = 0.0  # the guard looks again no sooner
+        self.guard_evicted = 0  # bytes the guard evicted itself
+        self.memory_use = pagemod.memory_use  # (limit, used) of the cgroup
         self._node_t0 = 0  # when the running node started (monotonic ns)
         self._node_ns = {}  # entry id -> ns its node took to run
         self._gen = 0  # the generation last published
@@ -202,7 +212,12 @@ class Bridge:
         return getattr(caches, "outputs", None)
 
     def agent_alive(self):
-        return self.page is not None and self.page.agent_alive()
+        """An agent is attached and serving: alive, and beating (one that
+        is stopped or stuck keeps its lock: its stale beat tells, within
+        guard.STALL_S, long before the heartbeat timeout)."""
+        page = self.page
+        return page is not None and page.agent_alive() and \
+            not guard.stalled(page.agent_beat_age())
 
     def status(self):
         """What the status node, the /ramcache/status route and the tests
@@ -222,6 +237,7 @@ class Bridge:
               "trims": self.reclaim.trims, "trims_returned": self.reclaim.trims_returned,
               "own_policy": None, "set_aside_calls": self.set_aside_calls,
               "hooks": list(self.hooks),
+              "guard_evicted": self.guard_evicted,
               "models": self._models_status(),
               "last": self._last_evictions()}
         if page is not None and not page.closed:
@@ -491,6 +507,33 @@ class Bridge:
             cmds = self._drain()
         if cmds:
             self.answer(cmds, lambda *r: self.outbox.put(r))
+        self.guard()
+
+    def guard(self):
+        """The last line while the agent does not serve (guard.py): on the
+        worker thread, or from the listener between prompts (exec_lock
+        held). Bytes it evicted."""
+        now = time.monotonic()
+        if self.page is None or self.agent_alive() or now < self._guard_next:
+            return 0
+        self._guard_next = now + guard.EVERY_S
+        need = guard.shortfall(self.memory_use())
+        if not need:
+            return 0
+        rows = [(eid, row[0], row[1], bool(row[3] & pagemod.F_ACTIVE))
+                for eid, (row, _) in list(self._published.items())]
+        cmds = [GuardCmd(eid) for eid in guard.pick(rows, need)]
+        with self.window.lock:
+            results, values, _, _ = self._take(cmds, in_node=False)
+        values.clear()
+        freed = sum(r[3] for r in results if r[1] == pagemod.ACK_EVICTED)
+        self.guard_evicted += freed
+        if freed:
+            self.say_once("guard", logging.WARNING, "the agent does not serve and "
+                          "ComfyUI's memory cgroup is near its limit: evicted %d MiB "
+                          "of earlier outputs itself (said once)", freed >> 20)
+            self.reclaim.trim()
+        return freed
 
     def asking(self):
         """The agent wants bytes freed now (target_bytes > 0): its commands
@@ -862,7 +905,7 @@ class Bridge:
         if cmd is not None:
             self.outstanding += 1
             self.inbox.put(cmd)
-        if self.outstanding:
+        if self.outstanding or not self.agent_alive():
             self._serve_waiting()
 
     def _follow_agent(self):
@@ -891,10 +934,11 @@ class Bridge:
             self._serve_in_node()
             return
         try:  # no prompt runs: the cache is ours for a moment
+            self._idle_serving = True
             cmds = self._drain()
             if cmds:
-                self._idle_serving = True
                 self.answer(cmds, self._ack_waiting)
+            self.guard()
         finally:
             self._idle_serving = False
             self.exec_lock.release()

@@ -8,9 +8,11 @@ not its target (cp -r), a ramcache installed with pip (pip install
 python/) is used instead."""
 try:
     from .ramcache.page import *  # noqa: F401,F403
+    from .ramcache.cache import memory_use  # noqa: F401
 except ImportError:
     try:
         from ramcache.page import *  # noqa: F401,F403
+        from ramcache.cache import memory_use  # noqa: F401
     except ImportError:
         raise ImportError(
             "ramcache: the ramcache module is missing: this folder's "

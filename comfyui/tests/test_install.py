@@ -48,8 +48,8 @@ BRIDGE = pkg.bridge.BRIDGE
 @test
 def the_clone_is_python_and_javascript_only():
     assert any(f.endswith("__init__.py") for f in CLONED), CLONED
-    for f in CLONED:
-        assert f.endswith((".py", ".js", ".md")), f
+    for f in CLONED:  # py.typed: the module's empty marker of type hints
+        assert f.endswith((".py", ".js", ".md", "/py.typed")), f
     src = "".join(open(os.path.join(CLONE, f)).read() for f in os.listdir(CLONE)
                   if f.endswith(".py"))
     assert "libramcache.so" not in src and "RAMCACHE_LIB" not in src

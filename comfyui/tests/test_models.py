@@ -190,5 +190,35 @@ def earlier_models_stay_comfyuis_to_drop_until_the_agent_counts_a_load():
         w.stop()
 
 
+@test
+def a_stalled_agent_leaves_the_guard_to_keep_the_limit():
+    """An agent that stops beating (SIGSTOP keeps its lock) no longer
+    counts as serving after 0.6 s: ComfyUI's own release is back, and
+    near the cgroup's limit the package's guard evicts the least recently
+    used inactive entries itself; a beating agent is never second-guessed."""
+    w = worker()
+    a = agent()
+    a.start_heartbeat()
+    try:
+        BRIDGE._echo_pid = os.getpid()
+        lim = 1 << 30
+        BRIDGE.memory_use = lambda: (lim, lim - 20 * MiB)  # 2% left: past the trip
+        eid, key = earlier_model(w, "guarded", mib=8)
+        BRIDGE._guard_next = 0
+        ok, _ = w.run({"x": node("MakeTensor", mib=1, tag="g1"),
+                       "s": node("Sink", value=["x", 0])}, ["s"], "g1")
+        assert ok and key in env.outputs(w).cache, "the guard acted beside a live agent"
+        a.stop_heartbeat()
+        a.beat(time.monotonic_ns() - 700_000_000)  # stopped 0.7 s ago: lock kept
+        assert not BRIDGE.agent_alive(), "a stalled agent still counted"
+        BRIDGE._guard_next = 0
+        assert BRIDGE.guard() > 0 and key not in env.outputs(w).cache
+        assert BRIDGE.status()["guard_evicted"] >= 8 * MiB
+    finally:
+        BRIDGE.memory_use = pkg.page.memory_use
+        a.stop_heartbeat()
+        w.stop()
+
+
 if __name__ == "__main__":
     main()

@@ -25,7 +25,7 @@ and Page are None, every cache keeps to its own bounds, and NO_PAGE (or a
 cache's reason) says why. See python/README.md.
 """
 from .cache import (NO_PAGE, Budget, CacheInfo, PressureCache, available_bytes, budget,
-                    guard, memoize, parse_bytes, sizeof)
+                    guard, memoize, memory_use, parse_bytes, sizeof)
 
 try:
     from .executor import HOLD, STALL_NS, Executor, shared
@@ -34,6 +34,6 @@ except ImportError:  # no fcntl: cache.NO_PAGE says so
     HOLD = STALL_NS = Executor = shared = Page = None  # type: ignore[assignment,misc]
 
 __version__ = "0.1.0"
-__all__ = ["PressureCache", "memoize", "sizeof", "available_bytes", "parse_bytes",
+__all__ = ["PressureCache", "memoize", "sizeof", "available_bytes", "memory_use", "parse_bytes",
            "budget", "Budget", "guard", "CacheInfo", "NO_PAGE", "Executor", "shared",
            "HOLD", "STALL_NS", "Page", "__version__"]

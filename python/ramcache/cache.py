@@ -350,6 +350,14 @@ def _cgroup() -> _Memcg:
         return _memcg
 
 
+def memory_use() -> Optional[Tuple[int, int]]:
+    """(limit, used) of the memory cgroup above this process with the least
+    room: its limit, and its usage less inactive file pages (what the
+    kernel takes back cheaply); None without a limit. The files are kept
+    open and read with pread: cheap enough for every safe point."""
+    return _cgroup().read()
+
+
 def available_bytes() -> Optional[int]:
     """Memory this process could still use: MemAvailable, or what its
     memory cgroups leave (limit - usage + inactive file pages, the
@@ -1185,5 +1193,5 @@ def memoize(fn: Optional[Callable] = None, *, cache: Optional[PressureCache] = N
     return deco(fn) if fn is not None else deco
 
 
-__all__ = ["PressureCache", "memoize", "sizeof", "available_bytes", "parse_bytes",
+__all__ = ["PressureCache", "memoize", "sizeof", "available_bytes", "memory_use", "parse_bytes",
            "budget", "Budget", "guard", "CacheInfo", "NO_PAGE"]

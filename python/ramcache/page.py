@@ -676,6 +676,13 @@ class Page:
             return "silent"
         return "alive"
 
+    def agent_beat_age(self):
+        """ns since the agent's last heartbeat, by distance (0: none):
+        over a few beat periods, a stopped or stuck agent (it keeps its
+        lock; the heartbeat timeout is far longer)."""
+        hb = self._r64(A_HEARTBEAT)
+        return abs(now_ns() - hb) if hb else 0
+
     def agent_pid(self):
         return self._r32(A_PID)
 

@@ -1,0 +1,49 @@
+"""The package's own last line, for when the agent does not serve: ComfyUI
+kept from its memory cgroup's limit while the agent is stopped, stuck or
+gone (its heartbeat STALL_S old: a healthy agent beats every 250 ms; the
+1.5 s heartbeat timeout is too late for a cache that grows by hundreds of
+MiB a second).
+
+The rule: with L the limit of the tightest memory cgroup above ComfyUI and
+used its usage less inactive file pages (ramcache.memory_use()), when used
+passes L less TRIP of L, the inactive entries no node of the running
+prompt reads go, least recently used first (models through ComfyUI's own
+unload), until used is L less FREE of L. Checked at the worker's safe
+points and by the listener between prompts, at most every EVERY_S. A live
+agent is never second-guessed: it decides. Pure: the figures and the
+entries are passed in."""
+
+STALL_S = 0.6
+TRIP = 0.05
+FREE = 0.10
+EVERY_S = 0.05
+
+
+def stalled(beat_age_ns):
+    """The agent's last beat is old enough to call it stopped or stuck."""
+    return beat_age_ns >= STALL_S * 1e9
+
+
+def shortfall(use):
+    """Bytes to free for @use ((limit, used), or None): 0 below the trip."""
+    if use is None:
+        return 0
+    lim, used = use
+    if used <= lim - lim * TRIP:
+        return 0
+    return max(0, int(used - (lim - lim * FREE)))
+
+
+def pick(rows, need):
+    """Entry ids to free @need bytes, least recently used first, from
+    @rows: [(eid, bytes, last use ns, active)]; the active are never
+    picked."""
+    out, got = [], 0
+    for eid, nbytes, _, active in sorted(rows, key=lambda r: r[2]):
+        if got >= need:
+            break
+        if active or nbytes <= 0:
+            continue
+        out.append(eid)
+        got += nbytes
+    return out
