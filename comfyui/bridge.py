@@ -26,7 +26,9 @@ from . import page as pagemod
 
 log = logging.getLogger("ramcache")
 
-HEARTBEAT_S = 0.25
+# Beat twice per the page's period (as the ramcache module's executor
+# does): a beat is never late for the agent's 1.5 s timeout.
+HEARTBEAT_S = pagemod.HEARTBEAT_PERIOD_NS / 2 / 1e9
 # At a prompt's first safe point, while the agent asks for bytes, how long
 # the executor waits for it to ask for the outputs that just became inactive
 # (the agent reacts within a few hundred ms; a first node can allocate
@@ -920,7 +922,7 @@ class Bridge:
             self.agent_lost_ns = None
             return
         self.agent_lost_ns = time.monotonic_ns()
-        state = self.page.agent_state() if hasattr(self.page, "agent_state") else ""
+        state = self.page.agent_state()
         how = {"died": "died", "silent": "went silent (no heartbeat for 1.5 s)",
                "none": "detached"}.get(state, "is gone")
         log.info("ramcache: the agent %s: ComfyUI's own RAM policy applies again; "
