@@ -37,7 +37,8 @@ DEPS_PKGS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
 	     libclang-rt-14-dev clang-format cppcheck procps util-linux mount \
 	     binutils coreutils systemd linux-libc-dev chromium tmux \
 	     qemu-system-x86 busybox-static cpio kmod debootstrap git \
-	     ca-certificates e2fsprogs bpftrace podman runc
+	     ca-certificates e2fsprogs bpftrace podman runc \
+	     build-essential debhelper dh-python lintian bash-completion
 # Installed without their recommends and with their services stopped and
 # disabled: prometheus is here only for promtool, never as a server;
 # docker.io for test_docker.py, which starts a daemon of its own (not where
@@ -76,7 +77,7 @@ need_one = $(if $(call need_$(word 2,$(1)),$(word 3,$(1))),$(word 1,$(1)):$(word
 # Goals that build nothing themselves (those that run deps first build in
 # a second make, which checks); with deps among the goals it installs first.
 NO_BUILD_GOALS := deps kernels clean format check-format vmlinux test demo bench \
-		  soak fuzz vmtest test-fresh
+		  soak fuzz vmtest test-fresh uninstall
 ifeq ($(filter deps,$(MAKECMDGOALS)),)
 ifneq ($(filter-out $(NO_BUILD_GOALS),$(or $(MAKECMDGOALS),all)),)
 BUILD_MISSING := $(strip $(need))
@@ -415,32 +416,132 @@ run-bench: all
 # ---- install ----------------------------------------------------------------
 # `make install` (PREFIX=/usr/local, DESTDIR for staging): the agent, the
 # executor library (then ldconfig, without DESTDIR: the loader finds a new
-# library in /usr/local/lib only through its cache) and its headers, the
-# systemd unit and its settings (an existing /etc/default/ramcache-bpf is
-# kept), ramcache-report and ramcache-top (Python, stdlib only) with their
-# modules in lib/ramcache-bpf.
+# library in /usr/local/lib only through its cache), its headers and its
+# pkg-config file (libramcache), the systemd unit and its settings (an
+# existing /etc/default/ramcache-bpf is kept), ramcache-report and
+# ramcache-top (Python, stdlib only) with their modules in lib/ramcache-bpf,
+# the manual pages and the bash completion. `make uninstall` removes them
+# all but the settings. debian/rules runs it with PREFIX=/usr.
 PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
 UNITDIR ?= $(PREFIX)/lib/systemd/system
-.PHONY: install
-install: all
+MANDIR ?= $(PREFIX)/share/man
+COMPLETIONDIR ?= $(PREFIX)/share/bash-completion/completions
+VIEWERS := ramcache-report ramcache-top
+.PHONY: install uninstall man
+install: $(AGENT) $(LIBSO) $(LIBA) man
 	$(call msg,INSTALL,$(DESTDIR)$(PREFIX))
 	$(Q)install -D -m 0755 $(AGENT) $(DESTDIR)$(PREFIX)/bin/ramcache-bpf
-	$(Q)install -D -m 0755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libramcache.so.1
-	$(Q)ln -sf libramcache.so.1 $(DESTDIR)$(PREFIX)/lib/libramcache.so
+	$(Q)install -D -m 0755 $(LIBSO) $(DESTDIR)$(LIBDIR)/libramcache.so.1
+	$(Q)ln -sf libramcache.so.1 $(DESTDIR)$(LIBDIR)/libramcache.so
 	$(Q)[ -n "$(DESTDIR)" ] || [ "$$(id -u)" != 0 ] || ! command -v ldconfig >/dev/null || ldconfig
-	$(Q)install -D -m 0644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/libramcache.a
-	$(Q)install -d $(DESTDIR)$(PREFIX)/include/ramcache
+	$(Q)install -D -m 0644 $(LIBA) $(DESTDIR)$(LIBDIR)/libramcache.a
+	$(Q)install -d $(DESTDIR)$(PREFIX)/include/ramcache $(DESTDIR)$(LIBDIR)/pkgconfig
 	$(Q)install -m 0644 include/ramcache/*.h $(DESTDIR)$(PREFIX)/include/ramcache/
+	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' \
+		'includedir=$${prefix}/include' '' 'Name: libramcache' \
+		'Description: the executor side of the ramcache-bpf control page' \
+		'Version: $(VERSION)' 'Libs: -L$${libdir} -lramcache' \
+		'Cflags: -I$${includedir}' > $(DESTDIR)$(LIBDIR)/pkgconfig/libramcache.pc
 	$(Q)install -d $(DESTDIR)$(UNITDIR)
-	$(Q)sed 's|/usr/local/bin/|$(PREFIX)/bin/|' contrib/systemd/ramcache-bpf.service \
-		> $(DESTDIR)$(UNITDIR)/ramcache-bpf.service
+	$(Q)sed -e 's|/usr/local/bin/|$(PREFIX)/bin/|' \
+		contrib/systemd/ramcache-bpf.service > $(DESTDIR)$(UNITDIR)/ramcache-bpf.service
 	$(Q)[ -e $(DESTDIR)/etc/default/ramcache-bpf ] || \
 		install -D -m 0644 contrib/systemd/ramcache-bpf.default \
 		$(DESTDIR)/etc/default/ramcache-bpf
-	$(Q)install -D -m 0755 report/ramcache-report $(DESTDIR)$(PREFIX)/bin/ramcache-report
-	$(Q)install -D -m 0755 report/ramcache-top $(DESTDIR)$(PREFIX)/bin/ramcache-top
+	$(Q)for v in $(VIEWERS); do \
+		install -D -m 0755 report/$$v $(DESTDIR)$(PREFIX)/bin/$$v || exit 1; done
 	$(Q)install -d $(DESTDIR)$(PREFIX)/lib/ramcache-bpf/rcviz
 	$(Q)install -m 0644 report/rcviz/*.py $(DESTDIR)$(PREFIX)/lib/ramcache-bpf/rcviz/
+	$(Q)for p in $(MAN_PAGES); do install -D -m 0644 $$p \
+		$(DESTDIR)$(MANDIR)/man$${p##*.}/$${p##*/} || exit 1; done
+	$(Q)install -D -m 0644 contrib/bash-completion/ramcache-bpf \
+		$(DESTDIR)$(COMPLETIONDIR)/ramcache-bpf
+	$(Q)for v in $(VIEWERS); do ln -sf ramcache-bpf $(DESTDIR)$(COMPLETIONDIR)/$$v; done
+
+uninstall:
+	$(call msg,UNINSTALL,$(DESTDIR)$(PREFIX))
+	$(Q)rm -f $(DESTDIR)$(PREFIX)/bin/ramcache-bpf \
+		$(addprefix $(DESTDIR)$(PREFIX)/bin/,$(VIEWERS)) \
+		$(addprefix $(DESTDIR)$(LIBDIR)/,libramcache.so.1 libramcache.so \
+			libramcache.a pkgconfig/libramcache.pc) \
+		$(DESTDIR)$(UNITDIR)/ramcache-bpf.service \
+		$(foreach p,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(p)))/$(notdir $(p))) \
+		$(addprefix $(DESTDIR)$(COMPLETIONDIR)/,ramcache-bpf $(VIEWERS))
+	$(Q)rm -rf $(DESTDIR)$(PREFIX)/include/ramcache $(DESTDIR)$(PREFIX)/lib/ramcache-bpf
+	$(Q)[ -n "$(DESTDIR)" ] || [ "$$(id -u)" != 0 ] || ! command -v ldconfig >/dev/null || ldconfig
+
+# The manual pages (`make man`, into $(OUTPUT)/man), each from one source:
+# the program's --help, or the header's comments, turned into roff by
+# docs/man/mkman.py, with the sections neither holds from docs/man/PAGE.md.
+MAN_DIR := $(OUTPUT)/man
+MAN_PAGES := $(MAN_DIR)/ramcache-bpf.8 $(addprefix $(MAN_DIR)/,$(addsuffix .1,$(VIEWERS))) \
+	     $(MAN_DIR)/libramcache.3
+MKMAN = $(PYTHON) docs/man/mkman.py $< --version $(VERSION)
+man: $(MAN_PAGES)
+$(MAN_DIR):
+	$(Q)mkdir -p $@
+$(MAN_DIR)/ramcache-bpf.8: docs/man/ramcache-bpf.8.md docs/man/mkman.py $(AGENT) | $(MAN_DIR)
+	$(call msg,MAN,$@)
+	$(Q)$(MKMAN) --help-of $(AGENT) > $@
+$(MAN_DIR)/ramcache-%.1: docs/man/ramcache-%.1.md docs/man/mkman.py report/ramcache-% | $(MAN_DIR)
+	$(call msg,MAN,$@)
+	$(Q)$(MKMAN) --help-of $(PYTHON) report/ramcache-$* > $@
+$(MAN_DIR)/libramcache.3: docs/man/libramcache.3.md docs/man/mkman.py include/ramcache/ramcache.h | $(MAN_DIR)
+	$(call msg,MAN,$@)
+	$(Q)$(MKMAN) --header include/ramcache/ramcache.h > $@
+
+# ---- deb: `make deb` ----------------------------------------------------------
+# Debian packages of this tree, built with debhelper (debian/) into
+# $(DEB_OUT): ramcache-bpf, libramcache1, libramcache-dev, python3-ramcache
+# and ramcache-bpf-comfyui, of version DEB_VERSION (VERSION's; the tests
+# build a lower one as the previous release). dpkg-buildpackage runs in a
+# copy of the tree's files the packages are made of (DEB_PATHS; git
+# ls-files: committed or not, less what git ignores), never in the
+# checkout, whose debian/, build/ and parent folder it leaves alone. Built
+# again only when one of those files changes (or their list does); the
+# objects stay in $(DEB_WORK)/build. `make test` runs lintian on them
+# (tests/integration/test_deb.py).
+DEB_VERSION ?= $(VERSION)
+DEB_OUT ?= $(OUTPUT)/deb
+DEB_WORK = $(OUTPUT)/deb-work/$(DEB_VERSION)
+DEB_TREE = $(DEB_WORK)/ramcache-bpf
+DEB_PATHS := Makefile VERSION bpf user lib include vmlinux report python/ramcache \
+	     python/README.md comfyui contrib/systemd contrib/bash-completion \
+	     docs/man debian
+DEB_LIST = if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+	{ git ls-files -co --exclude-standard -- $(DEB_PATHS) ':!comfyui/tests'; \
+	  git ls-files -d -- $(DEB_PATHS) ':!comfyui/tests'; } | sort | uniq -u; \
+	else find $(DEB_PATHS) \( -name __pycache__ -o -path comfyui/tests \) -prune \
+		-o ! -type d -print; fi
+ifneq ($(filter deb,$(MAKECMDGOALS)),)
+DEB_SRCS := $(shell $(DEB_LIST))
+endif
+.PHONY: deb
+deb: $(DEB_WORK)/stamp
+	$(Q)mkdir -p $(DEB_OUT) && rm -f $(DEB_OUT)/*.deb $(DEB_OUT)/*.changes $(DEB_OUT)/*.buildinfo
+	$(Q)cp $(DEB_WORK)/*.deb $(DEB_WORK)/*.changes $(DEB_WORK)/*.buildinfo $(DEB_OUT)/
+	$(Q)for f in $(DEB_OUT)/*.deb; do printf '  %-8s %s\n' DEB "$$f"; done
+
+# Rewritten only when the list of files changes.
+$(DEB_WORK)/files: FORCE
+	$(Q)mkdir -p $(@D) && { $(DEB_LIST); } > $@.new && \
+		{ cmp -s $@.new $@ && rm $@.new || mv $@.new $@; }
+
+$(DEB_WORK)/stamp: $(DEB_WORK)/files $(DEB_SRCS)
+	$(Q)command -v dh >/dev/null && command -v dh_python3 >/dev/null || \
+		{ echo "ramcache-bpf: failed to find debhelper and dh-python (run 'sudo make deps')"; exit 1; }
+	$(call msg,COPY,$(DEB_TREE))
+	$(Q)touch $@.new && rm -rf $(DEB_TREE) $(DEB_WORK)/*.deb && mkdir -p $(DEB_TREE)
+	$(Q)tar -cf - -T $(DEB_WORK)/files | tar -xf - -C $(DEB_TREE)
+	$(Q)sed -i '1s/(.*)/($(DEB_VERSION))/' $(DEB_TREE)/debian/changelog
+	$(call msg,DEB,$(DEB_VERSION) (log: $(DEB_WORK)/build.log))
+	$(Q)cd $(DEB_TREE) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
+		RAMCACHE_DEB_BUILD=$(abspath $(DEB_WORK))/build \
+		DEB_BUILD_OPTIONS="noddebs $(DEB_BUILD_OPTIONS)" \
+		dpkg-buildpackage -b -nc --no-sign -jauto > ../build.log 2>&1 || \
+		{ tail -n 40 ../build.log; echo "ramcache-bpf: failed to build the packages (log: $(DEB_WORK)/build.log)"; exit 1; }
+	$(Q)mv $@.new $@
 
 # Dependencies recorded by -MMD (absent before the first build).
--include $(shell find $(OUTPUT) -name '*.d' 2>/dev/null)
+-include $(shell find $(OUTPUT) -name '*.d' -type f -not -path '$(OUTPUT)/deb-work/*' 2>/dev/null)

@@ -30,7 +30,8 @@ import subprocess
 import tempfile
 import time
 
-from rctest import AGENT, DEMO, NOBODY, OUTPUT, ROOT
+import debpkg
+from rctest import DEMO, NOBODY, OUTPUT, ROOT
 from sysroot import SCRATCH, Sysroot, cached_root, kill_rooted_under, \
     unmount_under
 import unitsandbox
@@ -342,13 +343,13 @@ def executor_image(eng):
 
 
 def agent_image(eng):
-    """contrib/kubernetes/Dockerfile as a user builds it, on the minbase
-    root standing in for debian:bookworm-slim (no pull)."""
+    """contrib/kubernetes/Dockerfile as a user builds it, from the agent's
+    package (`make deb`; the packages' folder is the context), on the
+    minbase root standing in for debian:bookworm-slim (no pull)."""
     eng.import_root(cached_root("minbase"), BASE_IMAGE)
     ctx = tempfile.mkdtemp(prefix=f"ramcache-{eng.name}-ctx-", dir="/var/tmp")
     try:
-        os.makedirs(os.path.join(ctx, "build"))
-        shutil.copy(AGENT, os.path.join(ctx, "build", "ramcache-bpf"))
+        shutil.copy(debpkg.build()["ramcache-bpf"], ctx)
         shutil.copy(DOCKERFILE, os.path.join(ctx, "Dockerfile"))
         eng.build(ctx, AGENT_IMAGE)
     finally:

@@ -5,8 +5,8 @@ from debootstrap'd roots, never pulled):
 
 * the demo in a container with --memory 512m, as uid 65534, served by the
   host agent given its host pid, no OOM kill;
-* the agent in the image of contrib/kubernetes/Dockerfile with the
-  DaemonSet's settings, serving the demo in another container. Docker
+* the agent in the image of contrib/kubernetes/Dockerfile (built from
+  the agent's package, `make deb`) with the DaemonSet's settings, serving the demo in another container. Docker
   20.10 knows no CAP_BPF or CAP_PERFMON ("invalid CapAdd: unknown
   capability"): there CAP_SYS_ADMIN stands in for the two, as
   docs/containers.md says.

@@ -4,7 +4,8 @@ with runc (engine.py: its own storage, settings and cgroup, removed at the
 end). No image is pulled: the executors' image is tests/roots/build.sh's
 `systemd` root (python3, aiohttp) imported with the demo, the ComfyUI
 package and its stand-in; the agent's is contrib/kubernetes/Dockerfile,
-built on the `minbase` root imported as debian:bookworm-slim.
+built from the agent's package (`make deb`) on the `minbase` root
+imported as debian:bookworm-slim.
 
 * The demo in a container with --memory 512m, as uid 65534: OOM-killed
   without the agent (the workload needs about twice the limit); with the
@@ -125,6 +126,19 @@ def host_agent_all_serves_the_comfyui_package_in_a_container():
     assert done.get("done") and done["evicted"] > 0, lines[-3:]
     assert all(ln.get("ok", True) for ln in lines), lines
     assert att and att[0]["ns_pid"] != att[0]["pid"], att
+
+
+@test
+def agent_image_is_built_from_the_agents_package():
+    """contrib/kubernetes/Dockerfile installs the .deb of `make deb`: the
+    agent in the image is the package's, of this tree's version."""
+    pm = podman()
+    r = pm.run("run", "--rm", "--network", "none", "--entrypoint",
+               "dpkg-query", AGENT_IMAGE, "-S", "/usr/bin/ramcache-bpf")
+    assert r.stdout.startswith("ramcache-bpf:"), r.stdout
+    r = pm.run("run", "--rm", "--network", "none", AGENT_IMAGE, "--version")
+    with open(os.path.join(ROOT, "VERSION")) as f:
+        assert r.stdout.strip() == f"ramcache-bpf {f.read().strip()}", r.stdout
 
 
 @test

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The shipped systemd unit under real systemd as PID 1.
 
-A Debian 12 root (tests/roots/build.sh systemd) gets this tree's `make
-install`, a user `comfy` with an executor service (the demo, in
+A Debian 12 root (tests/roots/build.sh systemd) gets this tree's agent
+package (`make deb`, installed with dpkg: the unit comes disabled, from
+dh_installsystemd), a user `comfy` with an executor service (the demo, in
 comfyui.service) and a root process that matches it too (decoy.service),
 and boots in QEMU on Debian 12's 6.1 kernel (tests/vm/run.sh with
 RAMCACHE_VM_IMAGE; RAMCACHE_BOOT_KERNEL picks another) with systemd as PID
@@ -40,7 +41,7 @@ GUEST = "--guest" in sys.argv
 if GUEST:
     sys.argv.remove("--guest")  # rctest.main reads a name filter there
 UNIT = os.path.join(ROOT, "contrib", "systemd", "ramcache-bpf.service")
-INSTALLED_UNIT = "/usr/local/lib/systemd/system/ramcache-bpf.service"
+INSTALLED_UNIT = "/lib/systemd/system/ramcache-bpf.service"
 SERVICE = "ramcache-bpf.service"
 CREDS_SERVICE = "ramcache-creds.service"
 CREDS_OUT = "/run/ramcache-creds.status"
@@ -120,7 +121,11 @@ def parse_creds(status):
 
 def prepare(r):
     """The root as its user would set it up, plus these checks."""
-    r.install()
+    import debpkg
+    deb = debpkg.build()["ramcache-bpf"]
+    r.copy_in(deb, "/tmp/ramcache-bpf.deb", 0o644)
+    r.chroot("dpkg", "-i", "/tmp/ramcache-bpf.deb")
+    os.unlink(r.root + "/tmp/ramcache-bpf.deb")
     r.chroot("useradd", "--system", "--no-create-home", "--shell",
              "/usr/sbin/nologin", "comfy")
     r.copy_in(DEMO, "/usr/local/bin/ramcache-demo")
@@ -131,7 +136,7 @@ def prepare(r):
     text = r.read(path)
     for k, v in SETTINGS.items():
         text, n = re.subn(rf"^{k}=.*$", f"{k}={v}", text, flags=re.M)
-        assert n == 1, f"{path} from make install has no {k}= line"
+        assert n == 1, f"{path} from the package has no {k}= line"
     r.write(path, text)
     here = os.path.dirname(os.path.abspath(__file__))
     for f in ("test_systemd_boot.py", "unitsandbox.py",
