@@ -166,12 +166,20 @@ class FakeAgent:
         raise TimeoutError("entry table never stable")
 
     def ack(self, seq):
-        off = self.acks_off + ((seq - 1) % self.ring) * self.ack_size
-        if self.u64(off) != seq:
-            return None
-        _, eid, freed, recv, done, status = struct.unpack_from("<QQQQQI", self.m, off)
-        return {"seq": seq, "id": eid, "bytes_freed": freed, "recv_ns": recv,
-                "ack_ns": done, "status": status}
+        """The ack of command @seq, or None: acks are numbered apart from
+        commands (ack n in slot (n - 1) % ring, in the order the executor
+        answered), so the ring's live acks are searched for the seq."""
+        head = self.u64(E_ACK_HEAD)
+        for n in range(head, max(0, head - self.ring), -1):
+            off = self.acks_off + ((n - 1) % self.ring) * self.ack_size
+            if self.u64(off) != seq:
+                continue
+            _, eid, freed, recv, done, status = struct.unpack_from("<QQQQQI", self.m, off)
+            if self.u64(off) != seq:  # rewritten while read
+                continue
+            return {"seq": seq, "id": eid, "bytes_freed": freed, "recv_ns": recv,
+                    "ack_ns": done, "status": status}
+        return None
 
     def wait_ack(self, seq, timeout=5.0):
         end = time.monotonic() + timeout
