@@ -1,7 +1,8 @@
 """BENCHMARKS.md from the results: one writer per section.
 """
 from common import MiB, PSI_TRIGGER, log
-from sections import agentdeath, comfyui_models, comfyui_versions, footprint, scaling, tax
+from sections import (agentdeath, comfyui_models, comfyui_versions, footprint, pycache,
+                      scaling, tax)
 from sections.overhead import TARGET_TRACKED_NS, TARGET_UNTRACKED_NS
 
 
@@ -88,6 +89,7 @@ def report(res):
                                          {"skipped": "not run (older results)"}))
     L += comfyui_models.report(res.get("comfyui_models",
                                        {"skipped": "not run (older results)"}))
+    L += pycache.report(res.get("pycache", {"skipped": "not run (older results)"}))
     L += ["## Targets and misses", ""] + [f"- {n}" for n in res["verdicts"]]
     L.append("")
     return "\n".join(L)

@@ -134,8 +134,7 @@ def bench_pycache(cfg):
 
 
 def report(sec):
-    """The section as Markdown lines (bench/report.py does not call it yet:
-    run.py logs it)."""
+    """The section as Markdown lines."""
     L = ["## Python caches: ramcache against functools and a dict", ""]
     if "servers" not in sec:
         return L + [f"Skipped: {sec.get('skipped', 'not run')}.", ""]

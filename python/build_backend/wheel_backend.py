@@ -1,7 +1,7 @@
 """A PEP 517 build backend for the ramcache package, standard library only:
 a wheel (and an editable wheel) of the ramcache/ folder, and an sdist.
 Nothing to download, so `pip install ./python` works offline. The name,
-version and summary come from pyproject.toml."""
+version, summary and classifiers come from pyproject.toml."""
 import base64
 import hashlib
 import io
@@ -16,10 +16,14 @@ TAG = "py3-none-any"
 
 
 def _project():
-    """name, version, description and requires-python of [project]."""
+    """name, version, description, requires-python and classifiers
+    (a list) of [project]."""
     text = open(os.path.join(HERE, "pyproject.toml")).read()
     body = text.split("[project]", 1)[1].split("\n[", 1)[0]
-    return {k: v for k, v in re.findall(r'^([\w-]+) = "([^"]*)"', body, re.M)}
+    out = {k: v for k, v in re.findall(r'^([\w-]+) = "([^"]*)"', body, re.M)}
+    m = re.search(r"^classifiers = \[(.*?)\]", body, re.M | re.S)
+    out["classifiers"] = re.findall(r'"([^"]+)"', m.group(1)) if m else []
+    return out
 
 
 def _metadata():
@@ -28,6 +32,7 @@ def _metadata():
     return (f"Metadata-Version: 2.1\nName: {p['name']}\nVersion: {p['version']}\n"
             f"Summary: {p['description']}\nRequires-Python: {p['requires-python']}\n"
             f"License: LGPL-2.1-only OR BSD-2-Clause\n"
+            + "".join(f"Classifier: {c}\n" for c in p["classifiers"]) +
             f"Description-Content-Type: text/markdown\n\n{readme}")
 
 
@@ -37,10 +42,11 @@ def _dist_info():
 
 
 def _files():
-    """(path in the wheel, bytes) of the package's modules."""
+    """(path in the wheel, bytes) of the package's modules and its py.typed
+    marker (PEP 561: the type hints are part of the package)."""
     root = os.path.join(HERE, PKG)
     for name in sorted(os.listdir(root)):
-        if name.endswith(".py"):
+        if name.endswith(".py") or name == "py.typed":
             with open(os.path.join(root, name), "rb") as f:
                 yield f"{PKG}/{name}", f.read()
 

@@ -33,6 +33,17 @@ def run(argv, **kw):
     return p.stdout
 
 
+def classifiers():
+    """pyproject.toml's classifiers (at least one: the check must have one
+    to look for)."""
+    import re
+    text = open(os.path.join(ROOT, "python", "pyproject.toml")).read()
+    m = re.search(r"^classifiers = \[(.*?)\]", text, re.M | re.S)
+    out = re.findall(r'"([^"]+)"', m.group(1)) if m else []
+    assert out, "pyproject.toml lists no classifiers"
+    return out
+
+
 @test
 def pip_installs_the_folder_offline_in_a_venv():
     d = tempfile.mkdtemp(prefix="ramcache-test-pip-")
@@ -50,10 +61,16 @@ def pip_installs_the_folder_offline_in_a_venv():
         version = run([os.path.join(venv, "bin", "python"), "-c", USE], env=env, cwd=d)
         want = open(os.path.join(ROOT, "VERSION")).read().strip()
         assert version.strip() == want, (version, want)
-        run(pip + ["uninstall", "-y", "ramcache"], env=env, cwd=d)
         site = run([os.path.join(venv, "bin", "python"), "-c",
                     "import sysconfig; print(sysconfig.get_paths()['purelib'])"], env=env)
-        left = [f for f in os.listdir(site.strip()) if f.startswith("ramcache")]
+        site = site.strip()
+        assert os.path.isfile(os.path.join(site, "ramcache", "py.typed")), \
+            "the wheel has no py.typed: type checkers ignore the hints"
+        meta = open(os.path.join(site, f"ramcache-{want}.dist-info", "METADATA")).read()
+        for c in classifiers():
+            assert f"Classifier: {c}\n" in meta, (c, meta[:600])
+        run(pip + ["uninstall", "-y", "ramcache"], env=env, cwd=d)
+        left = [f for f in os.listdir(site) if f.startswith("ramcache")]
         assert not left, left
     finally:
         shutil.rmtree(d, ignore_errors=True)
