@@ -10,7 +10,7 @@ import shutil
 import threading
 import time
 
-from rctest import Proc
+from rctest import Proc, free_port  # noqa: F401  (sections take it from here)
 from common import AGENT, DEMO, PSI_TRIGGER, mono_ns
 
 
@@ -45,13 +45,6 @@ def proc_cpu_rss(pid):
 
 def ru_cpu(ru):
     return ru.ru_utime + ru.ru_stime
-
-
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ------------------------------------------------------------ cgroup I/O

@@ -469,6 +469,14 @@ class Agent:
         self.stop()
 
 
+def free_port():
+    """A TCP port on 127.0.0.1 free a moment ago (for --metrics and such)."""
+    import socket
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        return sk.getsockname()[1]
+
+
 def mono_ns():
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 

@@ -33,6 +33,8 @@ import urllib.error
 import urllib.request
 import uuid
 
+from rctest import free_port  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PKG = os.path.dirname(HERE)
 ROOT = os.environ.get("RAMCACHE_ROOT") or os.path.dirname(PKG)
@@ -406,13 +408,6 @@ class Http:
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return json.loads(r.read())
-
-
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ComfyUI:

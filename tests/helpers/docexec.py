@@ -418,7 +418,7 @@ def main(argv=None):
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    ex.emit(type="ready", pid=os.getpid(), uid=os.geteuid(),
+    ex.emit(type="ready", pid=os.getpid(), uid=os.geteuid(), t_ns=now(),
             page=ex.page.path, size=ex.page.size)
     ex.run(args)
     ex.done()

@@ -32,7 +32,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rctest import (AGENT, DEMO, HELPERS, MiB, ROOT, Agent, Memcg,  # noqa
+from rctest import (free_port, AGENT, DEMO, HELPERS, MiB, ROOT, Agent, Memcg,  # noqa
                     Skip, main, memfd_page, require_root, test, wait_page)
 
 NOBODY = 65534
@@ -374,13 +374,6 @@ def under_the_daemonsets_grants(less=()):
                 "+" + c for c in caps), "--inh-caps=-all", "--no-new-privs",
             sys.executable, UNITSANDBOX, "--seccomp", ",".join(sorted(names)),
             "--errno", str(prof["defaultErrnoRet"]), "--")
-
-
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def filtered(agent):

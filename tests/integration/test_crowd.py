@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import promtext  # noqa: E402
-from rctest import (HELPERS, MiB, ROOT, SYS_PYTHON, Agent,  # noqa: E402
+from rctest import (free_port, HELPERS, MiB, ROOT, SYS_PYTHON, Agent,  # noqa: E402
                     Demo, ParentMemcg, main, require_demo, require_root,
                     scratch_dir, test, wait_page)
 
@@ -182,13 +182,6 @@ def start_executor(dom):
 
 def scrape(port):
     return promtext.parse(promtext.fetch(f"127.0.0.1:{port}"))
-
-
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @test

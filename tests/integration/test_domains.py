@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import promtext  # noqa: E402
-from rctest import (AGENT, HELPERS, NOBODY, ROOT, SYS_PYTHON,  # noqa: E402
+from rctest import (free_port, AGENT, HELPERS, NOBODY, ROOT, SYS_PYTHON,  # noqa: E402
                     MiB, Agent, Demo, ParentMemcg, Skip, as_user, go,
                     helpers_any_uid_reads, hog, main, memfd_page,
                     require_demo, require_root, scratch_dir, test, wait_page)
@@ -649,12 +648,6 @@ def page_level(pid):
     with open(path, "rb") as f:
         f.seek(LEVEL_OFF)
         return struct.unpack("<I", f.read(4))[0]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def domain_gauges(port, names):

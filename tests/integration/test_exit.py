@@ -8,13 +8,12 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import struct
 import subprocess
 import time
 
 import promtext
-from rctest import (AGENT, HELPERS, MiB, Agent, Memcg, go, main, memhog,
+from rctest import (free_port, AGENT, HELPERS, MiB, Agent, Memcg, go, main, memhog,
                     ready, require_root, test)
 
 EXECUTOR = os.path.join(HELPERS, "executor")
@@ -40,12 +39,6 @@ def agent_heartbeat(path):
     with open(path, "rb") as f:
         f.seek(AGENT_HEARTBEAT_OFF)
         return struct.unpack("<Q", f.read(8))[0]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @test

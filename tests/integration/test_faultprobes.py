@@ -13,24 +13,17 @@ only while a followed domain nears the point where commands go out
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import promtext  # noqa: E402
-from rctest import (HELPERS, MiB, Agent, Memcg, go, main,  # noqa: E402
+from rctest import (free_port, HELPERS, MiB, Agent, Memcg, go, main,  # noqa: E402
                     memhog, ready, require_root, test)
 
 MEMHOG = os.path.join(HELPERS, "memhog")
 PER_FAULT = {"page_fault_user", "rss_stat"}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def attached_tracepoints(pid):

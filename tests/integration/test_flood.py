@@ -65,9 +65,9 @@ def many_fds():
     return max(0, min(20000, hard) - 64)
 
 
-def flooder(dom, nfds):
+def flooder(dom, nfds, secs=FLOOD_S):
     p = subprocess.Popen(
-        [SYS_PYTHON, "-c", FLOOD, str(nfds), str(FLOOD_S)],
+        [SYS_PYTHON, "-c", FLOOD, str(nfds), str(secs)],
         stdout=subprocess.PIPE, text=True,
         preexec_fn=as_user(FLOOD_UID, raise_nofile(dom.preexec(1))))
     assert p.stdout.readline().strip() == "ready"
@@ -176,6 +176,135 @@ def a_flood_of_memfd_create_stalls_nobody():
         assert lost_heartbeats(ex_events) == 0, ex_events
         assert evicts and cmds, (len(evicts), len(cmds))
         assert ex_alive and dom.oom_kills() == 0, dom.oom_kills()
+
+
+# A quiet user's executors against the worst of another user (issue 34):
+# memfd_create loops (one holding ~20k descriptors), forking floods (a
+# new process for every call) and idle processes holding thousands of
+# descriptors each, which every look through /proc would go through.
+QUIET_UID = 64103
+LOOPS, FORKERS, HOLDERS, HOLDER_FDS = 5, 2, 300, 4000
+RUNS = 10
+ATTACH_BOUND_S = 1.0  # README: a few looks, not another user's queue
+
+FORKER = r"""
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+print("ready", flush=True)
+while True:
+    pid = os.fork()
+    if pid == 0:
+        os.close(os.memfd_create("ramcache"))
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+
+HOLDER = r"""
+import os, signal, sys
+n, fds = int(sys.argv[1]), int(sys.argv[2])
+base = os.open("/dev/null", os.O_RDONLY)
+keep = [os.dup(base) for _ in range(fds)]
+kids = []
+for _ in range(n):
+    pid = os.fork()
+    if pid == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        while True:
+            signal.pause()
+    kids.append(pid)
+def stop(*_):
+    for k in kids:
+        try:
+            os.kill(k, signal.SIGKILL)
+        except OSError:
+            pass
+    os._exit(0)
+signal.signal(signal.SIGTERM, stop)
+print("ready", flush=True)
+while True:
+    signal.pause()
+"""
+
+
+def spawn_user(code, args, then):
+    p = subprocess.Popen([SYS_PYTHON, "-c", code, *map(str, args)],
+                         stdout=subprocess.PIPE, text=True,
+                         preexec_fn=as_user(FLOOD_UID, raise_nofile(then)))
+    assert p.stdout.readline().strip() == "ready"
+    return p
+
+
+def agent_cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def attach_once(agent, src, dom):
+    """One executor of the quiet user: seconds from its page being made
+    (its "ready" line, CLOCK_MONOTONIC) to the agent's attach, or None."""
+    ex = subprocess.Popen(
+        [SYS_PYTHON, os.path.join(src, "docexec.py"), "--entries", "2",
+         "--size", "1", "--hold-s", "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=as_user(QUIET_UID, dom.preexec(0)))
+    try:
+        ready = json.loads(ex.stdout.readline())
+        ok = agent.wait_for(lambda e: e.get("type") == "target" and
+                            e.get("pid") == ex.pid and
+                            e.get("state") == "attached", 10)
+        if not ok:
+            return None
+        e = next(e for e in agent.events if e.get("type") == "target" and
+                 e.get("pid") == ex.pid and e.get("state") == "attached")
+        return (e["ts_ns"] - ready["t_ns"]) / 1e9
+    finally:
+        ex.terminate()
+        ex.communicate(timeout=30)
+
+
+@test
+def a_quiet_users_executor_is_attached_within_a_second_under_another_users_flood():
+    require_root()
+    if not os.access(AGENT, os.X_OK):
+        raise Skip(f"{AGENT} is not built")
+    src = helpers_any_uid_reads()
+    with ParentMemcg(LIMIT, 2, "fairflood") as dom:
+        agent = Agent("--all", "--interval", f"{INTERVAL_S}s")
+        hostile = []
+        try:
+            assert agent.wait_type("start", timeout=60), agent.stderr
+            hostile.append(spawn_user(HOLDER, [HOLDERS, HOLDER_FDS], dom.preexec(1)))
+            for i in range(LOOPS):
+                hostile.append(flooder(dom, many_fds() if i == 0 else 8, 600))
+            for _ in range(FORKERS):
+                hostile.append(spawn_user(FORKER, [], dom.preexec(1)))
+            time.sleep(2.0)  # the flood under way, a look through /proc due
+            cpu0, t0 = agent_cpu_s(agent.proc.pid), time.monotonic()
+            took = [attach_once(agent, src, dom) for _ in range(RUNS)]
+            cpu = (agent_cpu_s(agent.proc.pid) - cpu0) / (time.monotonic() - t0)
+            flooding = all(p.poll() is None for p in hostile)
+        finally:
+            for p in hostile:
+                if p.poll() is None:
+                    p.terminate()
+            for p in hostile:
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+            agent.stop()
+        print(f"# {RUNS} executors of uid {QUIET_UID} under uid {FLOOD_UID}'s "
+              f"{LOOPS} loops, {FORKERS} forking floods and {HOLDERS} holders "
+              f"of {HOLDER_FDS} fds: attached after "
+              f"{[None if t is None else round(t, 3) for t in took]} s; agent "
+              f"CPU {100 * cpu:.1f}% of a core; {dom.oom_kills()} OOM kills",
+              flush=True)
+        assert flooding, "the flood ended early"
+        late = [t for t in took if t is None or t > ATTACH_BOUND_S]
+        assert not late, (f"{len(late)} of {RUNS} attached later than "
+                          f"{ATTACH_BOUND_S} s or never", took)
+        assert dom.oom_kills() == 0, dom.oom_kills()
 
 
 main()

@@ -11,13 +11,7 @@ import subprocess
 import urllib.request
 
 import promtext
-from rctest import Agent, main, require_root, test
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from rctest import Agent, main, require_root, test, free_port
 
 
 def sleeper():

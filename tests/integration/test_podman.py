@@ -26,7 +26,6 @@ imported as debian:bookworm-slim.
 import errno
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from engine import (AGENT_IMAGE, EXEC_IMAGE, MANIFEST, MEMORY,  # noqa: E402
                     check_demo_served, creds, daemonset_container,
                     demo_container, executor_image, grantable, manifest,
                     oom_killed, pod_template, seccomp_profile, wait_exit)
-from rctest import NOBODY, ROOT, Agent, main, require_root, test  # noqa: E402
+from rctest import NOBODY, ROOT, Agent, main, require_root, test, free_port  # noqa: E402
 
 PM = None
 
@@ -157,12 +156,6 @@ def agent_container_with_the_daemonsets_grants_serves_another():
     used = cap_mask(grantable({"BPF", "SYS_PTRACE", "DAC_READ_SEARCH"}))
     assert eff & ~granted == 0 and eff & used == used, (got, hex(used))
     assert not eff & cap_mask({"PERFMON"}), got
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @test

@@ -12,7 +12,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rctest import (AGENT, HELPERS, NOBODY, SYS_PYTHON, Agent,  # noqa: E402
+from rctest import (free_port, AGENT, HELPERS, NOBODY, SYS_PYTHON, Agent,  # noqa: E402
                     Skip,
                     as_user, helpers_any_uid_reads, main, require_root,
                     test, wait_page)
@@ -62,12 +62,6 @@ def held(pid, want):
                                                     in got.items()})
         assert s["NoNewPrivs"].strip() == "1", (tid, s["NoNewPrivs"])
     return len(st)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scrape(port):

@@ -25,7 +25,7 @@ import time
 
 import promql
 import promtext
-from rctest import (AGENT, HELPERS, OUTPUT, ROOT, Memcg, main,
+from rctest import (free_port, AGENT, HELPERS, OUTPUT, ROOT, Memcg, main,
                     require_root, test)
 
 try:
@@ -425,13 +425,6 @@ def name_check_reports_a_wrong_name():
         "groups by domian, which none of its metrics has"]
 
 
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def scrape_real_agent():
     """The exposition of an agent serving a real executor, once the
     executor's and its domain's series are there."""
@@ -544,20 +537,31 @@ def more_executors(text, n):
     return "\n".join(out) + "\n"
 
 
+PRINCIPAL_FAMILIES = 3  # ramcache_discovery_*: per principal, at most 64
+
+
 def series_by_part(text):
-    """{slot: series}, {domain: series}, the fixed rest and the total."""
-    slots, domains, fixed = {}, {}, 0
+    """{slot: series}, {domain: series}, the fixed rest and the total,
+    less the per-principal series of --all's discovery: those follow the
+    users whose processes the agent looked at, on the whole machine, and
+    are bounded by its table of them (asserted here)."""
+    slots, domains, principals, fixed = {}, {}, {}, 0
     lines = [ln for ln in text.splitlines() if ln and ln[0] != "#"]
     for ln in lines:
         slot = re.search(r'\bslot="(\d+)"', ln)
         dom = re.match(r'ramcache_domain_\w+\{domain="((?:[^"\\]|\\.)*)"', ln)
-        if slot:
+        who = re.match(r'ramcache_discovery_\w+\{principal="((?:[^"\\]|\\.)*)"', ln)
+        if who:
+            principals[who.group(1)] = principals.get(who.group(1), 0) + 1
+        elif slot:
             slots[slot.group(1)] = slots.get(slot.group(1), 0) + 1
         elif dom:
             domains[dom.group(1)] = domains.get(dom.group(1), 0) + 1
         else:
             fixed += 1
-    return slots, domains, fixed, len(lines)
+    assert len(principals) <= 64 and \
+        set(principals.values()) <= {PRINCIPAL_FAMILIES}, principals
+    return slots, domains, fixed, len(lines) - sum(principals.values())
 
 
 def fleet_cgroups(stack):

@@ -10,19 +10,12 @@ replaced, its commands closed, the new page's acks matched)."""
 import contextlib
 import os
 import shutil
-import socket
 import tempfile
 import time
 
 import promtext
 from pyexec import EVICTED, Page
-from rctest import Agent, main, require_root, test
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from rctest import Agent, main, require_root, test, free_port
 
 
 @contextlib.contextmanager

@@ -7,14 +7,13 @@ Orders are checked on the agent's JSON stream, never on wall-clock times."""
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 import urllib.request
 
 import promtext
-from rctest import (AGENT, HELPERS, OUTPUT, ROOT, MiB, Agent, Memcg, Skip,
+from rctest import (free_port, AGENT, HELPERS, OUTPUT, ROOT, MiB, Agent, Memcg, Skip,
                     ZramSwap, go, hog, main, memcg_version, memhog, ready,
                     reap, require_root, test)
 
@@ -42,12 +41,6 @@ def zram_swap(size):
         if not busy or time.monotonic() >= end:
             return ZramSwap(size)  # raises Skip if still busy
         time.sleep(2)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @test
@@ -308,9 +301,28 @@ def systemd_unit_follows_the_executor_by_match():
         path = os.path.join(d, "ramcache-bpf.service")
         with open(path, "w") as f:
             f.write(text.replace("/usr/local/bin/ramcache-bpf", AGENT))
+        # its Documentation= pages as installed: verify runs man on each
+        env = dict(os.environ, MANPATH=man_tree(d))
         r = subprocess.run([tool, "verify", path], capture_output=True,
-                           text=True, timeout=60)
+                           text=True, timeout=60, env=env)
         assert r.returncode == 0 and not r.stderr.strip(), r.stderr
+
+
+def man_tree(d):
+    """A MANPATH folder under @d holding the pages `make man` builds (built
+    now if they are not yet), in their sections, as make install puts
+    them."""
+    if not os.path.exists(os.path.join(OUTPUT, "man", "ramcache-bpf.8")):
+        r = subprocess.run(["make", "-s", "--no-print-directory", "-C", ROOT,
+                            f"OUTPUT={OUTPUT}", "man"], capture_output=True,
+                           text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+    tree = os.path.join(d, "man")
+    for name in os.listdir(os.path.join(OUTPUT, "man")):
+        section = os.path.join(tree, "man" + name.rsplit(".", 1)[1])
+        os.makedirs(section, exist_ok=True)
+        shutil.copy(os.path.join(OUTPUT, "man", name), section)
+    return tree
 
 
 @test

@@ -89,8 +89,6 @@ TEST(a_principal_is_looked_at_a_burst_then_at_the_rate)
 	ASSERT_EQ(ok, (int)ADMISSION_UID_BURST, "a burst at once");
 	ASSERT_EQ(admission_may_look(&ad, user(1000), T0), ADMISSION_TOO_FAST,
 		  "then too fast");
-	ASSERT_TRUE(ad.next_scan_ns <= T0 + ADMISSION_RESCAN_LOST_NS,
-		    "looked for again soon");
 	/* the bucket refills at the rate: one look per 1/rate s */
 	ASSERT_EQ(admission_may_look(&ad, user(1000),
 				     T0 + (uint64_t)(SEC / ADMISSION_UID_RATE)),
@@ -205,7 +203,7 @@ TEST(a_place_freed_after_a_refusal_brings_the_look_forward)
 		  "never later than already due");
 }
 
-TEST(an_executor_refused_for_its_users_pace_is_looked_for_soon)
+TEST(looks_refused_for_a_users_pace_bring_no_look_through_proc_forward)
 {
 	struct admission ad = fresh();
 	uint64_t until;
@@ -219,9 +217,31 @@ TEST(an_executor_refused_for_its_users_pace_is_looked_for_soon)
 	while (admission_may_look(&ad, user(1000), T0 + SEC) == ADMISSION_OK)
 		n++;
 	ASSERT_EQ(n, (int)ADMISSION_UID_BURST, "a burst of looks");
-	ASSERT_EQ(ad.next_scan_ns, T0 + ADMISSION_RESCAN_LOST_NS,
-		  "the one refused is looked for at the next RESCAN_LOST");
-	ASSERT_TRUE(ad.scan_for_lost, "not a report the uprobe missed");
+	/* a flooding user would pull the look through every process of the
+	 * machine forward, again and again */
+	ASSERT_EQ(ad.next_scan_ns, T0 + ADMISSION_RESCAN_NS,
+		  "the refusal brings nothing forward");
+	ASSERT_EQ(ad.budget[0].deferred, 1, "counted as put off");
+	ASSERT_EQ(ad.budget[0].looks, (uint64_t)ADMISSION_UID_BURST,
+		  "and the looks");
+}
+
+TEST(a_look_through_proc_passes_by_a_principal_whose_time_is_spent)
+{
+	struct admission ad = fresh();
+
+	ASSERT_TRUE(admission_may_scan(&ad, user(1000), T0), "at first");
+	admission_charge(&ad, user(1000), 2 * ADMISSION_WORK_BURST, T0);
+	ASSERT_FALSE(admission_may_scan(&ad, user(1000), T0), "spent");
+	ASSERT_TRUE(admission_may_scan(&ad, user(1001), T0),
+		    "another user's processes are looked through");
+	ASSERT_TRUE(admission_may_scan(&ad, ROOT, T0), "and root's");
+	/* 2 x the burst: paid back at the rate, then some */
+	ASSERT_TRUE(admission_may_scan(&ad, user(1000),
+				       T0 + (uint64_t)(1.01e9 *
+						       ADMISSION_WORK_BURST /
+						       ADMISSION_WORK_RATE)),
+		    "its share back");
 }
 
 TEST(a_reported_page_is_pending_until_looked_at)
@@ -316,9 +336,9 @@ TEST(reported_pages_are_looked_for_a_while)
 		  2, "both");
 	ASSERT_EQ(pids[0], 100, "the one due earliest first");
 	admission_settled(&ad, 101);
-	ASSERT_EQ(admission_pending(&ad, T0 + 1 + ADMISSION_PEND_NS, pids,
+	ASSERT_EQ(admission_pending(&ad, T0 + 10 * MS + ADMISSION_PEND_NS, pids,
 				    RC_MAX_TARGETS),
-		  0, "given up PEND_NS after its last report");
+		  0, "given up PEND_NS after its first look");
 }
 
 TEST(a_page_reported_after_an_exec_is_looked_for_longer)
@@ -339,10 +359,14 @@ TEST(a_page_reported_after_an_exec_is_looked_for_longer)
 	ASSERT_EQ(admission_pending(&ad, page + ADMISSION_PEND_NS - MS, pids,
 				    RC_MAX_TARGETS),
 		  1, "still looked for after the first report's end");
-	/* reported on and on: never past ADMISSION_PEND_MAX_NS */
+	/* reported on and on, looked at each time: never past
+	 * ADMISSION_PEND_MAX_NS */
 	for (uint64_t t = page; t < T0 + 3 * ADMISSION_PEND_MAX_NS;
-	     t += 100 * MS)
+	     t += 100 * MS) {
 		admission_report(&ad, 100, ROOT, 7, t, &wake);
+		admission_pending(&ad, t + ADMISSION_PEND_FIRST_NS, pids,
+				  RC_MAX_TARGETS);
+	}
 	ASSERT_TRUE(admission_is_pending(&ad, 100), "pending anew");
 	ASSERT_EQ(admission_pending(&ad,
 				    T0 + 3 * ADMISSION_PEND_MAX_NS +
@@ -351,21 +375,49 @@ TEST(a_page_reported_after_an_exec_is_looked_for_longer)
 		  0, "given up within PEND_MAX_NS of its last report anew");
 }
 
-TEST(a_report_again_does_not_extend_the_look_of_a_spent_user)
+TEST(a_spent_users_report_waits_for_its_share_and_is_never_let_go_unseen)
 {
 	struct admission ad = fresh();
 	pid_t pids[RC_MAX_TARGETS];
-	uint64_t wake;
+	uint64_t wake, back;
 
 	ASSERT_EQ(admission_report(&ad, 100, user(1000), 0, T0, &wake),
 		  ADMISSION_OK, "first");
 	admission_charge(&ad, user(1000), 10 * ADMISSION_WORK_BURST, T0);
-	ASSERT_EQ(admission_report(&ad, 100, user(1000), 0,
-				   T0 + ADMISSION_PEND_NS - MS, &wake),
-		  ADMISSION_PENDING, "again");
 	ASSERT_EQ(admission_pending(&ad, T0 + ADMISSION_PEND_NS, pids,
 				    RC_MAX_TARGETS),
-		  0, "given up when its first look ends");
+		  0, "not looked at while its share is spent");
+	ASSERT_TRUE(admission_is_pending(&ad, 100), "nor let go");
+	back = T0 +
+	       (uint64_t)(1e9 * 9 * ADMISSION_WORK_BURST / ADMISSION_WORK_RATE);
+	ASSERT_EQ(admission_pending(&ad, back - SEC, pids, RC_MAX_TARGETS), 0,
+		  "still spent");
+	ASSERT_EQ(admission_pending(&ad, back + SEC, pids, RC_MAX_TARGETS), 1,
+		  "looked at once its share is back");
+	ASSERT_EQ(pids[0], 100, "the report");
+}
+
+TEST(principals_with_reports_due_take_turns)
+{
+	struct admission ad = fresh();
+	pid_t pids[RC_MAX_TARGETS];
+	uint64_t wake;
+	int n;
+
+	for (int i = 0; i < ADMISSION_PEND_PER_PRINCIPAL; i++)
+		admission_report(&ad, 100 + i, user(1000), 0, T0, &wake);
+	ASSERT_EQ(admission_pending(&ad, T0 + 10 * MS, pids, 2), 2,
+		  "the flood's first two");
+	/* a quiet user's report, due after all of the flood's */
+	admission_report(&ad, 500, user(2000), 0, T0 + 20 * MS, &wake);
+	ASSERT_EQ(admission_pending(&ad, T0 + 30 * MS, pids, 1), 1, "a turn");
+	ASSERT_EQ(pids[0], 500, "the quiet user's, ahead of the flood's");
+	/* then they alternate: every report of the flood is due again */
+	admission_report(&ad, 501, user(2000), 0, T0 + 31 * MS, &wake);
+	n = admission_pending(&ad, T0 + 200 * MS, pids, 4);
+	ASSERT_EQ(n, 4, "four looks");
+	ASSERT_EQ(pids[0] >= 100 && pids[0] < 200, true, "the flood's turn");
+	ASSERT_EQ(pids[1] >= 500, true, "then the quiet one's");
 }
 
 TEST(a_report_again_while_pending_costs_nothing)
@@ -417,23 +469,28 @@ TEST(a_principal_has_at_most_a_few_reports_waiting)
 		  ADMISSION_OK, "root's does");
 }
 
-TEST(reports_past_the_rate_are_refused_before_any_look)
+TEST(reports_past_the_rate_wait_in_their_users_queue)
 {
 	struct admission ad = fresh();
 	pid_t pids[RC_MAX_TARGETS];
 	uint64_t wake;
-	int ok = 0;
+	int looked = 0, n;
 
-	/* a flood of one user's processes, each reported once */
+	/* a flood of one user's processes, each reported once, each looked
+	 * at as soon as it may be */
 	for (int i = 0; i < 1000; i++) {
-		if (admission_report(&ad, 100 + i, user(1000), 0, T0, &wake) ==
-		    ADMISSION_OK)
-			ok++;
-		admission_pending(&ad, T0, pids, RC_MAX_TARGETS);
-		for (int k = 0; k < ad.npend; k++)
-			admission_settled(&ad, ad.pend[k].pid);
+		admission_report(&ad, 100 + i, user(1000), 0, T0, &wake);
+		n = admission_pending(&ad, T0 + ADMISSION_PEND_FIRST_NS, pids,
+				      RC_MAX_TARGETS);
+		looked += n;
+		for (int k = 0; k < n; k++)
+			admission_settled(&ad, pids[k]);
 	}
-	ASSERT_EQ(ok, (int)ADMISSION_UID_BURST, "a burst is looked at");
+	ASSERT_EQ(looked, (int)ADMISSION_UID_BURST, "a burst is looked at");
+	ASSERT_EQ(ad.npend, ADMISSION_PEND_PER_PRINCIPAL, "a queue waits");
+	n = admission_pending(&ad, T0 + ADMISSION_PEND_FIRST_NS + SEC, pids,
+			      RC_MAX_TARGETS);
+	ASSERT_EQ(n, (int)ADMISSION_UID_RATE, "then at the rate");
 }
 
 TEST(a_full_pending_list_forgets_the_oldest_of_the_most_waiting)

@@ -21,13 +21,27 @@ struct found {
 	int n;
 };
 
-static void collect(pid_t pid, void *ctx)
+static void collect(pid_t pid, bool page, void *ctx)
 {
 	struct found *f = ctx;
 
-	if (f->n < 4096)
+	if (page && f->n < 4096)
 		f->pid[f->n++] = pid;
 }
+
+static const struct discover_scan_ops every = { .seen = collect };
+
+/* the look passes by this one */
+static pid_t skip_pid;
+
+static bool all_but_one(pid_t pid, void *ctx)
+{
+	(void)ctx;
+	return pid != skip_pid;
+}
+
+static const struct discover_scan_ops but_one = { .may = all_but_one,
+						  .seen = collect };
 
 static int times_found(const struct found *f, pid_t pid)
 {
@@ -80,12 +94,28 @@ TEST(a_whole_look_finds_every_holder)
 
 	if (!ASSERT_OK(spawn(kids), "spawn"))
 		goto out;
-	ASSERT_GE(discover_scan("/proc", getpid(), &from, 0, collect, &f), KIDS,
+	ASSERT_GE(discover_scan("/proc", getpid(), &from, 0, &every, &f), KIDS,
 		  "found");
 	ASSERT_EQ(from, 0, "to the end");
 	for (int i = 0; i < KIDS; i++)
 		ASSERT_EQ(times_found(&f, kids[i]), 1, "each once");
 	ASSERT_EQ(times_found(&f, getpid()), 0, "not itself");
+out:
+	reap(kids);
+}
+
+TEST(a_process_passed_by_is_not_looked_through)
+{
+	static struct found f;
+	pid_t kids[KIDS] = { 0 }, from = 0;
+
+	if (!ASSERT_OK(spawn(kids), "spawn"))
+		goto out;
+	skip_pid = kids[1];
+	ASSERT_GE(discover_scan("/proc", getpid(), &from, 0, &but_one, &f),
+		  KIDS - 1, "found");
+	ASSERT_EQ(times_found(&f, kids[1]), 0, "passed by");
+	ASSERT_EQ(times_found(&f, kids[0]), 1, "the others looked through");
 out:
 	reap(kids);
 }
@@ -100,7 +130,7 @@ TEST(a_look_in_slices_goes_on_where_it_stopped)
 		goto out;
 	/* a deadline already passed: one process a call */
 	do {
-		ASSERT_GE(discover_scan("/proc", getpid(), &from, 1, collect,
+		ASSERT_GE(discover_scan("/proc", getpid(), &from, 1, &every,
 					&f),
 			  0, "scan");
 		calls++;

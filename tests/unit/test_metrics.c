@@ -586,6 +586,42 @@ TEST(domains_follow_their_executors)
 }
 
 /* Processes that come and go do not grow the exposition. */
+TEST(principals_count_what_looking_for_executors_cost)
+{
+	const char *out;
+	struct metrics m;
+
+	metrics_init(&m);
+	ASSERT_TRUE(!strstr(render(&m), "ramcache_discovery_"),
+		    "no principal, no family");
+	ASSERT_OK(metrics_principal_set(&m, 2, "uid 1000", 1500000000ULL, 40,
+					7),
+		  "set");
+	ASSERT_OK(metrics_principal_set(&m, 5, "a \"b\"\n", 0, 1, 0), "set");
+	ASSERT_EQ(metrics_principal_set(&m, METRICS_PRINCIPALS, "x", 0, 0, 0),
+		  -EINVAL, "out of range");
+	out = render(&m);
+	ASSERT_GE(parse_exposition(out), 100, "valid exposition");
+	ASSERT_TRUE(
+		has_line(
+			out,
+			"ramcache_discovery_seconds_total{principal=\"uid 1000\"} 1.500000000"),
+		"seconds");
+	ASSERT_TRUE(
+		has_line(
+			out,
+			"ramcache_discovery_looks_total{principal=\"uid 1000\"} 40"),
+		"looks");
+	ASSERT_TRUE(
+		has_line(
+			out,
+			"ramcache_discovery_deferred_total{principal=\"uid 1000\"} 7"),
+		"deferred");
+	metrics_principal_set(&m, 2, NULL, 0, 0, 0);
+	ASSERT_TRUE(!strstr(render(&m), "uid 1000"), "cleared");
+	metrics_destroy(&m);
+}
+
 TEST(series_bounded_under_churn)
 {
 	struct metrics m;

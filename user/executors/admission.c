@@ -41,6 +41,7 @@ static int bucket_of(struct admission *ad, struct principal who, uint64_t now)
 		if (ad->budget[i].at_ns < ad->budget[k].at_ns)
 			k = i;
 	}
+	memset(&ad->budget[k], 0, sizeof(ad->budget[k]));
 	ad->budget[k].who = who;
 	ad->budget[k].tokens = ADMISSION_UID_BURST;
 	ad->budget[k].work_ns = ADMISSION_WORK_BURST;
@@ -76,39 +77,68 @@ static void look_soon(struct admission *ad, uint64_t now)
 	}
 }
 
+/* Why @b (of a limited principal) may not look now, or ADMISSION_OK. */
+static enum admission_verdict spent(const struct admission_budget *b)
+{
+	if (b->work_ns <= 0)
+		return ADMISSION_TOO_DEAR;
+	return b->tokens < 1 ? ADMISSION_TOO_FAST : ADMISSION_OK;
+}
+
+/* When @b, spent at @now, has a look and time for it again. */
+static uint64_t ready_at(const struct admission_budget *b, uint64_t now)
+{
+	double s = 0;
+
+	if (b->tokens < 1)
+		s = (1 - b->tokens) / ADMISSION_UID_RATE;
+	if (b->work_ns <= 0 &&
+	    (double)(1 - b->work_ns) / ADMISSION_WORK_RATE > s)
+		s = (double)(1 - b->work_ns) / ADMISSION_WORK_RATE;
+	return now + (uint64_t)(s * 1e9) + 1;
+}
+
 enum admission_verdict admission_may_look(struct admission *ad,
 					  struct principal who, uint64_t now)
 {
-	int k;
+	int k = bucket_of(ad, who, now);
+	enum admission_verdict v;
 
-	if (admission_exempt(ad, who))
-		return ADMISSION_OK;
-	k = bucket_of(ad, who, now);
-	/* refused a look now, looked at again by the next scan, soon */
-	if (ad->budget[k].work_ns <= 0) {
-		look_soon(ad, now);
-		return ADMISSION_TOO_DEAR;
+	if (!admission_exempt(ad, who)) {
+		v = spent(&ad->budget[k]);
+		if (v != ADMISSION_OK) { /* the next look through /proc */
+			ad->budget[k].deferred++;
+			return v;
+		}
+		ad->budget[k].tokens -= 1;
 	}
-	if (ad->budget[k].tokens < 1) {
-		look_soon(ad, now);
-		return ADMISSION_TOO_FAST;
-	}
-	ad->budget[k].tokens -= 1;
+	ad->budget[k].looks++;
 	return ADMISSION_OK;
+}
+
+bool admission_may_scan(struct admission *ad, struct principal who,
+			uint64_t now)
+{
+	int k = bucket_of(ad, who, now);
+
+	if (admission_exempt(ad, who) || ad->budget[k].work_ns > 0) {
+		ad->budget[k].looks++;
+		return true;
+	}
+	ad->budget[k].deferred++;
+	return false;
 }
 
 void admission_charge(struct admission *ad, struct principal who, uint64_t ns,
 		      uint64_t now)
 {
-	int k;
+	int k = bucket_of(ad, who, now);
 
-	if (admission_exempt(ad, who))
-		return;
-	k = bucket_of(ad, who, now);
+	ns = ns > INT32_MAX * NSEC_PER_SEC ? INT32_MAX * NSEC_PER_SEC : ns;
+	ad->budget[k].spent_ns += ns;
 	/* one look can overdraw: the next waits until it is paid back */
-	ad->budget[k].work_ns -= ns > INT32_MAX * NSEC_PER_SEC
-					 ? INT32_MAX * (int64_t)NSEC_PER_SEC
-					 : (int64_t)ns;
+	if (!admission_exempt(ad, who))
+		ad->budget[k].work_ns -= (int64_t)ns;
 }
 
 enum admission_verdict admission_check(struct admission *ad,
@@ -192,13 +222,13 @@ enum admission_verdict admission_report(struct admission *ad, pid_t pid,
 					struct principal who, uint32_t probe,
 					uint64_t now, uint64_t *wake)
 {
-	enum admission_verdict v;
+	struct admission_pend *p;
 
 	for (int i = 0; i < ad->npend; i++) {
 		if (ad->pend[i].pid != pid)
 			continue;
-		if (now >= ad->pend[i].until_ns) { /* given up: anew */
-			admission_looked(ad, pid);
+		if (ad->pend[i].looked && now >= ad->pend[i].until_ns) {
+			admission_looked(ad, pid); /* given up: anew */
 			break;
 		}
 		/* a principal whose looks took their share waits as it is */
@@ -207,24 +237,23 @@ enum admission_verdict admission_report(struct admission *ad, pid_t pid,
 			pend_again(&ad->pend[i], probe, now, wake);
 		return ADMISSION_PENDING;
 	}
+	/* its own queue is full: its own reports are let go, nobody else's
+	 * (found by the next look through /proc, which is not brought
+	 * forward for it) */
 	if (!admission_exempt(ad, who) &&
-	    pending_of(ad, who) >= ADMISSION_PEND_PER_PRINCIPAL) {
-		ad->refused = true;
+	    pending_of(ad, who) >= ADMISSION_PEND_PER_PRINCIPAL)
 		return ADMISSION_QUEUE_FULL;
-	}
-	v = admission_may_look(ad, who, now);
-	if (v != ADMISSION_OK)
-		return v;
 	if (ad->npend == RC_MAX_TARGETS)
 		forget_one(ad);
-	ad->pend[ad->npend].pid = pid;
-	ad->pend[ad->npend].who = who;
-	ad->pend[ad->npend].probe = probe;
-	ad->pend[ad->npend].since_ns = now;
-	ad->pend[ad->npend].until_ns = now + ADMISSION_PEND_NS;
-	ad->pend[ad->npend].next_ns = now + ADMISSION_PEND_FIRST_NS;
-	ad->npend++;
-	*wake = now + ADMISSION_PEND_FIRST_NS;
+	p = &ad->pend[ad->npend++];
+	*p = (struct admission_pend){ .pid = pid,
+				      .who = who,
+				      .probe = probe,
+				      .since_ns = now,
+				      .until_ns = now + ADMISSION_PEND_NS,
+				      .next_ns =
+					      now + ADMISSION_PEND_FIRST_NS };
+	*wake = p->next_ns;
 	return ADMISSION_OK;
 }
 
@@ -244,27 +273,73 @@ uint32_t admission_probe(const struct admission *ad, pid_t pid)
 	return 0;
 }
 
+/*
+ * The budget of pending @p, refilled to @now, when it may be looked at;
+ * else NULL, and @p waits until its principal's share is back.
+ */
+static struct admission_budget *may_take(struct admission *ad,
+					 struct admission_pend *p, uint64_t now)
+{
+	struct admission_budget *b = &ad->budget[bucket_of(ad, p->who, now)];
+
+	if (admission_exempt(ad, p->who) || spent(b) == ADMISSION_OK)
+		return b;
+	p->next_ns = ready_at(b, now);
+	b->deferred++;
+	return NULL;
+}
+
+/* The due report to look at next (-1: none), its budget in *@bp. */
+static int next_turn(struct admission *ad, uint64_t now,
+		     struct admission_budget **bp)
+{
+	struct admission_budget *best_b = NULL;
+	int best = -1;
+
+	for (int i = 0; i < ad->npend; i++) {
+		struct admission_pend *p = &ad->pend[i];
+		struct admission_budget *b;
+
+		if (p->next_ns > now || !(b = may_take(ad, p, now)))
+			continue;
+		/* the principal whose turn came longest ago; in it, the
+		 * report due earliest */
+		if (best < 0 || b->turn < best_b->turn ||
+		    (b == best_b && p->next_ns < ad->pend[best].next_ns)) {
+			best = i;
+			best_b = b;
+		}
+	}
+	*bp = best_b;
+	return best;
+}
+
 int admission_pending(struct admission *ad, uint64_t now, pid_t *pids, int max)
 {
 	int k = 0, n = 0;
 
+	/* given up ADMISSION_PEND_NS after a look; never unexamined */
 	for (int i = 0; i < ad->npend; i++)
-		if (now < ad->pend[i].until_ns)
+		if (!ad->pend[i].looked || now < ad->pend[i].until_ns)
 			ad->pend[k++] = ad->pend[i];
 	ad->npend = k;
-	/* the longest waiting first: a look takes the one due earliest */
 	while (n < max) {
-		int best = -1;
+		struct admission_budget *b;
+		struct admission_pend *p;
+		int i = next_turn(ad, now, &b);
 
-		for (int i = 0; i < ad->npend; i++)
-			if (ad->pend[i].next_ns <= now &&
-			    (best < 0 ||
-			     ad->pend[i].next_ns < ad->pend[best].next_ns))
-				best = i;
-		if (best < 0)
+		if (i < 0)
 			break;
-		ad->pend[best].next_ns = now + ADMISSION_PEND_RETRY_NS;
-		pids[n++] = ad->pend[best].pid;
+		p = &ad->pend[i];
+		if (!admission_exempt(ad, p->who))
+			b->tokens -= 1;
+		b->looks++;
+		b->turn = ++ad->turns;
+		if (!p->looked && p->until_ns < now + ADMISSION_PEND_NS)
+			p->until_ns = now + ADMISSION_PEND_NS;
+		p->looked = true;
+		p->next_ns = now + ADMISSION_PEND_RETRY_NS;
+		pids[n++] = p->pid;
 	}
 	return n;
 }

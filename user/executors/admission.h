@@ -31,7 +31,10 @@
 #define ADMISSION_SCAN_GAP_NS	(50 * NSEC_PER_MSEC)
 /* a look at once when the kernel's reports were lost, at most this often */
 #define ADMISSION_RESCAN_LOST_NS (5 * NSEC_PER_SEC)
-/* A page reported by the uprobe is looked for this long (it is being made). */
+/*
+ * A page reported by the uprobe is looked for this long from the first
+ * look at it (it is being made); a report is never let go unexamined.
+ */
 #define ADMISSION_PEND_NS (2 * NSEC_PER_SEC)
 /* a report again (an exec, then its page) looks on, this long at most */
 #define ADMISSION_PEND_MAX_NS	(2 * ADMISSION_PEND_NS)
@@ -44,13 +47,18 @@
  * container) the agent may look at, per second and at once: any process
  * can call memfd_create("ramcache"), and each report or find costs a look
  * at the process (its status, descriptors and page) before anything else.
+ * A report past the rate waits in its principal's queue; the principals
+ * with reports due take turns (round-robin), so that one user's reports
+ * never delay another's by more than a turn each.
  */
 #define ADMISSION_UID_RATE  10.0
 #define ADMISSION_UID_BURST 16.0
 /*
  * And the time those looks may take: a principal whose processes are dear
  * to look at (thousands of descriptors) waits until its share of the loop
- * is back, 2% of the time, at most 200 ms at once.
+ * is back, 2% of the time, at most 200 ms at once. The looks through /proc
+ * pay from the same share: the processes of a principal whose share is
+ * spent are passed by until the next look.
  */
 #define ADMISSION_WORK_RATE  (20 * NSEC_PER_MSEC) /* per second */
 #define ADMISSION_WORK_BURST (200 * NSEC_PER_MSEC)
@@ -97,9 +105,22 @@ struct admission_pend {
 	pid_t pid;
 	struct principal who;
 	uint32_t probe;	   /* which probe reported it (its cookie) */
+	bool looked;	   /* looked at once at least */
 	uint64_t since_ns; /* first reported */
-	uint64_t until_ns; /* given up then */
+	uint64_t until_ns; /* given up then, once looked at */
 	uint64_t next_ns;  /* the next look */
+};
+
+/* A principal's share of the looks, and what it spent (the metrics). */
+struct admission_budget {
+	struct principal who;
+	double tokens;	   /* looks */
+	int64_t work_ns;   /* time for looks */
+	uint64_t at_ns;	   /* last refill, 0: a free entry */
+	uint64_t turn;	   /* the turn its last report was looked at in */
+	uint64_t spent_ns; /* time its looks took, in all */
+	uint64_t looks;	   /* processes of it looked at */
+	uint64_t deferred; /* looks put off: its share was spent */
 };
 
 struct admission {
@@ -116,19 +137,15 @@ struct admission {
 	uint64_t lost;	       /* kernel reports lost, as last acted on */
 	bool scan_for_lost;    /* this look makes up for lost reports */
 	bool refused;	       /* an executor was refused a place since */
+	uint64_t turns;	       /* reports looked at, in all: the turn */
 	/* refused for lack of a place, oldest first: they take the next */
 	pid_t waiting[RC_MAX_TARGETS];
 	int nwaiting;
 	struct admission_pend pend[RC_MAX_TARGETS]; /* reported, not ready */
 	int npend;
 	uint64_t next_warn_ns[ADMISSION_WARN_KINDS]; /* per kind */
-	/* looks per principal: token buckets (root and --user: none) */
-	struct {
-		struct principal who;
-		double tokens;	 /* looks */
-		int64_t work_ns; /* time for looks */
-		uint64_t at_ns;	 /* last refill, 0: a free entry */
-	} budget[RC_MAX_TARGETS];
+	/* per principal (root and --user: counted, never limited) */
+	struct admission_budget budget[RC_MAX_TARGETS];
 };
 
 /*
@@ -145,14 +162,20 @@ struct principal admission_principal(const struct admission *ad, uint32_t uid,
 bool admission_exempt(const struct admission *ad, struct principal who);
 
 /*
- * May a process of @who be looked at, at @now? Spends one of its looks
- * when it may. When it may not, the next look through /proc is brought
- * forward (at most every ADMISSION_RESCAN_LOST_NS), so that an executor
- * refused for its user's pace is followed seconds later, not at the next
- * ADMISSION_RESCAN_NS.
+ * May a process of @who that a look through /proc found holding a page
+ * be looked at, at @now? Spends one of its looks when it may; when it may
+ * not, the next look through /proc finds it again.
  */
 enum admission_verdict admission_may_look(struct admission *ad,
 					  struct principal who, uint64_t now);
+
+/*
+ * May the look through /proc go through the descriptors of a process of
+ * @who at @now? Not while its principal's share of the time is spent
+ * (counted as put off).
+ */
+bool admission_may_scan(struct admission *ad, struct principal who,
+			uint64_t now);
 
 /* A look at a process of @who took @ns: its share of the loop pays. */
 void admission_charge(struct admission *ad, struct principal who, uint64_t ns,
@@ -198,12 +221,11 @@ void admission_place_freed(struct admission *ad, uint64_t now);
 
 /*
  * The kernel reported a page made by @pid of @who (through probe @probe):
- * nothing of the process
- * is read here. Unless it is pending already, @who may look at it now
- * (admission_may_look) and has fewer than ADMISSION_PEND_PER_PRINCIPAL
- * waiting, it is pending until ADMISSION_PEND_NS from @now, and *@wake is
- * when to look first. When the list is full, the oldest report of the
- * principal with the most waiting goes.
+ * nothing of the process is read here, nothing is spent. Unless it is
+ * pending already or @who has ADMISSION_PEND_PER_PRINCIPAL waiting, it
+ * waits for its look (admission_pending), and *@wake is when to look
+ * first. When the list is full, the oldest report of the principal with
+ * the most waiting goes.
  */
 enum admission_verdict admission_report(struct admission *ad, pid_t pid,
 					struct principal who, uint32_t probe,
@@ -216,10 +238,13 @@ uint32_t admission_probe(const struct admission *ad, pid_t pid);
 bool admission_is_pending(const struct admission *ad, pid_t pid);
 
 /*
- * At most @max pending pids to look at at @now, the longest waiting
- * first, into @pids; each is looked at again ADMISSION_PEND_RETRY_NS
- * later unless settled, and forgotten after ADMISSION_PEND_NS. Returns
- * how many.
+ * At most @max pending pids to look at at @now, into @pids: of the
+ * principals with a report due and looks left, the one whose turn came
+ * longest ago first (its report due earliest), each pid spending one of
+ * its principal's looks; a principal with none left waits for its share
+ * (its reports stay). Each is looked at again ADMISSION_PEND_RETRY_NS
+ * later unless settled, and forgotten ADMISSION_PEND_NS after its first
+ * look. Returns how many.
  */
 int admission_pending(struct admission *ad, uint64_t now, pid_t *pids, int max);
 

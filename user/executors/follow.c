@@ -337,15 +337,38 @@ static void drop_pageless(struct follow *f, uint64_t now)
 			f->ops->drop(f->ctx, t, "no_page");
 }
 
-static void adopt_found(pid_t pid, void *ctx)
+/*
+ * A look through /proc is at @pid: its descriptors are gone through only
+ * when its principal's share of the time is not spent (a user's processes
+ * holding thousands of descriptors spend their own share, nobody else's).
+ * Reported by the kernel already: its own look takes it (told as found by
+ * the uprobe, paid for once).
+ */
+static bool scan_may(pid_t pid, void *ctx)
 {
 	struct follow *f = ctx;
+	struct discover_look l;
+
+	f->scan_t0 = now_ns();
+	if (targets_find(f->ts, pid) || admission_is_pending(&f->adm, pid) ||
+	    discover_first_look(RC_PROC_ROOT, pid, &l))
+		return false;
+	f->scan_who = admission_principal(&f->adm, l.uid, l.pidns);
+	/* more than a page is looked for among: not worth the walk */
+	if (l.fds > CONTROL_MAX_FDS)
+		return false;
+	return admission_may_scan(&f->adm, f->scan_who, f->scan_t0);
+}
+
+static void scan_seen(pid_t pid, bool page, void *ctx)
+{
+	struct follow *f = ctx;
+	uint64_t now = now_ns();
 	struct target *t;
 	char why[512];
 
-	/* reported by the kernel already: its own look takes it (told as
-	 * found by the uprobe, paid for once) */
-	if (admission_is_pending(&f->adm, pid))
+	admission_charge(&f->adm, f->scan_who, now - f->scan_t0, now);
+	if (!page)
 		return;
 	adopt(f, pid, "scan", true, 0);
 	t = targets_find(f->ts, pid);
@@ -412,6 +435,9 @@ void follow_take_reports(struct follow *f)
 	discover_events_consume(&f->disc);
 }
 
+static const struct discover_scan_ops scan_ops = { .may = scan_may,
+						   .seen = scan_seen };
+
 /*
  * --all: once at start, then slowly, for what the uprobe cannot see, and
  * at once when the kernel's reports were lost to a full ring (a burst of
@@ -435,7 +461,7 @@ static void rescan(struct follow *f, uint64_t now)
 	if (!admission_scan_due(&f->adm, now, &until))
 		return;
 	discover_scan(RC_PROC_ROOT, getpid(), &f->adm.scan_from, until,
-		      adopt_found, f);
+		      &scan_ops, f);
 	admission_scanned(&f->adm, now);
 }
 
@@ -496,6 +522,27 @@ void follow_prune(struct follow *f)
 		metrics_set_waiting(f->m, (uint64_t)f->adm.nwaiting);
 }
 
+/* Every second: what each principal's looks cost, into the metrics. */
+static void count_principals(struct follow *f, uint64_t now)
+{
+	char name[METRICS_PRINCIPAL_LEN];
+
+	if (now < f->metrics_ns + NSEC_PER_SEC)
+		return;
+	f->metrics_ns = now;
+	for (unsigned int i = 0; i < RC_MAX_TARGETS; i++) {
+		const struct admission_budget *b = &f->adm.budget[i];
+
+		if (!b->at_ns) {
+			metrics_principal_set(f->m, i, NULL, 0, 0, 0);
+			continue;
+		}
+		principal_name(b->who, name, sizeof(name));
+		metrics_principal_set(f->m, i, name, b->spent_ns, b->looks,
+				      b->deferred);
+	}
+}
+
 void follow_tick(struct follow *f, uint64_t now)
 {
 	if (f->o->follow == FOLLOW_MATCH && !f->ts->n &&
@@ -506,6 +553,7 @@ void follow_tick(struct follow *f, uint64_t now)
 	rescan(f, now);
 	retry_pending(f, now);
 	drop_pageless(f, now);
+	count_principals(f, now);
 }
 
 int follow_wakes(const struct follow *f, uint64_t now, struct cadence_due *d)

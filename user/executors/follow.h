@@ -48,6 +48,10 @@ struct follow {
 	pid_t refused_told;	/* --match: the refused pid warned about */
 	bool taking;		/* a freed place is being offered */
 	int disc_taken;		/* kernel reports taken this turn */
+	/* the process a look through /proc is at: whose, since when */
+	struct principal scan_who;
+	uint64_t scan_t0;
+	uint64_t metrics_ns; /* the principals' counts last copied out */
 };
 
 void follow_init(struct follow *f, const struct opts *o, struct targets *ts,

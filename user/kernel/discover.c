@@ -427,10 +427,12 @@ bool discover_has_page(const char *proc, pid_t pid)
 }
 
 int discover_scan(const char *proc, pid_t self, pid_t *from,
-		  uint64_t deadline_ns, void (*fn)(pid_t, void *), void *ctx)
+		  uint64_t deadline_ns, const struct discover_scan_ops *ops,
+		  void *ctx)
 {
 	pid_t last = 0;
 	struct dirent *e;
+	bool page;
 	int n = 0;
 	DIR *dp;
 
@@ -451,10 +453,11 @@ int discover_scan(const char *proc, pid_t self, pid_t *from,
 		if (last && deadline_ns && now_ns() >= deadline_ns)
 			break;
 		last = (pid_t)pid;
-		if (pid == self || !discover_has_page(proc, (pid_t)pid))
+		if (pid == self || (ops->may && !ops->may((pid_t)pid, ctx)))
 			continue;
-		fn((pid_t)pid, ctx);
-		n++;
+		page = discover_has_page(proc, (pid_t)pid);
+		ops->seen((pid_t)pid, page, ctx);
+		n += page;
 	}
 	*from = e ? last : 0;
 	closedir(dp);

@@ -140,15 +140,26 @@ void discover_release(struct discover *d, int probe);
  */
 bool discover_has_page(const char *proc, pid_t pid);
 
+/* What a look through /proc calls for each process (see discover_scan). */
+struct discover_scan_ops {
+	/* before its descriptors are looked through: false passes it by
+	 * (NULL: none is) */
+	bool (*may)(pid_t pid, void *ctx);
+	/* after: whether it holds a page */
+	void (*seen)(pid_t pid, bool page, void *ctx);
+};
+
 /*
- * Every process under @proc (other than @self) with a pid above *@from
- * holding a page: @fn is called with each. Once @deadline_ns
+ * Every process under @proc (other than @self) with a pid above *@from:
+ * unless @ops->may passes it by, its descriptors are looked through and
+ * @ops->seen told whether it holds a page. Once @deadline_ns
  * (CLOCK_MONOTONIC; 0: none) has passed it stops, *@from set to the last
  * pid looked at, for the next call to go on from; *@from is 0 when the
- * scan reached the end. Returns how many were found, or -errno when
+ * scan reached the end. Returns how many held a page, or -errno when
  * @proc is unreadable.
  */
 int discover_scan(const char *proc, pid_t self, pid_t *from,
-		  uint64_t deadline_ns, void (*fn)(pid_t, void *), void *ctx);
+		  uint64_t deadline_ns, const struct discover_scan_ops *ops,
+		  void *ctx);
 
 #endif /* RAMCACHE_DISCOVER_H */

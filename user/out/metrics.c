@@ -247,6 +247,27 @@ void metrics_domain_clear(struct metrics *m, unsigned int dom)
 	pthread_mutex_unlock(&m->lock);
 }
 
+int metrics_principal_set(struct metrics *m, unsigned int i, const char *name,
+			  uint64_t spent_ns, uint64_t looks, uint64_t deferred)
+{
+	struct metrics_principal *p;
+
+	if (i >= METRICS_PRINCIPALS)
+		return -EINVAL;
+	pthread_mutex_lock(&m->lock);
+	p = &m->v.princ[i];
+	memset(p, 0, sizeof(*p));
+	if (name) {
+		p->set = true;
+		label_copy(p->name, sizeof(p->name), name);
+		p->spent_ns = spent_ns;
+		p->looks = looks;
+		p->deferred = deferred;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
 void metrics_reclaim_stall(struct metrics *m, unsigned int kind, uint64_t ns)
 {
 	if (kind >= METRICS_RECLAIM_KINDS)
@@ -902,6 +923,46 @@ static void render_domains(struct textbuf *o, const struct metrics_values *v)
 	}
 }
 
+/* --all's looks for executors, per principal. */
+static void render_principals(struct textbuf *o, const struct metrics_values *v)
+{
+	static const struct {
+		const char *name, *help;
+	} fams[] = {
+		{ "ramcache_discovery_seconds_total",
+		  "Time the agent spent looking at a principal's processes for a control page (--all)." },
+		{ "ramcache_discovery_looks_total",
+		  "Processes of a principal the agent looked at for a control page (--all)." },
+		{ "ramcache_discovery_deferred_total",
+		  "Looks at a principal's processes put off: its share of the agent's looks or time was spent (--all)." },
+	};
+	char name[2 * METRICS_PRINCIPAL_LEN];
+	bool any = false;
+
+	for (unsigned int i = 0; i < METRICS_PRINCIPALS; i++)
+		any |= v->princ[i].set;
+	if (!any)
+		return;
+	for (unsigned int f = 0; f < ARRAY_SIZE(fams); f++) {
+		put_header(o, fams[f].name, "counter", fams[f].help);
+		for (unsigned int i = 0; i < METRICS_PRINCIPALS; i++) {
+			const struct metrics_principal *p = &v->princ[i];
+
+			if (!p->set)
+				continue;
+			if (metrics_escape_label(name, sizeof(name), p->name) <
+			    0)
+				strcpy(name, "?");
+			put(o, "%s{principal=\"%s\"} ", fams[f].name, name);
+			if (!f)
+				put_seconds(o, p->spent_ns);
+			else
+				put(o, "%" PRIu64 "\n",
+				    f == 1 ? p->looks : p->deferred);
+		}
+	}
+}
+
 static void render_gauges(struct textbuf *o, const struct metrics_values *v)
 {
 	char version[64];
@@ -958,6 +1019,7 @@ int metrics_render(const struct metrics_values *v, char *buf, size_t len)
 	buf[0] = '\0';
 	render_histograms(&o, v);
 	render_counters(&o, v);
+	render_principals(&o, v);
 	render_gauges(&o, v);
 	if (o.full) {
 		buf[0] = '\0';

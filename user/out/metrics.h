@@ -103,6 +103,22 @@ struct metrics_domain {
 };
 
 /*
+ * --all: what looking for executors cost, per principal (a user, a
+ * container, root: executors/principal.h), as the agent's admission
+ * counts it. Kept per index of its table: at most METRICS_PRINCIPALS.
+ */
+#define METRICS_PRINCIPALS    RC_MAX_TARGETS
+#define METRICS_PRINCIPAL_LEN 64
+
+struct metrics_principal {
+	bool set;
+	char name[METRICS_PRINCIPAL_LEN];
+	uint64_t spent_ns; /* looking at its processes */
+	uint64_t looks;	   /* processes of it looked at for a page */
+	uint64_t deferred; /* looks put off: its share was spent */
+};
+
+/*
  * Plain values: what the renderer reads. The unlabelled families are
  * machine-wide totals: they keep counting what executors that left did.
  * The agent-wide level and headroom are the agent's own (set by it, there
@@ -128,6 +144,7 @@ struct metrics_values {
 	int64_t headroom_bytes;
 	struct metrics_exec exec[METRICS_SLOTS];
 	struct metrics_domain dom[METRICS_DOMAINS];
+	struct metrics_principal princ[METRICS_PRINCIPALS];
 };
 
 struct metrics {
@@ -195,6 +212,13 @@ void metrics_bytes_evicted(struct metrics *m, unsigned int slot,
 void metrics_exec_oom_kill(struct metrics *m, unsigned int slot);
 void metrics_set_rss(struct metrics *m, unsigned int slot, uint64_t bytes);
 void metrics_set_target(struct metrics *m, unsigned int slot, uint64_t bytes);
+
+/*
+ * The counts of principal @i (< METRICS_PRINCIPALS) named @name (sanitised
+ * here; NULL: clear the entry). Returns -EINVAL for an index out of range.
+ */
+int metrics_principal_set(struct metrics *m, unsigned int i, const char *name,
+			  uint64_t spent_ns, uint64_t looks, uint64_t deferred);
 
 /* Machine-wide. */
 void metrics_evaluation(struct metrics *m);
