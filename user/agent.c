@@ -12,22 +12,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/capability.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
-#include "caps.h"
+#include "agentstate.h"
 #include "kernel/bpfstate.h"
 #include "core/cadence.h"
 #include "core/pace.h"
 #include "proc/clock.h"
-#include "proc/memlock.h"
 #include "kernel/discover.h"
 #include "executors/faultprobes.h"
 #include "executors/follow.h"
@@ -47,64 +43,10 @@
 #include "executors/summary.h"
 #include "executors/targets.h"
 
-#define FORECAST_WINDOW_NS NSEC_PER_SEC
-#define BTF_PATH	   "/sys/kernel/btf/vmlinux"
-
-struct agent {
-	const struct opts *o;
-	struct out out;
-	struct bpfstate bpf;
-	struct metrics m;
-	struct metrics_http *http;
-	int epfd, sigfd;
-	struct targets ts;
-	struct target_env env;
-	struct domain_env denv;
-	struct follow fl;   /* --match and --all: whom to take on, when */
-	struct sampler sys; /* without a single target */
-	struct track_totals sys_prev;
-	struct fault_count sys_faults; /* the system's (/proc/vmstat) */
-	struct faultprobes fp; /* the programs on page faults: on or off */
-	struct levels lv; /* the agent's pressure level and each domain's */
-	struct levels_env lenv;
-	uint64_t mem_total;
-	struct rc_thresholds sys_thr; /* in force without a single target */
-	uint64_t last_summary_ns;
-	/* evaluations: at most one per ring buffer drain or tick, paced */
-	struct pace eval;
-	uint64_t end_ns;
-	struct drops drops;
-	struct tick tk;	     /* when the loop wakes, reads and judges */
-	uint64_t next_cg_ns; /* when to look for cgroup moves again */
-	/* eviction latency of every target followed, for --hist */
-	struct hist ack_hist, freed_hist;
-	bool had_evictor;
-	int inflight_at_exit; /* commands out when the loop stopped */
-	pid_t last_pid;	      /* the last target, for the exit note */
-	int read_err;	      /* the last read error told, to tell it once */
-	bool stop;
-	int exit_code;
-	const char *exit_reason;
-};
-
-/* Epoll tags; target slot i is TAG_PID + i. */
-enum { TAG_RB = 1, TAG_SIG, TAG_TIMER, TAG_DISC, TAG_PID = 16 };
-
-#define for_each_target(a, t, i)                 \
-	for (int i = 0; i < RC_MAX_TARGETS; i++) \
-		if (((t) = (a)->ts.t[i]))
-
 /* A failed periodic read is told once, not every tick; 0 rearms it. */
 static void report_err(struct agent *a, int *last, int err, const char *what)
 {
 	out_read_error(&a->out, last, err, what);
-}
-
-static int epoll_add(int epfd, int fd, uint32_t tag)
-{
-	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = tag };
-
-	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
 
 /* Ask for an evaluation; run_eval() decides when. */
@@ -166,7 +108,7 @@ static void oom_of_target(struct agent *a, const void *data, size_t len)
 	a->fp.last_stall_ns = now_ns();
 }
 
-static int handle_event(void *ctx, void *data, size_t len)
+int agent_event(void *ctx, void *data, size_t len)
 {
 	struct agent *a = ctx;
 	const struct rc_event_hdr *h = data;
@@ -359,12 +301,6 @@ static const struct follow_ops follow_ops = {
 	.drop = drop,
 };
 
-static void setup_discover(struct agent *a)
-{
-	if (a->o->follow == FOLLOW_ALL)
-		follow_discovery(&a->fl, a->epfd, TAG_DISC);
-}
-
 /* Lost events are never silent (drops_tell()). */
 static void check_drops(struct agent *a, uint64_t now)
 {
@@ -413,7 +349,7 @@ static void poll_rss(struct agent *a, struct target *t, uint64_t now)
 		metrics_set_rss(&a->m, (unsigned int)t->slot, t->sm.rss);
 		return;
 	}
-	handle_event(a, &e, sizeof(e));
+	agent_event(a, &e, sizeof(e));
 }
 
 /* Read meminfo and the cgroups of every target (and the system's). */
@@ -604,151 +540,6 @@ static void print_hists(struct agent *a, const struct hist *ack,
 			 "eviction latency, post -> RSS drop", freed);
 }
 
-static int setup_bpf(struct agent *a)
-{
-	struct bpfstate_settings bs = {
-		.filter = a->o->follow != FOLLOW_SYSTEM,
-		.probe_mode = a->o->probe_mode,
-		.burst_faults = a->o->burst_faults,
-		.burst_window_ns = a->o->burst_window_ns,
-		.rss_step = a->o->rss_step,
-	};
-	int err;
-
-	if (access(BTF_PATH, R_OK))
-		return out_fail(
-			&a->out, EXIT_UNSUPPORTED,
-			"kernel BTF not found at %s: this kernel needs CONFIG_DEBUG_INFO_BTF=y",
-			BTF_PATH);
-	err = bpfstate_load(&a->bpf, &bs);
-	if (err == -EPERM || err == -EACCES)
-		return out_fail(
-			&a->out, EXIT_PRIVILEGE,
-			"failed to load BPF programs: %s (run as root or grant CAP_BPF and CAP_PERFMON)",
-			strerror(-err));
-	if (err)
-		return out_fail(
-			&a->out, EXIT_UNSUPPORTED,
-			"failed to load BPF programs: %s (-v shows the verifier log)",
-			strerror(-err));
-	/* the per-fault programs apart, timed: the first look may detach
-	 * them (core/faultwatch.h) */
-	err = bpfstate_attach(&a->bpf, false);
-	if (err > 0)
-		faultprobes_switch(&a->fp, true);
-	out_probe_warnings(&a->out, &a->bpf.probes);
-	if (err <= 0)
-		return out_fail(
-			&a->out, EXIT_UNSUPPORTED,
-			"no tracepoint could be attached (-v for details)");
-	err = bpfstate_events_open(&a->bpf, handle_event, a);
-	if (err)
-		return out_fail(&a->out, EXIT_RUNTIME,
-				"failed to create ring buffer: %s",
-				strerror(-err));
-	return 0;
-}
-
-static int setup_fds(struct agent *a)
-{
-	struct itimerspec its = { .it_value = { 0, CADENCE_TICK_NS } };
-	sigset_t mask;
-	int err;
-
-	/* blocked before any thread starts (the metrics server) */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGHUP);
-	if (sigprocmask(SIG_BLOCK, &mask, NULL))
-		return -errno;
-	a->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	a->tk.timerfd =
-		timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	a->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (a->sigfd < 0 || a->tk.timerfd < 0 || a->epfd < 0)
-		return -errno;
-	if (timerfd_settime(a->tk.timerfd, 0, &its, NULL))
-		return -errno;
-	err = epoll_add(a->epfd, a->sigfd, TAG_SIG);
-	if (!err)
-		err = epoll_add(a->epfd, a->tk.timerfd, TAG_TIMER);
-	return err;
-}
-
-static int setup_metrics(struct agent *a)
-{
-	int err;
-
-	if (!a->o->metrics)
-		return 0;
-	err = metrics_http_bind(&a->http, &a->m, a->o->metrics);
-	if (err == -EINVAL)
-		return out_fail(
-			&a->out, EXIT_USAGE,
-			"invalid --metrics address '%s': expected ADDR:PORT, :PORT or [IPV6]:PORT",
-			a->o->metrics);
-	if (err)
-		return out_fail(&a->out, EXIT_RUNTIME,
-				"failed to listen on %s: %s", a->o->metrics,
-				strerror(-err));
-	return 0;
-}
-
-/* The metrics server's thread, once the agent holds no more than it needs. */
-static int serve_metrics(struct agent *a)
-{
-	int err = a->http ? metrics_http_run(a->http) : 0;
-
-	if (err)
-		return out_fail(&a->out, EXIT_RUNTIME,
-				"failed to serve metrics on %s: %s",
-				a->o->metrics, strerror(-err));
-	return 0;
-}
-
-/*
- * Set-up is done (programs attached, rings made, memory locked, the
- * metrics socket bound, no thread yet): keep only the capabilities the
- * loop uses (caps.c says which and why), in every thread to come.
- */
-static int try_probe(const void *disc)
-{
-	return discover_try_probe(disc);
-}
-
-static void drop_privileges(struct agent *a)
-{
-	uint64_t have = caps_effective(), keep;
-	struct rlimit lim = { 0 };
-	struct caps_need n = {
-		.discover = a->o->follow == FOLLOW_ALL,
-		.open_paths = a->o->control != NULL,
-	};
-	int err;
-
-	n.memlock = a->o->mlock && (getrlimit(RLIMIT_MEMLOCK, &lim) ||
-				    lim.rlim_cur != RLIM_INFINITY);
-	keep = caps_keep(&n, have);
-	/* some kernels create a uprobe for CAP_SYS_ADMIN only: --all then
-	 * keeps it, or finds executors on another libc by the scan alone */
-	if (a->fl.adm.uprobe && !caps_would_do(keep, try_probe, &a->fl.disc) &&
-	    (have & CAPS_BIT(CAP_SYS_ADMIN)) &&
-	    caps_would_do(keep | CAPS_BIT(CAP_SYS_ADMIN), try_probe,
-			  &a->fl.disc)) {
-		keep |= CAPS_BIT(CAP_SYS_ADMIN);
-		out_note(
-			&a->out,
-			"this kernel creates uprobes for CAP_SYS_ADMIN only: --all keeps it to probe the libc of executors it finds later");
-	}
-	err = caps_drop_to(keep);
-	if (err)
-		out_warn(
-			&a->out,
-			"failed to drop capabilities after set-up: %s; the agent runs on with those it was given",
-			strerror(-err));
-}
-
 static void loop(struct agent *a)
 {
 	struct epoll_event evs[8];
@@ -808,69 +599,6 @@ static void start_event(struct agent *a)
 	summary_start(targets_single(&a->ts), &a->sys_thr, &a->bpf.probes,
 		      a->o->fault_probes_always ? "on" : "auto", &si);
 	out_start(&a->out, &si);
-}
-
-/* Follow --pid from the start: its errors are fatal. */
-static int setup_target(struct agent *a)
-{
-	pid_t pid = a->o->pid;
-	struct target *t;
-	int err;
-
-	if (!pid)
-		return 0;
-	err = target_attach(&a->ts, &a->env, pid, NULL, &t);
-	if (err == -ESRCH)
-		return out_fail(&a->out, EXIT_NO_PROCESS, "no such process: %d",
-				pid);
-	if (err)
-		return out_fail(&a->out, EXIT_RUNTIME,
-				"failed to follow pid %d: %s", pid,
-				strerror(-err));
-	a->next_cg_ns = now_ns() + TARGET_CGROUP_PERIOD_NS;
-	return 0;
-}
-
-/* Everything before the loop; an exit code on failure (told already). */
-static int setup(struct agent *a)
-{
-	const struct opts *o = a->o;
-	int code, err;
-
-	if (o->follow == FOLLOW_PID && kill(o->pid, 0) && errno == ESRCH &&
-	    !discover_own_pidns())
-		return out_fail(&a->out, EXIT_NO_PROCESS, "no such process: %d",
-				o->pid);
-	/* what it lacks to load its programs is told first */
-	code = setup_bpf(a);
-	if (code)
-		return code;
-	/* its programs see the host's pids, /proc this namespace's */
-	if (o->follow != FOLLOW_SYSTEM && discover_own_pidns())
-		return out_fail(
-			&a->out, EXIT_UNSUPPORTED,
-			"this agent runs in a pid namespace of its own and would follow nobody (the kernel reports the host's pids): run it in the host's (--pid=host, hostPID: true)");
-	if (setup_fds(a) ||
-	    epoll_add(a->epfd, bpfstate_events_epoll_fd(&a->bpf), TAG_RB))
-		return out_fail(&a->out, EXIT_RUNTIME,
-				"failed to set up the event loop: %s",
-				strerror(errno));
-	a->env.epfd = a->epfd;
-	code = setup_target(a);
-	if (code)
-		return code;
-	setup_discover(a);
-	err = o->mlock ? memlock_self() : 0;
-	if (err)
-		out_warn(
-			&a->out,
-			"failed to lock the agent's memory: %s; it may be paged out under pressure",
-			strerror(-err));
-	code = setup_metrics(a);
-	if (code)
-		return code;
-	drop_privileges(a);
-	return serve_metrics(a);
 }
 
 /* Detach every target; true if any was evicting. */
@@ -936,39 +664,6 @@ static void teardown(struct agent *a)
 		fclose(a->out.f);
 }
 
-/* What targets and domains need of the agent, once its parts exist. */
-static void init_env(struct agent *a)
-{
-	a->env.o = a->o;
-	a->env.out = &a->out;
-	a->env.bpf = &a->bpf;
-	a->env.m = &a->m;
-	a->env.epfd = -1;
-	a->env.tag_base = TAG_PID;
-	a->env.mem_total = a->mem_total;
-	a->env.read_err = &a->read_err;
-	a->tk.bpf = &a->bpf;
-	a->fp.o = a->o;
-	a->fp.ts = &a->ts;
-	a->fp.sys = &a->sys;
-	a->fp.sys_thr = &a->sys_thr;
-	a->fp.bpf = &a->bpf;
-	a->fp.out = &a->out;
-	a->fp.m = &a->m;
-	a->lenv.ts = &a->ts;
-	a->lenv.denv = &a->denv;
-	a->lenv.sys = &a->sys;
-	a->lenv.sys_thr = &a->sys_thr;
-	a->lenv.horizon_ns = a->o->horizon_ns;
-	a->lenv.m = &a->m;
-	a->lenv.out = &a->out;
-	a->lenv.cmds = a->o->on_level;
-	a->lenv.ncmds = a->o->nr_on_level;
-	a->denv.policy = a->o->policy;
-	a->denv.window_ns = FORECAST_WINDOW_NS;
-	a->denv.horizon_ns = a->o->horizon_ns;
-}
-
 static void run(struct agent *a)
 {
 	const struct opts *o = a->o;
@@ -1015,10 +710,10 @@ int agent_run(const struct opts *o)
 	sampler_init(&a.sys, 0, NULL, NULL);
 	follow_init(&a.fl, o, &a.ts, &a.env, &a.out, &a.m, &follow_ops, &a);
 	a.mem_total = (uint64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
-	init_env(&a);
+	agent_init_env(&a);
 	target_thresholds(&a.env, RC_UNLIMITED, &a.sys_thr);
 
-	code = setup(&a);
+	code = agent_setup(&a);
 	if (!code) {
 		run(&a);
 		code = a.exit_code;
