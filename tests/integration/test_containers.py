@@ -454,6 +454,12 @@ def all_life_under_the_profile(cg):
     try:
         assert agent.wait_type("start", 60), agent.stderr
         assert agent.wait_target(ex.pid, timeout=30), agent.stderr[-5:]
+        # the target is taken on before its page is opened (next tick):
+        # a kill in between ends a target that never had a page to drop
+        assert agent.wait_for(lambda e: e.get("type") == "control" and
+                              e.get("pid") == ex.pid and
+                              e.get("state") == "attached", 30), \
+            agent.events[-5:]
         ex.kill()
         ex.wait()
         drop = agent.wait_for(lambda e: e.get("type") == "control" and

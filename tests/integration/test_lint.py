@@ -175,7 +175,7 @@ def long_functions(root=ROOT):
 
 
 # The loop files, which regrow after each split: a size they stay under.
-MAX_FILE_LINES = {"user/agent.c": 800, "user/executors/evictor.c": 1100,
+MAX_FILE_LINES = {"user/agent.c": 800, "user/executors/evictor.c": 600,
                   "comfyui/bridge.py": 1000}
 
 
