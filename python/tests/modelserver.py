@@ -21,6 +21,7 @@ import json
 import os
 import random
 import sys
+import threading
 import time
 
 MiB = 1 << 20
@@ -29,8 +30,15 @@ WORK_S = 0.02  # a miss: the model's bytes, then this long computing
 SERVE_S = 0.005  # every request: this long serving the answer
 
 
+_SAY = threading.Lock()
+
+
 def say(**kw):
-    print(json.dumps(kw), flush=True)
+    """One line: the agent's state changes are told from the cache's
+    serving thread, the requests from the main one (print writes the text
+    and its newline apart: two threads could share a line)."""
+    with _SAY:
+        print(json.dumps(kw), flush=True)
 
 
 def plan(requests, seed):
