@@ -401,7 +401,7 @@ run-soak: all
 # ../shared/comfyui (bench/sections/comfyui_versions.py; hours on 2 cores;
 # the runner's own JSON stays in build/bench/comfyui-versions; --only
 # comfyui-versions --merge bench/results.json runs it alone).
-# `sudo make bench RAMCACHE_COMFYUI_MODELS=all` (or small) adds real model
+# `sudo make bench RAMCACHE_COMFYUI_MODELS=all` (or small, or full) adds real model
 # loads in real ComfyUI (bench/sections/comfyui_models.py; about 90 minutes).
 run-bench: all
 	$(Q)RAMCACHE_BENCH_CMD="sudo make bench$(if $(RAMCACHE_COMFYUI), RAMCACHE_COMFYUI=$(RAMCACHE_COMFYUI))$(if $(RAMCACHE_COMFYUI_VERSIONS), RAMCACHE_COMFYUI_VERSIONS='$(RAMCACHE_COMFYUI_VERSIONS)')$(if $(RAMCACHE_COMFYUI_MODELS), RAMCACHE_COMFYUI_MODELS=$(RAMCACHE_COMFYUI_MODELS))" \

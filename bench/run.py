@@ -49,7 +49,8 @@ baseline of the same run or a distribution):
              at limits holding all, two and one of the session's three
              models: full-size on 0.33.0, small on 0.33.0 and 0.3.64 (only
              with RAMCACHE_COMFYUI_MODELS=all, or =small for the small
-             ones: about an hour and a half on 2 cores)
+             ones, =full for the full-size ones: about an hour and a half
+             on 2 cores for all)
 
 RAMCACHE_COMFYUI=/path/to/ComfyUI (a checkout; `sudo make bench
 RAMCACHE_COMFYUI=...` passes it on) adds eviction rows measured in that
@@ -97,6 +98,10 @@ from sections.tax import bench_tax
 from verdicts import verdicts
 
 
+# what --only names (outcomes and eviction each measure several sections)
+ONLY = ("overhead", "tax", "footprint", "reaction", "reaction-vm", "scaling",
+        "outcomes", "eviction", "agentdeath", "comfyui-versions", "pycache",
+        "comfyui-models")
 SECTIONS = ("overhead", "tax", "footprint", "reaction", "reaction_vm",
             "outcomes_noswap", "outcomes", "eviction", "agentdeath",
             "scaling", "comfyui_versions", "comfyui_models", "pycache")
@@ -162,14 +167,23 @@ def parse_args():
     ap.add_argument("--md", help="write BENCHMARKS.md here instead")
     ap.add_argument("--json", help="write results.json here instead")
     ap.add_argument("--only", default="",
-                    help="comma-separated sections to run")
+                    help="comma-separated sections to run: "
+                    + ", ".join(ONLY))
     ap.add_argument("--merge", metavar="RESULTS",
                     help="with --only: take the sections not run from "
                     "this results.json (a full run's), so one section can "
                     "be measured again without the rest")
     ap.add_argument("--trials", type=int, help="reaction trials and "
                     "outcome rounds (fewer: e.g. to redraw the pictures)")
-    return ap.parse_args()
+    args = ap.parse_args()
+    # either spelling, as the section's module or as its option
+    args.only = ",".join(x.strip().replace("_", "-")
+                         for x in args.only.split(",") if x.strip())
+    unknown = sorted(set(filter(None, args.only.split(","))) - set(ONLY))
+    if unknown:
+        ap.error(f"--only: no section {', '.join(unknown)} (sections: "
+                 f"{', '.join(ONLY)})")
+    return args
 
 
 def config(args):

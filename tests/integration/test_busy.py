@@ -22,7 +22,7 @@ import sys
 import threading
 
 from rctest import (AGENT, MiB, ROOT, Agent, Memcg, Skip, main,  # noqa: E402
-                    require_root, test, wait_event)
+                    repeats, require_root, test, wait_event)
 
 BUSYEXEC = os.path.join(ROOT, "tests", "helpers", "busyexec.py")
 LIMIT = 256 * MiB
@@ -167,8 +167,8 @@ def nothing_left_to_free_is_said_before_the_oom_kill():
     agent cannot prevent the kill, but says so (cannot_free, the level at
     least high) before it, every time."""
     require_root()
-    told = 0
-    for run in range(10):
+    told, runs = 0, repeats(10)
+    for run in range(runs):
         events, kills = doomed_job()
         oom = [e for e in events if e.get("type") == "oom_kill"]
         assert kills >= 1 and oom, f"run {run}: it fit after all ({kills} kills)"
@@ -180,7 +180,7 @@ def nothing_left_to_free_is_said_before_the_oom_kill():
             str([e.get("type") for e in events][-30:])
         assert high, f"run {run}: the level never said high before the kill"
         told += 1
-    print(f"# cannot_free and a high level before the OOM kill in {told} of 10 runs")
+    print(f"# cannot_free and a high level before the OOM kill in {told} of {runs} runs")
 
 
 @test

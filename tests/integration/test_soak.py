@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Soak: the demo executor under the agent in a scratch memory cgroup for
-SOAK_SECONDS (default 60; `make soak` runs 300), prompt after prompt, so
+SOAK_SECONDS (default 60, 20 in make test-fresh; `make soak` runs 300), prompt after prompt, so
 the cache fills and the agent evicts over and over. At the end: no OOM
 kill, agent RSS flat after warm-up, every command the agent posted was
 answered or reported (evict_done for every evict)."""
@@ -17,7 +17,9 @@ import time
 from rctest import (AGENT, DEMO, MiB, Agent, Memcg, main,  # noqa: E402
                     require_root, test, wait_page)
 
-SECONDS = int(os.environ.get("SOAK_SECONDS", "60"))
+# 20 s in the fresh root (make test-fresh): it proves the install there
+SECONDS = int(os.environ.get("SOAK_SECONDS", "20" if os.environ.get(
+    "RAMCACHE_FRESH") == "1" else "60"))
 LIMIT = 384 * MiB
 WORKLOAD = ["--prompts", 100000, "--nodes", 6, "--models", 2,
             "--model-size", "96M", "--output-size", "16M", "--steps", 10,
