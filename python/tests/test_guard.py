@@ -122,7 +122,7 @@ def an_agent_that_keeps_up_leaves_the_guard_idle():
     """Told to keep room for the largest model (--headroom 192M), the
     agent keeps the server clear of the guard's line: the guard must not
     replace it."""
-    for run in range(3):
+    for run in range(repeats(3)):
         rc, lines, ooms, agent, _ = serve(agent_args=("--headroom", "192M"))
         done = lines[-1] if lines else {}
         assert rc == 0 and ooms == 0 and done.get("done"), (rc, ooms, lines[-3:])
