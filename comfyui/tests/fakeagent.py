@@ -5,6 +5,7 @@ side 192..255; commands are published by writing seq last."""
 import ctypes
 import mmap
 import os
+import re
 import struct
 import threading
 import time
@@ -200,3 +201,15 @@ class FakeAgent:
 
     def find(self, pred):
         return [e for e in self.entries().values() if pred(e)]
+
+
+def page_of(ui):
+    """The fake agent on the memfd page of a real ComfyUI (realcomfy's
+    running server @ui), as the package's log line names it."""
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        m = re.search(r"control page memfd 'ramcache' \(fd (\d+) of pid (\d+)\)", ui.text())
+        if m:
+            return FakeAgent(f"/proc/{m.group(2)}/fd/{m.group(1)}")
+        time.sleep(0.2)
+    raise AssertionError("no control page in ComfyUI's log:\n" + ui.text()[-2000:])

@@ -15,7 +15,6 @@ newest tree in ../shared/comfyui, its default RAM-pressure cache, plain
 Skips (one line) only when the trees are absent.
 """
 import os
-import re
 import sys
 import threading
 import time
@@ -23,7 +22,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import realcomfy as rc  # noqa: E402
-from fakeagent import FakeAgent  # noqa: E402
+from fakeagent import page_of  # noqa: E402
 from rctest import Skip, main, test  # noqa: E402
 
 VERSION = "0.33.0"
@@ -46,17 +45,6 @@ def images(colour, side=1024, batch=8, preview_full=False):
                              "scale_by": 1 / 32}}
         p["4"] = {"class_type": "PreviewImage", "inputs": {"images": ["3", 0]}}
     return p
-
-
-def page_of(ui):
-    """The fake agent on ComfyUI's memfd page, as its log names it."""
-    end = time.monotonic() + 30
-    while time.monotonic() < end:
-        m = re.search(r"control page memfd 'ramcache' \(fd (\d+) of pid (\d+)\)", ui.text())
-        if m:
-            return FakeAgent(f"/proc/{m.group(2)}/fd/{m.group(1)}")
-        time.sleep(0.2)
-    raise AssertionError("no control page in ComfyUI's log:\n" + ui.text()[-2000:])
 
 
 def by_label(a):

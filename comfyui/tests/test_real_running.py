@@ -15,7 +15,6 @@ ends.
 Skips (one line) only when the trees are absent.
 """
 import os
-import re
 import sys
 import threading
 import time
@@ -23,7 +22,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import realcomfy as rc  # noqa: E402
-from fakeagent import FakeAgent  # noqa: E402
+from fakeagent import page_of  # noqa: E402
 from rctest import Skip, main, test  # noqa: E402
 
 ACK_EVICTED = 1
@@ -39,16 +38,6 @@ def prompt(colour):
                   "inputs": {"image": ["2", 0], "mib": 16, "seconds": SLOW_S,
                              "steps": STEPS, "seed": colour}},
             "4": {"class_type": "PreviewImage", "inputs": {"images": ["3", 0]}}}
-
-
-def page_of(ui):
-    end = time.monotonic() + 30
-    while time.monotonic() < end:
-        m = re.search(r"control page memfd 'ramcache' \(fd (\d+) of pid (\d+)\)", ui.text())
-        if m:
-            return FakeAgent(f"/proc/{m.group(2)}/fd/{m.group(1)}")
-        time.sleep(0.2)
-    raise AssertionError("no control page in ComfyUI's log:\n" + ui.text()[-2000:])
 
 
 def wait_for(cond, timeout):
