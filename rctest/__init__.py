@@ -49,12 +49,17 @@ def test(fn):
     return fn
 
 
+# make test-fresh: the suites run in a debootstrap'd root to prove the
+# install steps (tests/fresh/run.sh)
+FRESH = os.environ.get("RAMCACHE_FRESH") == "1"
+
+
 def repeats(n):
     """How often a suite repeats a run that counts a rare failure (an OOM
     kill in one run of ten): @n, or 2 in the fresh root (make test-fresh,
     RAMCACHE_FRESH=1), which proves the install steps; the rate is counted
     by the make test on the host before it, on the same kernel."""
-    return min(n, 2) if os.environ.get("RAMCACHE_FRESH") == "1" else n
+    return min(n, 2) if FRESH else n
 
 
 def require_root():

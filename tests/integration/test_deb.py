@@ -30,9 +30,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import debpkg  # noqa: E402
-from rctest import OUTPUT, ROOT, Skip, main, require_root, test  # noqa: E402
+from rctest import FRESH, OUTPUT, ROOT, Skip, main, require_root, test  # noqa: E402
 
-FRESH = os.environ.get("RAMCACHE_FRESH") == "1"
 CACHE = os.environ.get("RAMCACHE_CACHE", "/var/cache/ramcache-bpf")
 DEFAULTS = "/etc/default/ramcache-bpf"
 EDIT = ("RAMCACHE_USER=comfy", "RAMCACHE_USER=edited-before-the-upgrade")

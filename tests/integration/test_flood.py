@@ -293,6 +293,7 @@ def a_quiet_users_executor_is_attached_within_a_second_under_another_users_flood
                     p.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     p.kill()
+                    p.wait()
             agent.stop()
         print(f"# {RUNS} executors of uid {QUIET_UID} under uid {FLOOD_UID}'s "
               f"{LOOPS} loops, {FORKERS} forking floods and {HOLDERS} holders "

@@ -14,12 +14,11 @@ import tempfile
 import threading
 import time
 
-from rctest import (AGENT, DEMO, MiB, Agent, Memcg, main,  # noqa: E402
+from rctest import (AGENT, DEMO, FRESH, MiB, Agent, Memcg, main,  # noqa: E402
                     require_root, test, wait_page)
 
 # 20 s in the fresh root (make test-fresh): it proves the install there
-SECONDS = int(os.environ.get("SOAK_SECONDS", "20" if os.environ.get(
-    "RAMCACHE_FRESH") == "1" else "60"))
+SECONDS = int(os.environ.get("SOAK_SECONDS", "20" if FRESH else "60"))
 LIMIT = 384 * MiB
 WORKLOAD = ["--prompts", 100000, "--nodes", 6, "--models", 2,
             "--model-size", "96M", "--output-size", "16M", "--steps", 10,
