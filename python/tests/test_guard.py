@@ -25,7 +25,7 @@ from rctest import (AGENT, MiB, ROOT, Agent, Memcg, Skip, main, repeats,
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER = os.path.join(HERE, "modelserver.py")
 LIMIT = 1 << 30
-RUNS = repeats(10)
+RUNS = repeats(6)
 STOP_AT = 40  # the request after which the agent is stopped
 RESUME_S = 2.0  # SIGCONT this long after the stall was noticed
 STALL_MS = 600  # ramcache.STALL_NS

@@ -12,7 +12,10 @@
 #
 # Only the bare debootstrap result is cached (tests/roots/build.sh minbase,
 # in $RAMCACHE_CACHE): every package the Makefile needs
-# is installed by `make test` itself on each run. The VM suites do not run in
+# is installed by `make test` itself on each run. The .deb files apt
+# downloads are kept for the next run (apt-archives in $RAMCACHE_CACHE,
+# some 1 GB): apt still installs each into the fresh root, and downloads
+# whatever the mirror has newer; only the download is saved (2-3 min here). The VM suites do not run in
 # the chroot (RAMCACHE_NO_VM=1): they boot their own root; nor do the suites
 # that boot or package a root of their own (RAMCACHE_FRESH=1, tests/run.py).
 #
@@ -104,6 +107,10 @@ mount -t proc proc "$root/proc"
 mounted+=("$root/proc")
 bind /sys
 bind /dev
+ARCHIVES=${RAMCACHE_CACHE:-/var/cache/ramcache-bpf}/apt-archives
+mkdir -p "$ARCHIVES/partial"
+mount --bind "$ARCHIVES" "$root/var/cache/apt/archives"
+mounted+=("$root/var/cache/apt/archives")
 # The real ComfyUI trees, lent read-only beside the clone as ../shared/comfyui
 # is beside this repository (or its main worktree, or its origin): `make
 # test` then installs what ComfyUI needs and runs the package in each.
@@ -141,7 +148,7 @@ in_root() {
 # The README's prerequisites on a bare system: make (the clone came in from
 # outside, as a user's `git clone` would).
 say APT "make (the README's only prerequisite)"
-in_root sh -c 'apt-get update -qq && apt-get install -y -qq --no-install-recommends make >/dev/null' ||
+in_root sh -c 'chown _apt:root /var/cache/apt/archives/partial; apt-get update -qq && apt-get install -y -qq --no-install-recommends make >/dev/null' ||
 	die "install make in the fresh root"
 say CHROOT "make $* in a fresh bookworm root"
 rc=0
