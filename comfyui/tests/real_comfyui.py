@@ -231,6 +231,49 @@ def model_files(tree, case):
     return generate.ensure(tree, size=size, what="all")["files"]
 
 
+def uncache(files):
+    """Drop the model @files' pages from the page cache, so that every run
+    starts as after a boot: a file an earlier run read stays cached (charged
+    to that run's cgroup, then its parent), and the next run would load it
+    without a disk read or a charge of its own. Returns the bytes that were
+    still cached after the drop (pages some process maps)."""
+    left = 0
+    for f in files or ():
+        with contextlib.suppress(OSError):
+            fd = os.open(f["path"], os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                left += cached_bytes(fd)
+            finally:
+                os.close(fd)
+    return left
+
+
+def cached_bytes(fd):
+    """Bytes of the file @fd in the page cache (mincore of a mapping of
+    it); 0 when it cannot be told."""
+    import ctypes
+    size = os.fstat(fd).st_size
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    addr = libc.mmap(None, size, 1, 1, fd, 0) if size else None  # PROT_READ, MAP_SHARED
+    if not addr or addr == ctypes.c_void_p(-1).value:
+        return 0
+    try:
+        page = os.sysconf("SC_PAGE_SIZE")
+        vec = (ctypes.c_ubyte * ((size + page - 1) // page))()
+        if libc.mincore(addr, size, vec) != 0:
+            return 0
+        return sum(b & 1 for b in vec) * page
+    finally:
+        libc.munmap(addr, size)
+
+
 def proc_io(pid):
     """/proc/PID/io as a dict (rchar, read_bytes, ...), {} when gone."""
     out = {}
@@ -270,6 +313,7 @@ def run_case(tree, case, mode, cache, limit, agent_args=(), trace=False, log=pri
            "perfect_cache_executions": wl.perfect_cache(prompts)[1]}
     name = f"ramcache-real-{os.getpid()}-{time.monotonic_ns()}"
     files = model_files(tree, case)
+    res["cached_at_start"] = uncache(files)
     with rctest.Memcg(limit, swap_limit=0, name=name) as cg, \
             rc.started(tree, args, cg, package=mode != "alone" and pkg, models=files) as ui:
         res["idle_bytes"] = rc.cg_usage(cg)

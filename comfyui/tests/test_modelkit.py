@@ -234,4 +234,28 @@ def torch_shims_have_torch_2_semantics():
     assert r.missing_keys == ["bias"] and r.unexpected_keys == ["x"]
 
 
+
+@test
+def a_run_starts_with_the_model_files_out_of_the_page_cache():
+    """real_comfyui.run_case drops the model files' pages before each run:
+    an earlier run's cached file would load without a disk read or a charge
+    to the new run's cgroup, so the later configuration would win."""
+    import real_comfyui
+    fd, path = tempfile.mkstemp(dir="/var/tmp", prefix="ramcache-test-uncache-")
+    try:
+        os.write(fd, os.urandom(1 << 20) * 8)
+        os.fsync(fd)
+        with open(path, "rb") as f:
+            f.read()
+        before = real_comfyui.cached_bytes(fd)
+        if before == 0:
+            raise Skip("this file system keeps no page cache to drop (tmpfs?)")
+        left = real_comfyui.uncache([{"path": path}])
+        after = real_comfyui.cached_bytes(fd)
+        assert left == after == 0, (before, left, after)
+        print(f"# {before >> 20} MiB cached before, {after} bytes after")
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
 main()
