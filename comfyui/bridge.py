@@ -104,6 +104,9 @@ class Bridge:
         self._pin_eids = {}  # ownmemory pool -> entry id
         self.mm = None  # comfy.model_management, set by hooks.install
         self.mm_busy = 0  # inside its load_models_gpu or extra_ram_release
+        # held around the manager's calls that walk its loaded list (hooks.py)
+        # and by the listener while a model it dropped inside a node goes
+        self.mm_lock = threading.RLock()
         self.loads = models.Loads()
         self.load = models.LoadWatch(self.loads, lambda: self.reclaim.read_rss(),
                                      lambda: self.freed_total)
@@ -526,7 +529,7 @@ class Bridge:
                 for eid, (row, _) in list(self._published.items())]
         cmds = [GuardCmd(eid) for eid in guard.pick(rows, need)]
         with self.window.lock:
-            results, values, _, _ = self._take(cmds, in_node=False)
+            results, values, _, _, _ = self._take(cmds, in_node=False)
         values.clear()
         freed = sum(r[3] for r in results if r[1] == pagemod.ACK_EVICTED)
         self.guard_evicted += freed
@@ -681,48 +684,80 @@ class Bridge:
     def answer(self, cmds, sink, in_node=False):
         """serve(cmds) and pass every result to sink(cmd, status, freed),
         "busy" for all when serving failed: each command gets its ack, now
-        or, held, once its entry is no longer in use."""
+        or, held, once its entry is no longer in use. What serve() left to
+        do after the acks runs whatever the sink does."""
         results = [(c, pagemod.ACK_BUSY, 0) for c in cmds]
-        later = held = ()
         release = None
         try:
             results, later, held, release = self.serve(cmds, in_node=in_node)
+            self.deferred.extend(later)
+            self.held.extend(held)
         finally:
-            for r in results:
-                sink(*r[:3])
-        self.deferred.extend(later)
-        self.held.extend(held)
-        if release is not None:
-            release()
+            try:
+                for r in results:
+                    sink(*r[:3])
+            finally:
+                if release is not None:
+                    release()
 
     def serve(self, cmds, in_node=False):
         """Evict for each command: ([[cmd, status, bytes_freed, bytes]],
         commands left for the worker, commands held while their entry is in
         use, what is left to do after the acks or None). in_node: from the
-        listener thread while a node runs, which frees only plain data
-        (tensors and containers: nothing of ComfyUI's or a node's runs when
-        they go) and leaves the rest, and everything once the window has
-        closed, to the worker."""
+        listener thread while a node runs, which frees plain data (tensors
+        and containers: nothing of ComfyUI's or a node's runs when they go)
+        and, while ComfyUI's model manager is idle, models (below), and
+        leaves the rest, and everything once the window has closed, to the
+        worker."""
         if not self.page.agent_alive():
             self.say_once("dead", logging.INFO, "agent gone: commands left "
                           "unanswered by eviction, ComfyUI's own policy applies")
             return [(c, pagemod.ACK_BUSY, 0) for c in cmds], [], [], None
-        with self.window.lock:
-            if in_node and self.window.node is None:
-                return [], list(cmds), [], None
-            before = self.reclaim.read_rss()  # before: pins go inside _take
-            results, values, later, held = self._take(cmds, in_node)
+        # A model inside a node (a load that needs the room, item 4 of the
+        # model design): its entry dropped, the model goes with its last
+        # reference, and ComfyUI's own finalizer (cleanup_models) takes it
+        # off the loaded list, in this thread. So the manager's lock is held
+        # until the values are gone: the worker does not walk that list
+        # meanwhile (hooks.py takes the lock around the manager's calls).
+        # (Taken inside the window's lock, never waited for: the worker holds
+        # the window's lock when it unloads through the manager.)
+        mm_held = busy = False
+        models = closed = 0
+        try:
+            with self.window.lock:
+                closed = in_node and self.window.node is None
+                mm_held = in_node and not closed and self.mm is not None and \
+                    self.mm_lock.acquire(blocking=False)
+                busy = in_node and not closed and self.mm is not None and not mm_held
+                if not closed:
+                    before = self.reclaim.read_rss()  # before: pins go inside _take
+                    results, values, later, held, models = self._take(cmds, in_node,
+                                                                      mm_held)
+        finally:
+            if mm_held and not models:
+                self.mm_lock.release()
+                mm_held = False
+        if closed:
+            return [], list(cmds), [], None
+        if busy:  # the manager's call ends soon: the listener tries again then
+            later = self._retry_models(later)
         evicted = [r for r in results if r[1] == pagemod.ACK_EVICTED]
         total = sum(r[3] for r in evicted)
+        # a load running takes again what goes now: left in the heap for it
+        for_load = self._for_load or self.load.running is not None
 
         def release():
-            values.clear()  # the last references: the memory goes now
+            try:
+                values.clear()  # the last references: the memory goes now
+            finally:
+                if mm_held:
+                    self.mm_lock.release()
             if evicted:
                 # the process's RSS drop, split by the entries' sizes: memory
                 # actually returned (more than the entries: other garbage went
                 # with them; less: storage shared with a live tensor)
                 freed = self.reclaim.returned(before, total, may_collect=not in_node,
-                                              trim=not self._for_load)
+                                              trim=not for_load)
                 if self._for_load:  # kept in the heap, for the load to take
                     self._kept_for_load += max(0, total - freed)
                 self._record(results, freed, total, in_node)
@@ -738,17 +773,32 @@ class Bridge:
                 r[2] = r[3]
         return results, later, held, release
 
-    def _take(self, cmds, in_node):
+    def _retry_models(self, later):
+        """The commands of @later for models go back to the inbox, where
+        the listener looks again in WAIT_BUSY_MS (the worker's next safe
+        point may be the node's end); the others are returned."""
+        rest = []
+        for c in later:
+            if self._sizes.get(c.entry_id, (0, 0, False, False))[2]:
+                self.inbox.put(c)
+            else:
+                rest.append(c)
+        return rest
+
+    def _take(self, cmds, in_node, models_ok=False):
         """Under the window's lock: remove what may go. [cmd, status, freed,
         bytes] per command answered, the removed values, the commands left
         for the worker, the commands held (their entry is in use: the
-        running node reads it, or a node still pending will)."""
+        running node reads it, or a node still pending will), and how many
+        of the removed hold models. in_node: plain data only, and models
+        too with @models_ok (the caller holds the model manager's lock)."""
         outputs = self.outputs()
         k = compat.kind(outputs)
         if k == "null":
-            return [[c, pagemod.ACK_NOT_FOUND, 0, 0] for c in cmds], [], [], []
+            return [[c, pagemod.ACK_NOT_FOUND, 0, 0] for c in cmds], [], [], [], 0
         keep = evict.needed(outputs, self.running, self.dynprompt, self.execution_list)
         results, values, later, held, gone = [], [], [], [], []
+        models = 0
         pools = {eid: pool for pool, eid in self._pin_eids.items()}
         for c in cmds:
             if c.entry_id in pools:
@@ -766,16 +816,17 @@ class Bridge:
                 held.append(c)
                 continue
             memo = self._sizes.get(c.entry_id, (0, 0, False, False))
-            if in_node and not memo[3]:
+            if in_node and not memo[3] and not (models_ok and memo[2]):
                 later.append(c)
                 continue
             if memo[2]:
+                models += 1
                 self._unload(cache.cache[key])
             values.append(evict.remove(cache, key))
             gone.append(c.entry_id)
             results.append([c, pagemod.ACK_EVICTED, 0, memo[1]])
         self._forget(gone)
-        return results, values, later, held
+        return results, values, later, held, models
 
     def _unload(self, value):
         """ComfyUI's own unload of the models an entry holds: on its worker

@@ -23,6 +23,10 @@ load before the prompt worker starts):
   comfy.memory_management.extra_ram_release (newer versions)
                                      safe points where RAM spikes while
                                      models are moved or pinned
+  comfy.model_management.free_memory, cleanup_models
+                                     with those two, under the manager's
+                                     lock: the listener drops a model
+                                     inside a node only while none runs
   comfy.model_management.free_pins   (0.25.0 and newer) the pinned-memory
                                      entries follow ComfyUI's own frees
 
@@ -269,14 +273,27 @@ def _wrap_model_manager(where):
         @functools.wraps(orig)
         def call(*args, **kwargs):
             _guard(where, _step)
-            BRIDGE.mm_busy += 1
-            try:
-                return orig(*args, **kwargs)
-            finally:
-                BRIDGE.mm_busy -= 1
+            with BRIDGE.mm_lock:
+                BRIDGE.mm_busy += 1
+                try:
+                    return orig(*args, **kwargs)
+                finally:
+                    BRIDGE.mm_busy -= 1
         setattr(call, _MARK, True)
         return call
     return wrap
+
+
+def _wrap_mm_locked(orig):
+    """ComfyUI's other walks and edits of its loaded-model list (free_memory,
+    and cleanup_models, which its finalizer runs when a model goes) hold the
+    manager's lock: the listener drops a model inside a node only with it."""
+    @functools.wraps(orig)
+    def call(*args, **kwargs):
+        with BRIDGE.mm_lock:
+            return orig(*args, **kwargs)
+    setattr(call, _MARK, True)
+    return call
 
 
 def _wrap_exec_locked(orig):
@@ -349,6 +366,8 @@ def _install_model_hooks():
         import comfy.model_management as mm
         BRIDGE.mm = mm
         _patch(mm, "load_models_gpu", _wrap_model_manager("model load"))
+        _patch(mm, "free_memory", _wrap_mm_locked)
+        _patch(mm, "cleanup_models", _wrap_mm_locked)
         _patch(mm, "free_pins", _wrap_free_pins)  # 0.25.0 and newer
         _patch(mm, "cleanup_models_gc", _wrap_exec_locked)
         _patch(mm, "unload_all_models", _wrap_exec_locked)

@@ -298,41 +298,66 @@ def serves_commands_inside_a_node_without_steps():
 
 @test
 def serves_commands_while_a_model_loads():
-    """A loader node has no progress bar: a model of an earlier prompt,
-    which only the worker thread may free (its finalizers touch ComfyUI's
-    model list), is freed where the node reads weights (load_torch_file),
-    moves them (load_models_gpu) or asks for RAM (extra_ram_release), not
-    when the node ends."""
-    import comfy.memory_management as cmm
-    import comfy.utils
+    """A loader node has no progress bar, and a checkpoint's load holds the
+    worker for seconds: a model of an earlier prompt is freed from the
+    listener while the node runs (its entry dropped: the model goes with it
+    and ComfyUI's own finalizer takes it off the loaded list), before the
+    node reads weights (load_torch_file), moves them (load_models_gpu) or
+    asks for RAM (extra_ram_release), and not when the node ends."""
     w = fresh()
     a = agent()
     a.start_heartbeat()
     try:
         eid, key = two_prompts(w, cls="LoadModel")
-        calls = {"file": lambda: comfy.utils.load_torch_file(4),
-                 "gpu": lambda: comfy.model_management.load_models_gpu([]),
-                 "pin": lambda: cmm.extra_ram_release(1 << 30)}
-        for name, load in calls.items():
-            if key not in outputs(w).cache:
-                eid, key = two_prompts(w, cls="LoadModel")  # a fresh inactive one
-            log = {}
+        log = {}
 
-            def loader(load=load, eid=eid):
+        def loader():
+            log["seq"] = a.post(eid)
+            log["ack"] = a.wait_ack(log["seq"], 2)
+            log["gone"] = key not in outputs(w).cache
+            return 1
+        env.CALLS["loader"] = loader
+        p = {"l": node("Call", tag="loader", value="in"), "s": node("Sink", value=["l", 0])}
+        ok, msgs = w.run(p, ["s"], "load-in-node")
+        assert ok, msgs
+        assert log["ack"] and log["ack"]["status"] == lib.ACK_EVICTED, log
+        assert log["gone"], log
+    finally:
+        a.stop_heartbeat()
+        w.stop()
+
+
+@test
+def a_model_waits_while_comfyuis_manager_walks_its_list():
+    """Inside load_models_gpu ComfyUI walks its loaded-model list: no model
+    is dropped from the listener then (its finalizer would edit the list
+    under the walk); it goes as soon as the call returns, inside the node."""
+    w = fresh()
+    a = agent()
+    a.start_heartbeat()
+    try:
+        eid, key = two_prompts(w, cls="LoadModel")
+        log = {}
+
+        class Walked:  # what load_models_gpu asks of each model it is given
+            def model_patches_models(self):
                 log["seq"] = a.post(eid)
                 assert a.wait_taken(log["seq"])
-                time.sleep(0.05)
-                log["before"] = a.ack(log["seq"])
-                load()
-                log["during"] = a.wait_ack(log["seq"], 2)
-                return 1
-            env.CALLS["loader"] = loader
-            p = {"l": node("Call", tag="loader", value=name), "s": node("Sink", value=["l", 0])}
-            ok, msgs = w.run(p, ["s"], "load-" + name)
-            assert ok, msgs
-            assert log["before"] is None, (name, log)
-            assert log["during"] and log["during"]["status"] == lib.ACK_EVICTED, (name, log)
-            assert key not in outputs(w).cache, name
+                time.sleep(0.3)  # the listener tries every 10 ms meanwhile
+                log["inside"] = a.ack(log["seq"])
+                log["kept"] = key in outputs(w).cache
+                return []
+
+        def loader():
+            comfy.model_management.load_models_gpu([Walked()])
+            log["after"] = a.wait_ack(log["seq"], 2)
+            return 1
+        env.CALLS["loader"] = loader
+        p = {"l": node("Call", tag="loader", value="walk"), "s": node("Sink", value=["l", 0])}
+        ok, msgs = w.run(p, ["s"], "load-walk")
+        assert ok, msgs
+        assert log["inside"] is None and log["kept"], log
+        assert log["after"] and log["after"]["status"] == lib.ACK_EVICTED, log
     finally:
         a.stop_heartbeat()
         w.stop()

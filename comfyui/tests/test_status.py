@@ -86,6 +86,7 @@ def status_json_before_and_after_the_agent_attaches():
                 "execution.PromptExecutor.reset", "execution.execute",
                 "execution.get_output_data", "comfy.utils.set_progress_bar_global_hook", "comfy.utils.load_torch_file",
                 "comfy.model_management.load_models_gpu",
+                "comfy.model_management.free_memory",
                 "comfy.model_management.free_pins",
                 "comfy.model_management.cleanup_models_gc",
                 "comfy.model_management.unload_all_models",

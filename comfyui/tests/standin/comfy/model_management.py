@@ -30,7 +30,11 @@ def throw_exception_if_processing_interrupted():
 
 def load_models_gpu(models, memory_required=0, force_patch_weights=False,
                     minimum_memory_required=None, force_full_load=False):
-    """Moves models to the compute device; on CPU there is nothing to move."""
+    """Moves models to the compute device; on CPU there is nothing to move.
+    It asks each model for the models its patches bring, as upstream does
+    before it walks its loaded list."""
+    for m in models:
+        m.model_patches_models()
     return None
 
 

@@ -8,6 +8,10 @@ class ModelPatcher:
     def is_dynamic(self):
         return False
 
+    def model_patches_models(self):
+        """The models the patches bring (a ControlNet's...): none here."""
+        return []
+
 
 class ModelPatcherDynamic(ModelPatcher):
     """0.25.0's dynamic-VRAM patcher, as far as its pinned host memory
