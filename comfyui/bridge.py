@@ -20,6 +20,7 @@ import time
 import weakref
 
 from . import compat, evict, guard, models, ownmemory, ownpolicy, sizing
+from .eta import eta_seconds
 from .reclaim import Reclaim
 from .window import NodeWindow
 from . import page as pagemod
@@ -42,35 +43,6 @@ LOAD_WAIT_S = 1.0
 LOAD_QUIET_S = 2 * pagemod.HEARTBEAT_PERIOD_NS / 1e9
 WAIT_IDLE_MS = 250
 WAIT_BUSY_MS = 10
-
-
-def eta_seconds(samples, window_s=10.0):
-    """Seconds until the agent's headroom reaches 0 at the rate it fell over
-    the last window_s, from [(monotonic s, headroom bytes)]; None when it
-    does not fall. A least-squares slope: one noisy reading does not swing it."""
-    if len(samples) < 3:
-        return None
-    t_end = samples[-1][0]
-    pts = [(t, h) for t, h in samples if t >= t_end - window_s]
-    if len(pts) < 3:
-        return None
-    n = len(pts)
-    mt = sum(t for t, _ in pts) / n
-    mh = sum(h for _, h in pts) / n
-    var = sum((t - mt) ** 2 for t, _ in pts)
-    if var <= 0:
-        return None
-    slope = sum((t - mt) * (h - mh) for t, h in pts) / var
-    if slope >= -1.0:  # bytes per second: flat or rising
-        return None
-    return max(0.0, pts[-1][1] / -slope)
-
-
-class GuardCmd:
-    """What _take needs of a command, for the guard's own evictions."""
-
-    def __init__(self, entry_id):
-        self.entry_id, self.reason, self.issue_ns = entry_id, 0, 0
 
 
 class Bridge:
@@ -527,7 +499,7 @@ class Bridge:
             return 0
         rows = [(eid, row[0], row[1], bool(row[3] & pagemod.F_ACTIVE))
                 for eid, (row, _) in list(self._published.items())]
-        cmds = [GuardCmd(eid) for eid in guard.pick(rows, need)]
+        cmds = [guard.Cmd(eid) for eid in guard.pick(rows, need)]
         with self.window.lock:
             results, values, _, _, _ = self._take(cmds, in_node=False)
         values.clear()

@@ -47,3 +47,10 @@ def pick(rows, need):
         out.append(eid)
         got += nbytes
     return out
+
+
+class Cmd:
+    """What _take needs of a command, for the guard's own evictions."""
+
+    def __init__(self, entry_id):
+        self.entry_id, self.reason, self.issue_ns = entry_id, 0, 0

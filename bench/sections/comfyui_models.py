@@ -93,7 +93,8 @@ METHOD = ("comfyui/tests/real_comfyui.py table, one turn of each configuration i
           "seed), each CheckpointLoaderSimple [-> LoraLoader] -> CLIPTextEncode -> "
           "KSampler (64x64, 1 step) -> VAEDecode -> PreviewImage; model loads are the "
           "loader nodes ComfyUI ran (websocket), their seconds the nodes' own; hits the "
-          "nodes of finished prompts it did not run")
+          "nodes of finished prompts it did not run. Each run starts with the model files out of the "
+          "page cache (posix_fadvise DONTNEED): what an earlier run read is read from disk again")
 
 
 # ----------------------------------------------------------------- report

@@ -139,7 +139,7 @@ def status_json_before_and_after_the_agent_attaches():
 
 @test
 def eta_is_none_while_headroom_does_not_fall():
-    eta = pkg.bridge.eta_seconds
+    eta = pkg.eta.eta_seconds
     assert eta([]) is None
     assert eta([(t, 1000 * MiB) for t in range(10)]) is None  # flat
     assert eta([(t, (1000 + t) * MiB) for t in range(10)]) is None  # rising
