@@ -698,9 +698,11 @@ class Bridge:
         try:
             with self.window.lock:
                 closed = in_node and self.window.node is None
-                mm_held = in_node and not closed and self.mm is not None and \
-                    self.mm_lock.acquire(blocking=False)
-                busy = in_node and not closed and self.mm is not None and not mm_held
+                # (while the worker waits for an announced load it serves
+                # itself, through ComfyUI's unload: models are left to it)
+                mine = in_node and not closed and self.mm is not None and not self._for_load
+                mm_held = mine and self.mm_lock.acquire(blocking=False)
+                busy = mine and not mm_held
                 if not closed:
                     before = self.reclaim.read_rss()  # before: pins go inside _take
                     results, values, later, held, models = self._take(cmds, in_node,
