@@ -284,29 +284,23 @@ def _wrap_model_manager(where):
     return wrap
 
 
-def _wrap_mm_locked(orig):
-    """ComfyUI's other walks and edits of its loaded-model list (free_memory,
-    and cleanup_models, which its finalizer runs when a model goes) hold the
-    manager's lock: the listener drops a model inside a node only with it."""
-    @functools.wraps(orig)
-    def call(*args, **kwargs):
-        with BRIDGE.mm_lock:
-            return orig(*args, **kwargs)
-    setattr(call, _MARK, True)
-    return call
-
-
-def _wrap_exec_locked(orig):
-    """ComfyUI's own unloads outside a prompt (its worker's periodic
-    cleanup, the /free route's unload_all_models) hold exec_lock, as the
-    listener does when it unloads a model between prompts: the two never
-    edit the loaded-model list at once."""
-    @functools.wraps(orig)
-    def call(*args, **kwargs):
-        with BRIDGE.exec_lock:
-            return orig(*args, **kwargs)
-    setattr(call, _MARK, True)
-    return call
+def _wrap_locked(name):
+    """A wrapper holding BRIDGE's lock @name around the call:
+    - "exec_lock" for ComfyUI's own unloads outside a prompt (its worker's
+      periodic cleanup, the /free route's unload_all_models), as the
+      listener holds it when it unloads a model between prompts: the two
+      never edit the loaded-model list at once;
+    - "mm_lock" for its other walks and edits of that list (free_memory,
+      and cleanup_models, which its finalizer runs when a model goes): the
+      listener drops a model inside a node only with it."""
+    def wrap(orig):
+        @functools.wraps(orig)
+        def call(*args, **kwargs):
+            with getattr(BRIDGE, name):
+                return orig(*args, **kwargs)
+        setattr(call, _MARK, True)
+        return call
+    return wrap
 
 
 def _wrap_free_pins(orig):
@@ -366,11 +360,11 @@ def _install_model_hooks():
         import comfy.model_management as mm
         BRIDGE.mm = mm
         _patch(mm, "load_models_gpu", _wrap_model_manager("model load"))
-        _patch(mm, "free_memory", _wrap_mm_locked)
-        _patch(mm, "cleanup_models", _wrap_mm_locked)
+        _patch(mm, "free_memory", _wrap_locked("mm_lock"))
+        _patch(mm, "cleanup_models", _wrap_locked("mm_lock"))
         _patch(mm, "free_pins", _wrap_free_pins)  # 0.25.0 and newer
-        _patch(mm, "cleanup_models_gc", _wrap_exec_locked)
-        _patch(mm, "unload_all_models", _wrap_exec_locked)
+        _patch(mm, "cleanup_models_gc", _wrap_locked("exec_lock"))
+        _patch(mm, "unload_all_models", _wrap_locked("exec_lock"))
     except Exception:
         pass
     try:
