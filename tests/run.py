@@ -20,7 +20,10 @@ The suites that boot or package a system of their own (HOST_SUITES: the
 systemd unit under systemd as PID 1, the container engines) are left out
 with RAMCACHE_FRESH=1 (make test-fresh): they build their roots from the
 host's debootstrap cache, install nothing the fresh root could lack, and
-have run on this kernel already.
+have run on this kernel already. So are RATE_SUITES, which count how often
+a rare failure (an OOM kill) happens on this kernel by repeating a run:
+the host's make test just counted it on the same kernel, and they use
+nothing installed that the other suites do not.
 
 Usage: tests/run.py [--no-vm | --kernels] [SUBSTRING]
   SUBSTRING   run only suites whose name contains it
@@ -53,6 +56,10 @@ VM_KERNELS = ("6.1", "6.12")
 HOST_SUITES = ("tests/integration/test_systemd_boot.py",
                "tests/integration/test_podman.py",
                "tests/integration/test_docker.py")
+# Suites whose point is a rate on this kernel (rctest.repeats): not
+# repeated in the fresh root (above); some 150 s of make test-fresh.
+RATE_SUITES = ("tests/integration/test_busy.py",
+               "python/tests/test_guard.py")
 # Integration suites that exercise a real kernel: BPF, cgroups, OOM, PSI.
 VM_SUITES = ("tests/integration/test_monitor.py",
              "tests/integration/test_warning.py",
@@ -246,7 +253,8 @@ def main():
     if kernels:
         chosen = [s for s in chosen if s[0] in VM_SUITES]
     if fresh:
-        chosen = [s for s in chosen if s[0] not in HOST_SUITES]
+        chosen = [s for s in chosen
+                  if s[0] not in HOST_SUITES + RATE_SUITES]
     for name, argv in chosen:
         if want and want not in name:
             continue

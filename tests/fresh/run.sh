@@ -17,7 +17,8 @@
 # some 1 GB): apt still installs each into the fresh root, and downloads
 # whatever the mirror has newer; only the download is saved (2-3 min here). The VM suites do not run in
 # the chroot (RAMCACHE_NO_VM=1): they boot their own root; nor do the suites
-# that boot or package a root of their own (RAMCACHE_FRESH=1, tests/run.py).
+# that boot or package a root of their own, or count a rate on this kernel
+# (RAMCACHE_FRESH=1, tests/run.py).
 #
 # Usage: tests/fresh/run.sh [TARGET...]     (root; default target: test)
 set -euo pipefail

@@ -126,13 +126,37 @@ def is_model(ev):
     return ev["label"].startswith("model-")
 
 
-def check_ranking(evicts):
+def posted_alone(events, pids):
+    """The evicts among @events (the agent's, in order) posted while at
+    most one of @pids was a followed executor of the domain: before the
+    second was attached or after all but one had left. Those have no
+    score and no charge (README, the evict event)."""
+    live, alone = set(), []
+    for e in events:
+        if e.get("pid") not in pids:
+            continue
+        t, state = e.get("type"), e.get("state")
+        if t == "target" and state == "attached":
+            live.add(e["pid"])
+        elif (t == "target" and state in ("exited", "exec", "no_page")) or (
+                t == "control" and state == "dropped"):
+            live.discard(e["pid"])
+        elif t == "evict" and len(live) <= 1:
+            alone.append(e)
+    return alone
+
+
+def check_ranking(evicts, alone=()):
     """Within one evaluation (one ts_ns) and one charge (what is short now,
     ranked across the domain; or one executor's own share of the growth),
     each class goes by falling score; returns how many evaluations picked
-    from more than one executor."""
+    from more than one executor. @alone: evicts posted while their
+    executor was the domain's only one (posted_alone): they alone may
+    carry no charge."""
     batches = {}
     for e in evicts:
+        if "charged" not in e and any(e is a for a in alone):
+            continue
         assert e.get("charged") in ("domain", "own"), e
         who = e["pid"] if e["charged"] == "own" else None
         batches.setdefault((e["ts_ns"], e["charged"], who), []).append(e)
@@ -201,10 +225,11 @@ def one_agent_ranks_across_the_domain():
         by_pid = {p: [e for e in evicts if e["pid"] == p] for p in pids}
         assert all(by_pid.values()), (
             f"an executor never evicted: { {p: len(v) for p, v in by_pid.items()} }")
-        mixed = check_ranking(evicts)
+        alone = posted_alone(agent.events, pids)
+        mixed = check_ranking(evicts, alone)
         print(f"# {mixed} evaluations took what was short now from several executors; "
-              f"{sum(e['charged'] == 'own' for e in evicts)} of {len(evicts)} commands "
-              "were an executor's own growth")
+              f"{sum(e.get('charged') == 'own' for e in evicts)} of {len(evicts)} commands "
+              f"were an executor's own growth, {len(alone)} posted while one executor was left")
         for x in demos:
             done = x.done()
             assert done["prompts"] == 8 and done["acks_evicted"] >= 1, done
