@@ -285,6 +285,29 @@ def proc_io(pid):
     return out
 
 
+def proc_cost(pid):
+    """What the process has cost so far, from /proc/PID/stat: page faults
+    (minor, major) and CPU seconds (user, system); {} when gone. A page
+    fault's cost differs by machine (some 12 us in a VM here): with the
+    faults beside the time, a slow prompt says whether it faulted in fresh
+    memory or computed."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open(f"/proc/{pid}/stat") as f:
+            st = f.read().rsplit(")", 1)[1].split()
+        tick = os.sysconf("SC_CLK_TCK")
+        return {"minflt": int(st[7]), "majflt": int(st[9]),
+                "user_s": int(st[11]) / tick, "sys_s": int(st[12]) / tick}
+    return {}
+
+
+def cost_since(pid, before):
+    """proc_cost(@pid) less @before, rounded; None when either is unknown."""
+    now = proc_cost(pid)
+    if not now or not before:
+        return None
+    return {k: round(now[k] - before[k], 2) for k in now}
+
+
 def model_loads(ps, prompts):
     """Model loads from disk: every loader node that ran (CheckpointLoaderSimple,
     LoraLoader, ...) and the seconds it took, per class."""
@@ -388,8 +411,10 @@ def drive(ui, events, prompts, mode, log, rec):
     for i, (name, p) in enumerate(prompts):
         if "tracerec" in rec:
             rec["tracerec"].note(f"prompt {i} {name}")
+        before = proc_cost(ui.pid)
         r = rc.run_prompt(ui, events, p)
         r["name"] = name
+        r["proc"] = cost_since(ui.pid, before)
         if mode != "alone" and ui.alive():
             st = rc.status(ui)
             r["status"] = {k: st.get(k) for k in ("level", "settled", "evicted", "entries",
@@ -415,6 +440,8 @@ def record_stop(rec, cg, ui, events, prompts, ag, res):
            "io_read": {k: io.get(k, 0) - res.get("io_start", {}).get(k, 0)
                        for k in ("rchar", "read_bytes")} if io else None,
            "wall_s": round(sum(p["wall_s"] for p in ps), 3),
+           "proc": {k: round(sum((p.get("proc") or {}).get(k, 0) for p in ps), 2)
+                    for k in ("minflt", "majflt", "user_s", "sys_s")},
            "executed": sum(len(p["executed"]) for p in ps),
            "cached": sum(len(p["cached"]) for p in ps),
            "hits": hits(ps, prompts),

@@ -25,7 +25,7 @@ from rctest import (AGENT, MiB, ROOT, Agent, Memcg, Skip, main, repeats,
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER = os.path.join(HERE, "modelserver.py")
 LIMIT = 1 << 30
-RUNS = repeats(6)
+RUNS = repeats(4)
 STOP_AT = 40  # the request after which the agent is stopped
 RESUME_S = 2.0  # SIGCONT this long after the stall was noticed
 STALL_MS = 600  # ramcache.STALL_NS
@@ -122,7 +122,7 @@ def an_agent_that_keeps_up_leaves_the_guard_idle():
     """Told to keep room for the largest model (--headroom 192M), the
     agent keeps the server clear of the guard's line: the guard must not
     replace it."""
-    for run in range(repeats(3)):
+    for run in range(repeats(2)):
         rc, lines, ooms, agent, _ = serve(agent_args=("--headroom", "192M"))
         done = lines[-1] if lines else {}
         assert rc == 0 and ooms == 0 and done.get("done"), (rc, ooms, lines[-3:])

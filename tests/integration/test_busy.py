@@ -167,7 +167,7 @@ def nothing_left_to_free_is_said_before_the_oom_kill():
     agent cannot prevent the kill, but says so (cannot_free, the level at
     least high) before it, every time."""
     require_root()
-    told, runs = 0, repeats(6)
+    told, runs = 0, repeats(4)
     for run in range(runs):
         events, kills = doomed_job()
         oom = [e for e in events if e.get("type") == "oom_kill"]

@@ -71,12 +71,16 @@ def make_deb_builds_the_five_packages_of_version():
 def lintian_tags(changes):
     """lintian's E: and W: lines about @changes (run as nobody when
     root, on a copy: it unpacks what it checks)."""
-    work = tempfile.mkdtemp(prefix="ramcache-test-lintian-")
+    work = tempfile.mkdtemp(prefix="ramcache-test-lintian-", dir="/var/tmp")
     try:
         for f in os.listdir(os.path.dirname(changes)):
             shutil.copy(os.path.join(os.path.dirname(changes), f), work)
         os.chmod(work, 0o755)
-        nobody = ["setpriv", "--reuid", "65534", "--regid", "65534",
+        # as root: a /tmp of its own, where lintian leaves its databases
+        # (mldbm-*, whatever TMPDIR says), gone with the namespace
+        nobody = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                  'mount -t tmpfs -o mode=1777 ramcache-lintian /tmp && exec "$@"',
+                  "sh", "setpriv", "--reuid", "65534", "--regid", "65534",
                   "--clear-groups"] if os.geteuid() == 0 else []
         r = subprocess.run([*nobody, "env", f"HOME={work}",
                             "lintian", "--info", "--display-experimental",
