@@ -56,8 +56,8 @@ VM_KERNELS = ("6.1", "6.12")
 HOST_SUITES = ("tests/integration/test_systemd_boot.py",
                "tests/integration/test_podman.py",
                "tests/integration/test_docker.py")
-# Suites whose point is a rate on this kernel (rctest.repeats): not
-# repeated in the fresh root (above); some 150 s of make test-fresh.
+# Suites whose point is a rate on this kernel (rctest.repeats): left out
+# of the fresh root (above); some 150 s of make test-fresh.
 RATE_SUITES = ("tests/integration/test_busy.py",
                "python/tests/test_guard.py")
 # Integration suites that exercise a real kernel: BPF, cgroups, OOM, PSI.
