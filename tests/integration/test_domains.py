@@ -154,8 +154,9 @@ def check_ranking(evicts, alone=()):
     executor was the domain's only one (posted_alone): they alone may
     carry no charge."""
     batches = {}
+    alone = {id(e) for e in alone}
     for e in evicts:
-        if "charged" not in e and any(e is a for a in alone):
+        if "charged" not in e and id(e) in alone:
             continue
         assert e.get("charged") in ("domain", "own"), e
         who = e["pid"] if e["charged"] == "own" else None
