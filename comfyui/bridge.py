@@ -69,7 +69,10 @@ class Bridge:
         self._id_key = {}  # entry id -> (id(cache), key)
         self._where = {}  # entry id -> (weakref(cache), key)
         self._published = {}  # entry id -> what we last wrote
-        self._sizes = {}  # entry id -> (id(value), bytes, has_model, plain)
+        # entry id -> (id(value), bytes, has_model, plain, {storage: bytes})
+        self._sizes = {}
+        self._owned = {}  # entry id -> its bytes, a shared storage once
+        self._shared = {}  # entry id -> entries holding storages it owns
         self._last_use = {}  # entry id -> (used_generation, mono ns, wall)
         self._labels = {}  # entry id -> label, kept while the entry lives
         self._gone_labels = {}  # entry id -> label of an entry just evicted
@@ -307,12 +310,14 @@ class Bridge:
         now = time.monotonic_ns()
         names = evict.node_of_key(outputs) if k != "null" else {}
         dynprompt = getattr(outputs, "dynprompt", None) or self.dynprompt
-        rows = []
+        rows, values = [], {}
         for cache, key, value in (evict.walk(outputs) if k != "null" else ()):
             row = self._row(outputs, cache, key, value, gen, now)
             if row is not None:
                 label = self._label(row[0], names, cache, key, dynprompt)
                 rows.append((row[0], row[1], label))
+                values[row[0]] = value
+        rows = self._count_shared_once(rows, values)
         rows += self._pin_rows(gen, now)
         seen = {r[0] for r in rows}
 
@@ -349,8 +354,7 @@ class Bridge:
             return None
         memo = self._sizes.get(eid)
         if memo is None or memo[0] != id(value):
-            nbytes, has_model, plain = sizing.entry_size(value)
-            memo = self._sizes[eid] = (id(value), nbytes, has_model, plain)
+            memo = self._sizes[eid] = (id(value),) + sizing.entry_sizing(value)
         ug = evict.used_generation(outputs, key)
         ug = gen if ug is None else ug
         # last use: RAMPressureCache's wall stamp on the page's clock, else
@@ -369,13 +373,35 @@ class Bridge:
             flags |= pagemod.F_MODEL
         return eid, (memo[1], last, ug, flags, self._cost(eid, value, memo))
 
-    def _cost(self, eid, value, memo):
+    def _cost(self, eid, value, memo, nbytes=None):
         """ns to have the entry again: a model's reload at this process's
-        measured seconds per byte of model, else what its node took."""
+        measured seconds per byte of model (@nbytes, else all it holds),
+        else what its node took."""
         cost = int(float(getattr(value, "exec_time", 0) or 0) * 1e9)
         if memo[2]:
-            cost = self.loads.reload_ns(memo[1]) or cost
+            cost = self.loads.reload_ns(memo[1] if nbytes is None else nbytes) or cost
         return cost or self._node_ns.get(eid, 0)
+
+    def _count_shared_once(self, rows, values):
+        """The rows with each storage of the entries holding models counted
+        on the oldest of them holding it (a LoRA's model shares its
+        checkpoint's weights): the bytes and a model's reload cost are what
+        the entry's eviction frees and what having it again costs. An entry
+        is active while an entry sharing its storages is: the running node
+        holds them through that one. Plain outputs are sized alone, as
+        before (a pass-through node's output shares its input's storage)."""
+        models = {eid: self._sizes[eid][4] for eid, _, _ in rows if self._sizes[eid][2]}
+        self._owned, self._shared = sizing.owned_bytes(models)
+        active = {eid for eid, row, _ in rows if row[3] & pagemod.F_ACTIVE}
+        out = []
+        for eid, row, label in rows:
+            nbytes, flags, cost = self._owned.get(eid, row[0]), row[3], row[4]
+            if nbytes != row[0] and flags & pagemod.F_MODEL:
+                cost = self._cost(eid, values[eid], self._sizes[eid], nbytes)
+            if any(e in active for e in self._shared.get(eid, ())):
+                flags |= pagemod.F_ACTIVE
+            out.append((eid, (nbytes, row[1], row[2], flags, cost), label))
+        return out
 
     def _pin_rows(self, gen, now):
         """ComfyUI's pinned memory as entries (ownmemory.py): one per pool
@@ -446,6 +472,7 @@ class Bridge:
                 continue
             self._ids.pop(self._id_key.pop(eid), None)
             self._sizes.pop(eid, None)
+            self._owned.pop(eid, None)
             self._node_ns.pop(eid, None)
             self._last_use.pop(eid, None)
             self._labels.pop(eid, None)
@@ -747,6 +774,21 @@ class Bridge:
                 r[2] = r[3]
         return results, later, held, release
 
+    def _group(self, eid):
+        """[(entry id, cache, key)] of the entry @eid and of those sharing
+        the storages it owns (a LoRA's clone of its checkpoint's model),
+        which go with it: while one lives, dropping @eid frees none of its
+        bytes. Only the entries still cached; [] when @eid is not."""
+        out = []
+        for e in [eid] + list(self._shared.get(eid, ())):
+            where = self._where.get(e)
+            cache = where[0]() if where else None
+            if cache is not None and where[1] in getattr(cache, "cache", {}):
+                out.append((e, cache, where[1]))
+            elif e == eid:
+                return []
+        return out
+
     def _retry_models(self, later):
         """The commands of @later for models go back to the inbox, where
         the listener looks again in WAIT_BUSY_MS (the worker's next safe
@@ -778,27 +820,27 @@ class Bridge:
             if c.entry_id in pools:
                 self._take_pins(c, pools[c.entry_id], in_node, results, later)
                 continue
-            where = self._where.get(c.entry_id)
-            cache = where[0]() if where else None
-            if cache is None or where[1] not in getattr(cache, "cache", {}):
+            group = self._group(c.entry_id)
+            if not group:
                 results.append([c, pagemod.ACK_NOT_FOUND, 0, 0])
                 continue
-            key = where[1]
-            busy = (id(cache), key) in keep if keep is not None \
-                else evict.is_active(outputs, key)
-            if busy:
+            if any(((id(cache), key) in keep if keep is not None
+                    else evict.is_active(outputs, key)) for _, cache, key in group):
                 held.append(c)
                 continue
-            memo = self._sizes.get(c.entry_id, (0, 0, False, False))
-            if in_node and not memo[3] and not (models_ok and memo[2]):
+            memos = [self._sizes.get(eid, (0, 0, False, False)) for eid, _, _ in group]
+            if in_node and not all(m[3] or (models_ok and m[2]) for m in memos):
                 later.append(c)
                 continue
-            if memo[2]:
-                models += 1
-                self._unload(cache.cache[key])
-            values.append(evict.remove(cache, key))
-            gone.append(c.entry_id)
-            results.append([c, pagemod.ACK_EVICTED, 0, memo[1]])
+            nbytes = 0
+            for (eid, cache, key), memo in zip(group, memos):
+                if memo[2]:
+                    models += 1
+                    self._unload(cache.cache[key])
+                values.append(evict.remove(cache, key))
+                gone.append(eid)
+                nbytes += self._owned.get(eid, memo[1])
+            results.append([c, pagemod.ACK_EVICTED, 0, nbytes])
         self._forget(gone)
         return results, values, later, held, models
 

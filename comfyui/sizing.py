@@ -107,13 +107,41 @@ class Sizer:
         return sum(self.storages.values())
 
 
-def entry_size(entry):
-    """(bytes, has_model, plain) of a cache entry (CacheEntry or an outputs
-    list): its outputs' bytes, and plain when its outputs and ui are."""
+def entry_sizing(entry):
+    """(bytes, has_model, plain, storages) of a cache entry (CacheEntry or
+    an outputs list): its outputs' bytes, plain when its outputs and ui
+    are, and {storage identity: bytes} of what those bytes count."""
     s = Sizer()
     s.add(getattr(entry, "outputs", entry))
-    nbytes = s.total
+    nbytes, storages = s.total, dict(s.storages)
     ui = getattr(entry, "ui", None)
     if ui is not None:
         s.add(ui)
-    return nbytes, s.has_model, s.plain
+    return nbytes, s.has_model, s.plain, storages
+
+
+def entry_size(entry):
+    """(bytes, has_model, plain) of a cache entry: entry_sizing's first three."""
+    return entry_sizing(entry)[:3]
+
+
+def owned_bytes(storages_of):
+    """({entry id: bytes}, {entry id: [sharers]}) from {entry id:
+    {storage: bytes}}: each storage counted once, on the oldest entry
+    (lowest id) holding it, and for each entry the others holding a
+    storage it owns. A LoRA loader's model is a clone sharing its
+    checkpoint's weights: sized alone, each holder would count them, and
+    the sum would be more than the process holds. While a sharer lives,
+    dropping the owner frees none of those bytes: its eviction takes the
+    sharers with it. One pass over the storages."""
+    owner, owned, shares = {}, {}, {}
+    for eid in sorted(storages_of):
+        n = 0
+        for k, b in storages_of[eid].items():
+            first = owner.setdefault(k, eid)
+            if first == eid:
+                n += b
+            elif eid not in shares.setdefault(first, []):
+                shares[first].append(eid)
+        owned[eid] = n
+    return owned, shares

@@ -110,6 +110,18 @@ class LoadModel:
         return (ModelPatcher(faketorch.Module(faketorch.mib(mib), faketorch.mib(1))),)
 
 
+class CloneModel:
+    """A LoRA loader's output as ComfyUI makes it: a patcher over the same
+    model as its input's (the weights shared), with patches of its own."""
+    FUNCTION = "run"
+    RETURN_TYPES = ("MODEL",)
+
+    def run(self, model, mib=1, tag=""):
+        clone = ModelPatcher(model.model)
+        clone.patches = {"lora": faketorch.mib(mib)}
+        return (clone,)
+
+
 class Sampler:
     """A long node: one progress step per step, the test's hooks first."""
     FUNCTION = "run"
@@ -177,7 +189,7 @@ class Sink:
 
 nodes.NODE_CLASS_MAPPINGS.update({
     "MakeTensor": MakeTensor, "MakeViewPair": MakeViewPair,
-    "LoadModel": LoadModel, "Sampler": Sampler, "Sink": Sink, "Call": Call,
+    "LoadModel": LoadModel, "CloneModel": CloneModel, "Sampler": Sampler, "Sink": Sink, "Call": Call,
     "Expand": Expand, "Record": Record,
 })
 

@@ -138,7 +138,8 @@ def an_agent_that_never_counts_is_waited_for_once():
 def a_model_command_unloads_it_through_comfyui():
     """The model an entry holds is unloaded by ComfyUI's free_memory (its
     patches undone, off the loaded list), the other loaded models kept;
-    then the entry goes."""
+    then the entry goes. Posted between prompts (a command inside a node
+    may be served by the listener, which only drops the entry)."""
     w = worker()
     a = agent()
     a.start_heartbeat()
@@ -149,13 +150,10 @@ def a_model_command_unloads_it_through_comfyui():
         mine = mm.LoadedModel(patcher)
         other = mm.LoadedModel(comfy.model_patcher.ModelPatcher(object()))
         mm.current_loaded_models[:] = [mine, other]
-        log = {}
-        env.CALLS["ask"] = lambda: log.setdefault("seq", a.post(eid))
-        p = {"c": node("Call", tag="ask"), "x": node("MakeTensor", mib=1, tag="after"),
-             "s": node("Sink", value=["c", 0], other=["x", 0])}
-        ok, msgs = w.run(p, ["s"], "ask")
-        assert ok, msgs
-        ack = a.wait_ack(log["seq"], 3)
+        # between prompts: the listener serves it, holding the lock ComfyUI's
+        # worker takes for its own unloads (inside a node it would only drop
+        # the entry, the model going with its last reference)
+        ack = a.wait_ack(a.post(eid), 3)
         assert ack and ack["status"] == lib.ACK_EVICTED, ack
         assert key not in env.outputs(w).cache
         assert mine.unloaded and mm.current_loaded_models == [other], \
@@ -164,6 +162,42 @@ def a_model_command_unloads_it_through_comfyui():
         assert BRIDGE.status()["models"]["unloaded"] >= 1
     finally:
         mm.current_loaded_models[:] = []
+        a.stop_heartbeat()
+        w.stop()
+
+
+@test
+def a_clone_counts_its_models_weights_once_and_goes_with_it():
+    """A LoRA loader's output shares its checkpoint's weights: the page
+    counts them once, on the checkpoint's entry, and a command for that
+    entry drops the clone's too (while the clone lives, the weights stay)."""
+    w = worker()
+    a = agent()
+    a.start_heartbeat()
+    try:
+        BRIDGE._echo_pid = os.getpid()
+        p = {"m": node("LoadModel", mib=8, tag="shared"),
+             "l": node("CloneModel", model=["m", 0], tag="shared"),
+             "s": node("Sink", value=["l", 0])}
+        ok, msgs = w.run(p, ["s"], "p-clone")
+        assert ok, msgs
+        out = env.outputs(w)
+        (cm, km), (cl, kl) = pkg.evict.locate(out, "m"), pkg.evict.locate(out, "l")
+        em, el = BRIDGE._ids[(id(cm), km)], BRIDGE._ids[(id(cl), kl)]
+        BRIDGE.publish()
+        ents = a.entries()
+        assert ents[em]["bytes"] == 9 * MiB, ents[em]
+        assert ents[el]["bytes"] == 0, ("the clone's shared weights counted twice", ents[el])
+        log = {}
+        env.CALLS["ask-clone"] = lambda: log.setdefault("seq", a.post(em))
+        ok, msgs = w.run({"c": node("Call", tag="ask-clone"),
+                          "s": node("Sink", value=["c", 0])}, ["s"], "ask-clone")
+        assert ok, msgs
+        ack = a.wait_ack(log["seq"], 3)
+        assert ack and ack["status"] == lib.ACK_EVICTED, ack
+        assert km not in cm.cache and kl not in cl.cache, \
+            "the clone kept the model's weights alive"
+    finally:
         a.stop_heartbeat()
         w.stop()
 

@@ -77,5 +77,17 @@ def plain_is_what_frees_without_running_python_code():
     assert not sizing.entry_size(execution.CacheEntry({"x": [Finalized()]}, [[1]]))[2]
 
 
+
+@test
+def owned_bytes_counts_a_shared_storage_once_on_the_oldest_holder():
+    owned, shares = sizing.owned_bytes({
+        7: {"w1": 4, "w2": 6, "patch": 1},  # a LoRA clone of entry 3's model
+        3: {"w1": 4, "w2": 6},  # the checkpoint's model
+        9: {"img": 2}})
+    assert owned == {3: 10, 7: 1, 9: 2}, owned
+    assert shares == {3: [7]}, shares
+    assert sum(owned.values()) == 13  # what the process holds
+
+
 if __name__ == "__main__":
     main()
