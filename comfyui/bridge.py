@@ -19,7 +19,7 @@ import threading
 import time
 import weakref
 
-from . import compat, evict, guard, models, ownmemory, ownpolicy, sizing
+from . import compat, evict, guard, models, ownmemory, ownpolicy, shares, sizing
 from .eta import eta_seconds
 from .reclaim import Reclaim
 from .window import NodeWindow
@@ -71,8 +71,7 @@ class Bridge:
         self._published = {}  # entry id -> what we last wrote
         # entry id -> (id(value), bytes, has_model, plain, {storage: bytes})
         self._sizes = {}
-        self._owned = {}  # entry id -> its bytes, a shared storage once
-        self._shared = {}  # entry id -> entries holding storages it owns
+        self.shares = shares.Shares()  # storages entries share: once
         self._last_use = {}  # entry id -> (used_generation, mono ns, wall)
         self._labels = {}  # entry id -> label, kept while the entry lives
         self._gone_labels = {}  # entry id -> label of an entry just evicted
@@ -317,7 +316,8 @@ class Bridge:
                 label = self._label(row[0], names, cache, key, dynprompt)
                 rows.append((row[0], row[1], label))
                 values[row[0]] = value
-        rows = self._count_shared_once(rows, values)
+        rows = self.shares.count(rows, self._sizes, lambda eid, n: self._cost(
+            eid, values[eid], self._sizes[eid], n))
         rows += self._pin_rows(gen, now)
         seen = {r[0] for r in rows}
 
@@ -381,27 +381,6 @@ class Bridge:
         if memo[2]:
             cost = self.loads.reload_ns(memo[1] if nbytes is None else nbytes) or cost
         return cost or self._node_ns.get(eid, 0)
-
-    def _count_shared_once(self, rows, values):
-        """The rows with each storage of the entries holding models counted
-        on the oldest of them holding it (a LoRA's model shares its
-        checkpoint's weights): the bytes and a model's reload cost are what
-        the entry's eviction frees and what having it again costs. An entry
-        is active while an entry sharing its storages is: the running node
-        holds them through that one. Plain outputs are sized alone, as
-        before (a pass-through node's output shares its input's storage)."""
-        models = {eid: self._sizes[eid][4] for eid, _, _ in rows if self._sizes[eid][2]}
-        self._owned, self._shared = sizing.owned_bytes(models)
-        active = {eid for eid, row, _ in rows if row[3] & pagemod.F_ACTIVE}
-        out = []
-        for eid, row, label in rows:
-            nbytes, flags, cost = self._owned.get(eid, row[0]), row[3], row[4]
-            if nbytes != row[0] and flags & pagemod.F_MODEL:
-                cost = self._cost(eid, values[eid], self._sizes[eid], nbytes)
-            if any(e in active for e in self._shared.get(eid, ())):
-                flags |= pagemod.F_ACTIVE
-            out.append((eid, (nbytes, row[1], row[2], flags, cost), label))
-        return out
 
     def _pin_rows(self, gen, now):
         """ComfyUI's pinned memory as entries (ownmemory.py): one per pool
@@ -472,7 +451,7 @@ class Bridge:
                 continue
             self._ids.pop(self._id_key.pop(eid), None)
             self._sizes.pop(eid, None)
-            self._owned.pop(eid, None)
+            self.shares.forget(eid)
             self._node_ns.pop(eid, None)
             self._last_use.pop(eid, None)
             self._labels.pop(eid, None)
@@ -774,21 +753,6 @@ class Bridge:
                 r[2] = r[3]
         return results, later, held, release
 
-    def _group(self, eid):
-        """[(entry id, cache, key)] of the entry @eid and of those sharing
-        the storages it owns (a LoRA's clone of its checkpoint's model),
-        which go with it: while one lives, dropping @eid frees none of its
-        bytes. Only the entries still cached; [] when @eid is not."""
-        out = []
-        for e in [eid] + list(self._shared.get(eid, ())):
-            where = self._where.get(e)
-            cache = where[0]() if where else None
-            if cache is not None and where[1] in getattr(cache, "cache", {}):
-                out.append((e, cache, where[1]))
-            elif e == eid:
-                return []
-        return out
-
     def _retry_models(self, later):
         """The commands of @later for models go back to the inbox, where
         the listener looks again in WAIT_BUSY_MS (the worker's next safe
@@ -820,7 +784,7 @@ class Bridge:
             if c.entry_id in pools:
                 self._take_pins(c, pools[c.entry_id], in_node, results, later)
                 continue
-            group = self._group(c.entry_id)
+            group = self.shares.group(c.entry_id, self._where)
             if not group:
                 results.append([c, pagemod.ACK_NOT_FOUND, 0, 0])
                 continue
@@ -839,7 +803,7 @@ class Bridge:
                     self._unload(cache.cache[key])
                 values.append(evict.remove(cache, key))
                 gone.append(eid)
-                nbytes += self._owned.get(eid, memo[1])
+                nbytes += self.shares.bytes_of(eid, memo[1])
             results.append([c, pagemod.ACK_EVICTED, 0, nbytes])
         self._forget(gone)
         return results, values, later, held, models

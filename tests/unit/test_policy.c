@@ -228,15 +228,22 @@ TEST(a_model_dear_to_reload_outlives_an_unread_output)
 
 /*
  * A forecast or the inactive reserve never takes an entry under 1 MiB (it
- * frees nothing worth its recompute); a headroom short now takes any.
+ * frees nothing worth its recompute); a headroom short now takes one only
+ * when it makes the difference: the big entries cannot cover the deficit
+ * and the small ones close what they leave. The small one ranks first
+ * here (far older), so only that rule keeps it.
  */
-TEST(tiny_entries_go_only_when_memory_is_short_now)
+TEST(tiny_entries_go_only_when_they_make_the_difference)
 {
-	struct rc_entry t[] = { { .id = 1, .bytes = 240 * 1024 },
-				{ .id = 2, .bytes = 64 * MiB } };
-	struct rc_domain_member m = {
-		.entries = t, .nr_entries = 2, .generation = 10, .weight = 1
+	struct rc_entry t[] = {
+		{ .id = 1, .bytes = 240 * 1024 },
+		{ .id = 2, .bytes = 64 * MiB, .used_generation = 30 }
 	};
+	struct rc_domain_member m = { .entries = t,
+				      .nr_entries = 2,
+				      .generation = 40,
+				      .weight = 1,
+				      .spare_below = RC_TINY_BYTES };
 	struct rc_plan forecast = { .evict = true,
 				    .reason = RAMCACHE_REASON_FORECAST };
 	struct rc_plan now = { .evict = true,
@@ -245,14 +252,25 @@ TEST(tiny_entries_go_only_when_memory_is_short_now)
 	uint64_t covered;
 
 	m.min_bytes = policy_min_bytes(&forecast);
-	ASSERT_EQ(policy_select_domain(&m, 1, 100 * MiB, RC_PHASE_HEADROOM,
-				       RC_POLICY_RAM, out, 2, &covered),
-		  1, "the big one only");
+	ASSERT_EQ(policy_select_domain(&m, 1, 64 * MiB + 100 * 1024,
+				       RC_PHASE_HEADROOM, RC_POLICY_RAM, out, 2,
+				       &covered),
+		  1, "a forecast: the big one only");
 	ASSERT_EQ(out[0].idx, 1, "the big one");
 	m.min_bytes = policy_min_bytes(&now);
+	ASSERT_EQ(policy_select_domain(&m, 1, 64 * MiB + 100 * 1024,
+				       RC_PHASE_HEADROOM, RC_POLICY_RAM, out, 2,
+				       &covered),
+		  2, "short now, and the small one closes the gap");
+	ASSERT_EQ(out[0].idx, 0, "the small one ranks first");
 	ASSERT_EQ(policy_select_domain(&m, 1, 100 * MiB, RC_PHASE_HEADROOM,
 				       RC_POLICY_RAM, out, 2, &covered),
-		  2, "both, short now");
+		  1, "short by more than both hold: the small one stays");
+	ASSERT_EQ(out[0].idx, 1, "the big one");
+	ASSERT_EQ(policy_select_domain(&m, 1, 10 * MiB, RC_PHASE_HEADROOM,
+				       RC_POLICY_RAM, out, 2, &covered),
+		  1, "the big one covers it: the small one stays");
+	ASSERT_EQ(out[0].idx, 1, "the big one");
 	now.reason = RAMCACHE_REASON_RECLAIM;
 	ASSERT_EQ(policy_min_bytes(&now), 0, "reclaim: any");
 	now.reason = RAMCACHE_REASON_INACTIVE;

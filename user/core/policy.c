@@ -295,6 +295,34 @@ static ssize_t gather(const struct rc_domain_member *m, size_t nr,
 	return (ssize_t)n;
 }
 
+/*
+ * Entries under their member's spare_below stay unless they make the
+ * difference: the bigger candidates cannot cover @deficit and the small
+ * ones can close what they leave. Otherwise they would be lost for nothing
+ * (a GiB short is not made up by text encodings of 240 KiB, which took
+ * seconds) or for what the big ones free anyway. Compacts @c; its new
+ * length.
+ */
+static size_t spare_small(const struct rc_domain_member *m, struct cand *c,
+			  size_t n, uint64_t deficit)
+{
+	uint64_t big = 0, small = 0;
+	size_t kept = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (c[i].e->bytes < m[c[i].member].spare_below)
+			small = sat_add(small, c[i].e->bytes);
+		else
+			big = sat_add(big, c[i].e->bytes);
+	}
+	if (!small || (big < deficit && deficit <= sat_add(big, small)))
+		return n;
+	for (size_t i = 0; i < n; i++)
+		if (c[i].e->bytes >= m[c[i].member].spare_below)
+			c[kept++] = c[i];
+	return kept;
+}
+
 int policy_select_domain(const struct rc_domain_member *m, size_t nr,
 			 uint64_t deficit, enum rc_phase phase,
 			 enum rc_score_policy policy, struct rc_pick *out,
@@ -314,6 +342,7 @@ int policy_select_domain(const struct rc_domain_member *m, size_t nr,
 	n = gather(m, nr, phase, policy, &c);
 	if (n < 0)
 		return (int)n;
+	n = (ssize_t)spare_small(m, c, (size_t)n, deficit);
 	while (cap < 2 * (size_t)n)
 		cap *= 2;
 	set = calloc(cap, sizeof(*set));

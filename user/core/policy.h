@@ -230,15 +230,22 @@ struct rc_domain_member {
 	uint64_t cap;
 	/* entries of fewer bytes are passed over (RC_TINY_BYTES; 0: none) */
 	uint64_t min_bytes;
+	/*
+	 * entries of fewer bytes go only when they make the difference
+	 * (RC_TINY_BYTES, see there; 0: no such rule)
+	 */
+	uint64_t spare_below;
 	rc_inflight_fn in_flight; /* may be NULL */
 	void *ctx;
 };
 
 /*
  * Entries smaller than this free nothing worth what they cost to make
- * again (a text encoding of 240 KiB took seconds): they go only when the
- * headroom is already short (reason headroom or reclaim), never for a
- * forecast or the inactive reserve (rc_domain_member.min_bytes).
+ * again (a text encoding of 240 KiB took seconds): never for a forecast or
+ * the inactive reserve (rc_domain_member.min_bytes); when the headroom is
+ * already short (reason headroom or reclaim) only when they make the
+ * difference: the bigger entries cannot cover the deficit and the small
+ * ones can close what they leave (rc_domain_member.spare_below).
  */
 #define RC_TINY_BYTES (1024 * 1024ULL)
 

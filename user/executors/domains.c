@@ -253,6 +253,7 @@ static void post(const struct domain *d, const struct domain_env *env,
 		n = evictor_candidates(&d->m[k]->ev, ep->now, cap, &mm[k]);
 		mm[k].weight = d->m[k]->weight;
 		mm[k].min_bytes = policy_min_bytes(p);
+		mm[k].spare_below = RC_TINY_BYTES;
 		/* what it can still free: what it holds less what it has out */
 		mm[k].capped = cap != 0;
 		mm[k].cap = cap > out ? cap - out : 0;

@@ -215,6 +215,7 @@ void evictor_evaluate(struct evictor *ev, uint64_t now, const struct rc_view *v,
 	if (n <= 0)
 		return;
 	m.min_bytes = policy_min_bytes(&plan);
+	m.spare_below = RC_TINY_BYTES;
 	n = policy_select_domain(&m, 1, plan.deficit - pending, plan.phase,
 				 ev->cfg.policy, ev->picks, (size_t)n,
 				 &covered);
