@@ -129,8 +129,10 @@ def setup():
         if not os.access(AGENT, os.X_OK):
             raise Skip(f"{AGENT} is not built")
         _dom = ParentMemcg(LIMIT, 1, "endings")
+        # its stdout a file: the OOM case makes thousands of reclaim lines,
+        # which a pipe's reader on a busy machine does not take in time
         _agent = Agent("--all", "--cgroup", _dom.rel, "--headroom", "16M",
-                       "--inactive", "24M")
+                       "--inactive", "24M", to_file=True)
         assert _agent.wait_type("start", timeout=30), _agent.stderr[-5:]
     return _agent
 
