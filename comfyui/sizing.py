@@ -120,11 +120,6 @@ def entry_sizing(entry):
     return nbytes, s.has_model, s.plain, storages
 
 
-def entry_size(entry):
-    """(bytes, has_model, plain) of a cache entry: entry_sizing's first three."""
-    return entry_sizing(entry)[:3]
-
-
 def owned_bytes(storages_of):
     """({entry id: bytes}, {entry id: [sharers]}) from {entry id:
     {storage: bytes}}: each storage counted once, on the oldest entry
