@@ -14,7 +14,9 @@ holds one and the outputs. bench() runs; report() and verdicts() are pure
 over its result.
 """
 import json
+import mmap
 import os
+import resource
 import shutil
 import sys
 import time
@@ -79,7 +81,27 @@ def bench(cfg, scratch):
         (r.get("agent") or {}).pop("evict_done", None)
     return {"seconds": round(time.monotonic() - t0), "results": results,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "method": METHOD}
+            "method": METHOD, "fault_us": fault_cost_us()}
+
+
+def fault_cost_us(size=256 << 20, turns=3):
+    """What one minor fault on fresh anonymous memory costs on this machine
+    (us, the median of @turns touching @size a page at a time): a run's
+    extra faults times this is the time they took. Machines differ by 20x
+    here (a nested VM against bare metal), so the wall time of runs that
+    fault more moves with it."""
+    page, costs = mmap.PAGESIZE, []
+    for _ in range(turns):
+        m = mmap.mmap(-1, size)
+        f0, t0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.monotonic()
+        for off in range(0, size, page):
+            m[off] = 1
+        dt = time.monotonic() - t0
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+        m.close()
+        if faults > 0:
+            costs.append(dt / faults * 1e6)
+    return round(sorted(costs)[len(costs) // 2], 2) if costs else None
 
 
 METHOD = ("comfyui/tests/real_comfyui.py table, one turn of each configuration in turn: "
@@ -112,15 +134,49 @@ def load_s(r):
     return (r.get("model_loads") or {}).get("seconds")
 
 
+def cpu(r):
+    """ComfyUI's (user s, sys s, minor faults) over the run, or Nones."""
+    p = r.get("proc") or {}
+    return p.get("user_s"), p.get("sys_s"), p.get("minflt")
+
+
 def row(r):
     who = "ComfyUI alone" if r["mode"] == "alone" else "package + agent"
     ag = r.get("agent") or {}
+    user, sys_s, faults = cpu(r)
     return (f"| {r['version']} | {'full' if r['case'].endswith('-full') else 'small'} | "
             f"{r['limit'] / GiB:g} GiB | {who}, `{' '.join(r['args']) or 'default cache'}` | "
             f"{r.get('ok')}/{r.get('count')} | {loads(r)} | {load_s(r)} | "
-            f"{r.get('hits')} | {r.get('wall_s', 0):.1f} | {r.get('oom_kills')} | "
+            f"{r.get('hits')} | {r.get('wall_s', 0):.1f} | "
+            f"{'-' if user is None else f'{user:.0f} / {sys_s:.0f}'} | "
+            f"{'-' if faults is None else f'{faults / 1e6:.2f}'} | {r.get('oom_kills')} | "
             f"{(r.get('peak_bytes') or 0) / GiB:.2f} | "
             f"{'-' if r['mode'] == 'alone' else ag.get('commands', 0)} |")
+
+
+def where_time_went(results, fault_us):
+    """A line per limit where both finished: the agent's run against ComfyUI
+    alone's default cache in wall, user and kernel seconds and minor faults
+    (and, with @fault_us, what those faults cost on this machine)."""
+    out = []
+    for version, case, limits, _ in PLAN:
+        for lim in limits:
+            runs = configs(results, version, case, cv_size(lim))
+            alone = [r for r in runs if r["mode"] == "alone" and r["cache"] == "default"]
+            agent = [r for r in runs if r["mode"] == "agent"]
+            if not (alone and agent and finished(alone[0]) and finished(agent[0])):
+                continue
+            (au, asy, af), (gu, gsy, gf) = cpu(alone[0]), cpu(agent[0])
+            if None in (au, asy, af, gu, gsy, gf):
+                continue
+            cost = "" if not fault_us else \
+                f" (at {fault_us:g} us a fault here: {(gf - af) * fault_us / 1e6:+.0f} s)"
+            wall = agent[0]["wall_s"] - alone[0]["wall_s"]
+            out.append(f"- {version} {case} {lim}: the agent's run {wall:+.1f} s wall, "
+                       f"{gu - au:+.1f} s user, "
+                       f"{gsy - asy:+.1f} s in the kernel, {(gf - af) / 1e6:+.2f} M minor "
+                       f"faults{cost} against ComfyUI alone")
+    return out
 
 
 def report(sec):
@@ -129,14 +185,20 @@ def report(sec):
         return L + [f"Skipped: {sec['skipped']}", ""]
     L += [sec["method"] + ".", "",
           "| version | models | limit | configuration | prompts ok | model loads | load s | "
-          "hits | wall s | OOM kills | peak GiB | agent commands |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+          "hits | wall s | ComfyUI's user / sys s | minor faults (M) | OOM kills | peak GiB | "
+          "agent commands |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     done = [r for r in sec["results"] if "error" not in r]
     done.sort(key=lambda r: (r["version"] != NEWEST, not r["case"].endswith("-full"),
                              -r["limit"], r["mode"] != "alone", r["cache"]))
     L += [row(r) for r in done]
     L += [f"- {r['error']}" for r in sec["results"] if "error" in r]
-    return L + ["", f"{len(sec['results'])} runs in {sec['seconds']} s ({sec['date']}).", ""]
+    L += ["", f"{len(sec['results'])} runs in {sec['seconds']} s ({sec['date']}).", ""]
+    went = where_time_went(sec["results"], sec.get("fault_us"))
+    if went:
+        L += ["Where the wall time went (ComfyUI's own CPU seconds and page faults, "
+              "from /proc/PID/stat):", ""] + went + [""]
+    return L
 
 
 # --------------------------------------------------------------- verdicts

@@ -109,17 +109,25 @@ def quick_run_writes_results_json():
         assert "quick mode" in ev["comfyui_real"].get("skipped", ""), ev
 
 
-def comfy_versions(sec):
-    """The verdicts and report of bench/sections/comfyui_versions.py on
-    @sec, as bench/run.py imports it (from bench/)."""
+def section_out(name, sec):
+    """The verdicts and report of bench/sections/@name.py on @sec, as
+    bench/run.py imports it (from bench/)."""
     p = subprocess.run([sys.executable, "-c", "import json, sys; "
-                        "from sections import comfyui_versions as cv; "
+                        f"from sections import {name} as m; "
                         "sec = json.load(sys.stdin); print(json.dumps("
-                        "{'verdicts': cv.verdicts(sec), 'report': cv.report(sec)}))"],
+                        "{'verdicts': m.verdicts(sec), 'report': m.report(sec)}))"],
                        cwd=os.path.join(ROOT, "bench"), input=json.dumps(sec), text=True,
                        capture_output=True, timeout=60)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
+
+
+def comfy_versions(sec):
+    return section_out("comfyui_versions", sec)
+
+
+def comfy_models(sec):
+    return section_out("comfyui_models", sec)
 
 
 def session_run(limit_gib, mode, cached, wall, commands=0, cache="default", ooms=0,
@@ -204,14 +212,7 @@ def comfy_models_verdicts_say_missed_where_the_agent_loses():
         models_run(16, "alone", 4, 300), models_run(16, "agent", 5, 200),
         models_run(11, "alone", 10, 400), models_run(11, "agent", 10, 300),
         models_run(7, "alone", 3, 90, ok=3, ooms=1), models_run(7, "agent", 10, 380)]}
-    p = subprocess.run([sys.executable, "-c", "import json, sys; "
-                        "from sections import comfyui_models as cm; "
-                        "sec = json.load(sys.stdin); print(json.dumps("
-                        "{'verdicts': cm.verdicts(sec), 'report': cm.report(sec)}))"],
-                       cwd=os.path.join(ROOT, "bench"), input=json.dumps(sec), text=True,
-                       capture_output=True, timeout=60)
-    assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout)
+    out = comfy_models(sec)
     v = out["verdicts"]
     assert any(x.startswith("MISSED") and "16G" in x and "reload" in x for x in v), v
     assert any(x.startswith("MISSED") and "11G" in x and "fewer reloads" in x for x in v), v
@@ -221,14 +222,29 @@ def comfy_models_verdicts_say_missed_where_the_agent_loses():
     # with room for every model, fewer loads bought with more wall time
     # leave the user worse off: MISSED (the 2026-12-05 run: 259.5 / 207.6 s)
     sec["results"][:2] = [models_run(16, "alone", 13, 207.6), models_run(16, "agent", 7, 259.5)]
-    p = subprocess.run([sys.executable, "-c", "import json, sys; "
-                        "from sections import comfyui_models as cm; "
-                        "print(json.dumps(cm.verdicts(json.load(sys.stdin))))"],
-                       cwd=os.path.join(ROOT, "bench"), input=json.dumps(sec), text=True,
-                       capture_output=True, timeout=60)
-    v = json.loads(p.stdout)
+    v = comfy_models(sec)["verdicts"]
     assert any(x.startswith("MISSED") and "16G" in x and "wall time" in x for x in v), v
     assert any(x.startswith("PASS") and "16G" in x and "reload" in x for x in v), v
+
+
+@test
+def comfy_models_report_says_where_the_wall_time_went():
+    """Each limit both finished gets a line of the agent's run against
+    ComfyUI alone in wall, user and kernel seconds and minor faults, their
+    cost when the run measured one fault's; a run without CPU figures (an
+    older result) gets none and its row dashes."""
+    runs = [models_run(16, "alone", 13, 210.0), models_run(16, "agent", 9, 223.0),
+            models_run(11, "alone", 13, 231.0), models_run(11, "agent", 13, 236.0)]
+    runs[0]["proc"] = {"user_s": 144.0, "sys_s": 67.0, "minflt": 7_300_000}
+    runs[1]["proc"] = {"user_s": 143.5, "sys_s": 86.5, "minflt": 9_500_000}
+    sec = {"seconds": 1, "date": "d", "method": "m", "results": runs, "fault_us": 10.0}
+    lines = comfy_models(sec)["report"]
+    went = [x for x in lines if x.startswith("- 0.33.0")]
+    assert went == ["- 0.33.0 models-full 16G: the agent's run +13.0 s wall, -0.5 s user, "
+                    "+19.5 s in the kernel, +2.20 M minor faults (at 10 us a fault here: "
+                    "+22 s) against ComfyUI alone"], went
+    rows = [x for x in lines if x.startswith("| 0.33.0")]
+    assert "| 144 / 67 | 7.30 |" in rows[0] and "| - | - |" in rows[2], rows
 
 
 @test
