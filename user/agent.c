@@ -30,7 +30,7 @@
 #include "executors/domains.h"
 #include "executors/evictor.h"
 #include "core/hist.h"
-#include "executors/levels.h"
+#include "executors/pressure_tell.h"
 #include "out/metrics.h"
 #include "proc/oomvictim.h"
 #include "out/metrics_http.h"
@@ -136,8 +136,9 @@ int agent_event(void *ctx, void *data, size_t len)
 	case RC_EV_KSWAPD:
 		if (len < sizeof(struct rc_kswapd))
 			break;
-		levels_kswapd(&a->lv, ((const struct rc_kswapd *)data)->nid,
-			      ((const struct rc_kswapd *)data)->awake);
+		pressure_tell_kswapd(&a->lv,
+				     ((const struct rc_kswapd *)data)->nid,
+				     ((const struct rc_kswapd *)data)->awake);
 		if (((const struct rc_kswapd *)data)->awake) {
 			evaluate(a, RAMCACHE_REASON_RECLAIM);
 			tick_kernel_told(&a->tk, now);
@@ -209,9 +210,10 @@ static void summary(struct agent *a, uint64_t now)
 
 static void update_level(struct agent *a, uint64_t now)
 {
-	levels_update(&a->lv, &a->lenv,
-		      bpfstate_stat(&a->bpf, RC_STAT_DIRECT_RECLAIMS),
-		      bpfstate_stat(&a->bpf, RC_STAT_MEMCG_RECLAIMS), now);
+	pressure_tell_update(&a->lv, &a->lenv,
+			     bpfstate_stat(&a->bpf, RC_STAT_DIRECT_RECLAIMS),
+			     bpfstate_stat(&a->bpf, RC_STAT_MEMCG_RECLAIMS),
+			     now);
 }
 
 /* Stop following @t, telling why (@state: exited, exec). */
@@ -230,7 +232,8 @@ static void drop_target(struct agent *a, struct target *t, const char *state)
 	if (!a->ts.n) {
 		report_err(a, &a->read_err, sampler_read(&a->sys, now_ns()),
 			   "memory and cgroup counters");
-		levels_publish(&a->lv, &a->lenv, now_ns(), METRICS_NO_ETA);
+		pressure_tell_publish(&a->lv, &a->lenv, now_ns(),
+				      METRICS_NO_ETA);
 	}
 }
 
@@ -706,7 +709,7 @@ int agent_run(const struct opts *o)
 		a.out.f = outstream_open(STDOUT_FILENO, stdout);
 	bpfstate_set_print(out_libbpf_print);
 	metrics_init(&a.m);
-	levels_init(&a.lv);
+	pressure_tell_init(&a.lv);
 	sampler_init(&a.sys, 0, NULL, NULL);
 	follow_init(&a.fl, o, &a.ts, &a.env, &a.out, &a.m, &follow_ops, &a);
 	a.mem_total = (uint64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);

@@ -16,7 +16,7 @@
 #include "executors/domains.h"
 #include "executors/faultprobes.h"
 #include "executors/follow.h"
-#include "executors/levels.h"
+#include "executors/pressure_tell.h"
 #include "executors/targets.h"
 #include "kernel/bpfstate.h"
 #include "out/drops.h"
@@ -41,8 +41,9 @@ struct agent {
 	struct track_totals sys_prev;
 	struct fault_count sys_faults; /* the system's (/proc/vmstat) */
 	struct faultprobes fp; /* the programs on page faults: on or off */
-	struct levels lv; /* the agent's pressure level and each domain's */
-	struct levels_env lenv;
+	struct pressure_tell
+		lv; /* the agent's pressure level and each domain's */
+	struct pressure_tell_env lenv;
 	uint64_t mem_total;
 	struct rc_thresholds sys_thr; /* in force without a single target */
 	uint64_t last_summary_ns;

@@ -21,7 +21,7 @@ void summary_memory(const struct sampler *sm, struct summary *s)
 	s->swap_fail = sm->cs.self.ev.swap_fail;
 }
 
-void summary_level(const struct level_watch *lw, struct summary *s)
+void summary_level(const struct pressure_watch *lw, struct summary *s)
 {
 	s->level = policy_level_name(lw->cur.level);
 	s->reasons = lw->cur.reasons;

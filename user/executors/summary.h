@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "executors/level.h"
+#include "executors/pressure_watch.h"
 #include "executors/targets.h"
 #include "kernel/bpfstate.h"
 #include "out/out.h"
@@ -19,7 +19,7 @@
 void summary_memory(const struct sampler *sm, struct summary *s);
 
 /* The level, its reasons and the rates and PSI behind them, from @lw. */
-void summary_level(const struct level_watch *lw, struct summary *s);
+void summary_level(const struct pressure_watch *lw, struct summary *s);
 
 /*
  * Faults of @pid (0: the system): counted by the fault program with

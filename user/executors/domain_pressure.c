@@ -1,29 +1,30 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* The pressure level of each memory domain; see domlevel.h. */
+/* The pressure level of each memory domain; see domain_pressure.h. */
 #include <errno.h>
 #include <string.h>
 
-#include "executors/domlevel.h"
+#include "executors/domain_pressure.h"
 
-void domlevel_init(struct domain_levels *dl, const char *proc_root)
+void domain_pressure_init(struct domain_levels *dl, const char *proc_root)
 {
 	dl->proc_root = proc_root;
 	for (int d = 0; d < RC_MAX_TARGETS; d++) {
-		level_init(&dl->lw[d], proc_root);
+		pressure_watch_init(&dl->lw[d], proc_root);
 		dl->key[d] = 0;
 		dl->used[d] = false;
 	}
 }
 
-void domlevel_kswapd(struct domain_levels *dl, unsigned int nid, bool awake)
+void domain_pressure_kswapd(struct domain_levels *dl, unsigned int nid,
+			    bool awake)
 {
 	for (int d = 0; d < RC_MAX_TARGETS; d++)
-		level_kswapd(&dl->lw[d], nid, awake);
+		pressure_watch_kswapd(&dl->lw[d], nid, awake);
 }
 
-int domlevel_ctx(const struct targets *ts, int dom,
-		 const struct domain_env *env, uint64_t now_ns,
-		 struct level_ctx *c)
+int domain_pressure_ctx(const struct targets *ts, int dom,
+			const struct domain_env *env, uint64_t now_ns,
+			struct pressure_watch_ctx *c)
 {
 	struct domain_outlook o;
 	const struct target *only = NULL;
@@ -64,20 +65,21 @@ int domlevel_ctx(const struct targets *ts, int dom,
 	return 0;
 }
 
-int domlevel_update(struct domain_levels *dl, const struct targets *ts, int dom,
-		    uint64_t now_ns, const struct level_ctx *c)
+int domain_pressure_update(struct domain_levels *dl, const struct targets *ts,
+			   int dom, uint64_t now_ns,
+			   const struct pressure_watch_ctx *c)
 {
 	uint64_t key = ts->dom_key[dom];
 
 	if (!dl->used[dom] || dl->key[dom] != key) {
-		uint64_t awake[LEVEL_MAX_NODES / 64];
+		uint64_t awake[PRESSURE_MAX_NODES / 64];
 
 		/* a new domain at this index: its rates start afresh */
 		memcpy(awake, dl->lw[dom].kswapd_awake, sizeof(awake));
-		level_init(&dl->lw[dom], dl->proc_root);
+		pressure_watch_init(&dl->lw[dom], dl->proc_root);
 		memcpy(dl->lw[dom].kswapd_awake, awake, sizeof(awake));
 		dl->key[dom] = key;
 		dl->used[dom] = true;
 	}
-	return level_update(&dl->lw[dom], now_ns, c);
+	return pressure_watch_update(&dl->lw[dom], now_ns, c);
 }

@@ -14,8 +14,8 @@
  * (/proc/vmstat, /proc/pressure/memory). The maths is policy_pressure_eval() in
  * policy.c; this file gathers the inputs and keeps the previous counters.
  */
-#ifndef RAMCACHE_LEVEL_H
-#define RAMCACHE_LEVEL_H
+#ifndef RAMCACHE_PRESSURE_WATCH_H
+#define RAMCACHE_PRESSURE_WATCH_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,9 +25,9 @@
 #include "proc/meminfo.h"
 #include "core/policy.h"
 
-#define LEVEL_MAX_NODES 64
+#define PRESSURE_MAX_NODES 64
 
-struct level_watch {
+struct pressure_watch {
 	const char *proc_root;
 	uint64_t last_ns;
 	bool have_prev;
@@ -36,7 +36,7 @@ struct level_watch {
 	uint64_t prev_cg_ino; /* whose prev_cg it is; 0: none */
 	uint64_t prev_majflt;
 	uint64_t prev_direct, prev_memcg;
-	uint64_t kswapd_awake[LEVEL_MAX_NODES / 64]; /* bit per node */
+	uint64_t kswapd_awake[PRESSURE_MAX_NODES / 64]; /* bit per node */
 	struct rc_pressure cur; /* level, reasons and rates of the last period */
 	uint32_t reported; /* reasons announced since the level was entered */
 	struct rc_pressure_in in; /* inputs of the last evaluation (PSI too) */
@@ -44,7 +44,7 @@ struct level_watch {
 };
 
 /* What the agent knows that the files do not tell. */
-struct level_ctx {
+struct pressure_watch_ctx {
 	pid_t pid;		/* 0: no target */
 	uint64_t direct_stalls; /* BPF counters since start */
 	uint64_t memcg_stalls;
@@ -58,9 +58,10 @@ struct level_ctx {
 	uint64_t cg_ino;
 };
 
-void level_init(struct level_watch *lw, const char *proc_root);
+void pressure_watch_init(struct pressure_watch *lw, const char *proc_root);
 /* kswapd of node @nid woke (true) or went to sleep. */
-void level_kswapd(struct level_watch *lw, unsigned int nid, bool awake);
+void pressure_watch_kswapd(struct pressure_watch *lw, unsigned int nid,
+			   bool awake);
 enum { LEVEL_CHANGED = 1, LEVEL_NEW_REASON = 2 };
 
 /*
@@ -70,7 +71,7 @@ enum { LEVEL_CHANGED = 1, LEVEL_NEW_REASON = 2 };
  * a flickering reason cannot flood the output), 0 otherwise, or -errno when
  * /proc could not be read.
  */
-int level_update(struct level_watch *lw, uint64_t now_ns,
-		 const struct level_ctx *c);
+int pressure_watch_update(struct pressure_watch *lw, uint64_t now_ns,
+			  const struct pressure_watch_ctx *c);
 
-#endif /* RAMCACHE_LEVEL_H */
+#endif /* RAMCACHE_PRESSURE_WATCH_H */

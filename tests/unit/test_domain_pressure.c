@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Each memory domain's level inputs (domlevel_ctx). */
+/* Each memory domain's level inputs (domain_pressure_ctx). */
 #include <errno.h>
 #include <stdlib.h>
 
-#include "executors/domlevel.h"
+#include "executors/domain_pressure.h"
 #include "test.h"
 
 #define MiB RC_MIB
@@ -40,7 +40,7 @@ TEST(domain_level_inputs_are_the_domains)
 {
 	struct domain_env env = { .window_ns = 10000000000ULL };
 	struct targets ts = { 0 };
-	struct level_ctx c = { 0 };
+	struct pressure_watch_ctx c = { 0 };
 	struct target *a, *b, *x;
 	bool ok = true;
 
@@ -50,7 +50,7 @@ TEST(domain_level_inputs_are_the_domains)
 	b->sm.cs.nearest_depth = 0; /* b sits in the limiting cgroup itself */
 	x->thr.headroom_min = 32 * MiB;
 
-	if (domlevel_ctx(&ts, 0, &env, 1000000000ULL, &c) ||
+	if (domain_pressure_ctx(&ts, 0, &env, 1000000000ULL, &c) ||
 	    c.headroom != 30 * MiB || c.cg != &b->sm.cs.self ||
 	    c.cg_ino != b->sm.cg.ino || c.pid != 0 ||
 	    c.thr.headroom_min != 64 * MiB) {
@@ -59,14 +59,15 @@ TEST(domain_level_inputs_are_the_domains)
 			(unsigned long long)c.cg_ino);
 		ok = false;
 	}
-	if (ok && (domlevel_ctx(&ts, 1, &env, 1000000000ULL, &c) ||
+	if (ok && (domain_pressure_ctx(&ts, 1, &env, 1000000000ULL, &c) ||
 		   c.headroom != 250 * MiB || c.cg || c.cg_ino ||
 		   c.pid != 103 || c.thr.headroom_min != 32 * MiB)) {
 		fprintf(stderr, "domain 1: headroom %llu pid %d\n",
 			(unsigned long long)c.headroom, (int)c.pid);
 		ok = false;
 	}
-	if (ok && domlevel_ctx(&ts, 2, &env, 1000000000ULL, &c) != -ENOENT)
+	if (ok &&
+	    domain_pressure_ctx(&ts, 2, &env, 1000000000ULL, &c) != -ENOENT)
 		ok = false;
 	(void)a;
 	release(&ts);
@@ -79,7 +80,7 @@ TEST(domain_levels_are_apart)
 	struct domain_env env = { .window_ns = 10000000000ULL };
 	struct targets ts = { 0 };
 	struct domain_levels *dl = malloc(sizeof(*dl));
-	struct level_ctx c = { 0 };
+	struct pressure_watch_ctx c = { 0 };
 	int full, idle;
 
 	member(&ts, 0, 101, 0, 77, 30 * MiB);
@@ -91,11 +92,11 @@ TEST(domain_levels_are_apart)
 		ts.t[i]->sm.cs.nearest_depth = 0;
 		ts.t[i]->sm.cs.self.psi.available = true;
 	}
-	domlevel_init(dl, fixture("proc"));
-	domlevel_ctx(&ts, 0, &env, 1000000000ULL, &c);
-	domlevel_update(dl, &ts, 0, 1000000000ULL, &c);
-	domlevel_ctx(&ts, 1, &env, 1000000000ULL, &c);
-	domlevel_update(dl, &ts, 1, 1000000000ULL, &c);
+	domain_pressure_init(dl, fixture("proc"));
+	domain_pressure_ctx(&ts, 0, &env, 1000000000ULL, &c);
+	domain_pressure_update(dl, &ts, 0, 1000000000ULL, &c);
+	domain_pressure_ctx(&ts, 1, &env, 1000000000ULL, &c);
+	domain_pressure_update(dl, &ts, 1, 1000000000ULL, &c);
 	full = dl->lw[0].cur.level;
 	idle = dl->lw[1].cur.level;
 	free(dl);

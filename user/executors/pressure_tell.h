@@ -5,29 +5,29 @@
  * as gauges, handed to each evictor, told as `pressure` events and to the
  * --on-level commands when they change.
  */
-#ifndef RAMCACHE_LEVELS_H
-#define RAMCACHE_LEVELS_H
+#ifndef RAMCACHE_PRESSURE_TELL_H
+#define RAMCACHE_PRESSURE_TELL_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "executors/domains.h"
-#include "executors/domlevel.h"
-#include "executors/level.h"
+#include "executors/domain_pressure.h"
+#include "executors/pressure_watch.h"
 #include "executors/targets.h"
 #include "out/metrics.h"
 #include "out/onlevel.h"
 #include "out/out.h"
 #include "proc/sampler.h"
 
-struct levels {
-	struct level_watch lw;	 /* the agent's */
-	struct domain_levels dl; /* several targets: each domain's */
-	int err;		 /* the read error told last */
+struct pressure_tell {
+	struct pressure_watch lw; /* the agent's */
+	struct domain_levels dl;  /* several targets: each domain's */
+	int err;		  /* the read error told last */
 };
 
 /* What an update reads, and where it tells. */
-struct levels_env {
+struct pressure_tell_env {
 	struct targets *ts;
 	const struct domain_env *denv;
 	const struct sampler *sys;	     /* the machine's */
@@ -39,23 +39,25 @@ struct levels_env {
 	int ncmds;
 };
 
-void levels_init(struct levels *lv);
+void pressure_tell_init(struct pressure_tell *lv);
 
 /* kswapd on node @nid woke (or went to sleep). */
-void levels_kswapd(struct levels *lv, int nid, bool awake);
+void pressure_tell_kswapd(struct pressure_tell *lv, int nid, bool awake);
 
 /*
  * Judge every level at @now, BPF having counted @direct direct and
  * @memcg memcg reclaim stalls so far; publish, hand on and tell.
  */
-void levels_update(struct levels *lv, const struct levels_env *env,
-		   uint64_t direct, uint64_t memcg, uint64_t now);
+void pressure_tell_update(struct pressure_tell *lv,
+			  const struct pressure_tell_env *env, uint64_t direct,
+			  uint64_t memcg, uint64_t now);
 
 /*
  * Each memory domain's gauges (headroom, forecast ETA, level); without
  * targets, the machine's as domain 0 with @sys_eta_ns.
  */
-void levels_publish(const struct levels *lv, const struct levels_env *env,
-		    uint64_t now, uint64_t sys_eta_ns);
+void pressure_tell_publish(const struct pressure_tell *lv,
+			   const struct pressure_tell_env *env, uint64_t now,
+			   uint64_t sys_eta_ns);
 
-#endif /* RAMCACHE_LEVELS_H */
+#endif /* RAMCACHE_PRESSURE_TELL_H */

@@ -1,28 +1,29 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The pressure level of each memory domain (--all with several
- * executors): one level_watch per domain index, evaluated with the
+ * executors): one pressure_watch per domain index, evaluated with the
  * domain's own inputs (headroom, forecast, limiting cgroup). The maths
  * is policy_pressure_eval(), as for the machine's level.
  */
-#ifndef RAMCACHE_DOMLEVEL_H
-#define RAMCACHE_DOMLEVEL_H
+#ifndef RAMCACHE_DOMAIN_PRESSURE_H
+#define RAMCACHE_DOMAIN_PRESSURE_H
 
 #include <stdint.h>
 
 #include "executors/domains.h"
-#include "executors/level.h"
+#include "executors/pressure_watch.h"
 
 struct domain_levels {
-	struct level_watch lw[RC_MAX_TARGETS];
+	struct pressure_watch lw[RC_MAX_TARGETS];
 	uint64_t key[RC_MAX_TARGETS]; /* the domain each watch is of */
 	bool used[RC_MAX_TARGETS];
 	const char *proc_root; /* NULL: /proc */
 };
 
-void domlevel_init(struct domain_levels *dl, const char *proc_root);
+void domain_pressure_init(struct domain_levels *dl, const char *proc_root);
 /* kswapd of node @nid woke or slept: every domain's watch hears it. */
-void domlevel_kswapd(struct domain_levels *dl, unsigned int nid, bool awake);
+void domain_pressure_kswapd(struct domain_levels *dl, unsigned int nid,
+			    bool awake);
 
 /*
  * Fill @c (its BPF stall counters already set by the caller) with
@@ -30,15 +31,16 @@ void domlevel_kswapd(struct domain_levels *dl, unsigned int nid, bool awake);
  * its members' thresholds, and the counters of its limiting cgroup when a
  * member sits in it. -ENOENT when no target is in @dom.
  */
-int domlevel_ctx(const struct targets *ts, int dom,
-		 const struct domain_env *env, uint64_t now_ns,
-		 struct level_ctx *c);
+int domain_pressure_ctx(const struct targets *ts, int dom,
+			const struct domain_env *env, uint64_t now_ns,
+			struct pressure_watch_ctx *c);
 
 /*
  * Evaluate domain @dom at @now_ns with @c (a watch starts afresh when
- * the index now names another domain). Returns as level_update().
+ * the index now names another domain). Returns as pressure_watch_update().
  */
-int domlevel_update(struct domain_levels *dl, const struct targets *ts, int dom,
-		    uint64_t now_ns, const struct level_ctx *c);
+int domain_pressure_update(struct domain_levels *dl, const struct targets *ts,
+			   int dom, uint64_t now_ns,
+			   const struct pressure_watch_ctx *c);
 
-#endif /* RAMCACHE_DOMLEVEL_H */
+#endif /* RAMCACHE_DOMAIN_PRESSURE_H */

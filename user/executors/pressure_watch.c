@@ -1,18 +1,19 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <string.h>
 
-#include "executors/level.h"
+#include "executors/pressure_watch.h"
 
-void level_init(struct level_watch *lw, const char *proc_root)
+void pressure_watch_init(struct pressure_watch *lw, const char *proc_root)
 {
 	memset(lw, 0, sizeof(*lw));
 	lw->proc_root = proc_root ? proc_root : RC_PROC_ROOT;
 }
 
-void level_kswapd(struct level_watch *lw, unsigned int nid, bool awake)
+void pressure_watch_kswapd(struct pressure_watch *lw, unsigned int nid,
+			   bool awake)
 {
-	if (nid >= LEVEL_MAX_NODES)
-		nid = LEVEL_MAX_NODES - 1;
+	if (nid >= PRESSURE_MAX_NODES)
+		nid = PRESSURE_MAX_NODES - 1;
 	if (awake)
 		lw->kswapd_awake[nid / 64] |= 1ULL << (nid % 64);
 	else
@@ -25,15 +26,16 @@ static uint64_t delta(uint64_t now, uint64_t prev)
 }
 
 /* The files of this period: system counters, the target's, PSI. */
-struct level_read {
+struct pressure_read {
 	struct rc_vmstat vm;
 	struct rc_pidstat ps;
 	struct rc_cgroup_events cg;
 	struct rc_psi psi;
 };
 
-static int read_period(struct level_watch *lw, const struct level_ctx *c,
-		       struct level_read *r)
+static int read_period(struct pressure_watch *lw,
+		       const struct pressure_watch_ctx *c,
+		       struct pressure_read *r)
 {
 	int err;
 
@@ -61,8 +63,9 @@ static int read_period(struct level_watch *lw, const struct level_ctx *c,
 }
 
 /* The next period starts at @now with these counters. */
-static void start_period(struct level_watch *lw, const struct level_ctx *c,
-			 const struct level_read *r, uint64_t now)
+static void start_period(struct pressure_watch *lw,
+			 const struct pressure_watch_ctx *c,
+			 const struct pressure_read *r, uint64_t now)
 {
 	lw->prev_vm = r->vm;
 	if (c->cg)
@@ -74,12 +77,14 @@ static void start_period(struct level_watch *lw, const struct level_ctx *c,
 }
 
 /* Counts of the period, from the cgroup where it counts them. */
-static void period_counts(struct level_watch *lw, const struct level_ctx *c,
-			  const struct level_read *r, struct rc_pressure_in *in)
+static void period_counts(struct pressure_watch *lw,
+			  const struct pressure_watch_ctx *c,
+			  const struct pressure_read *r,
+			  struct rc_pressure_in *in)
 {
 	const struct rc_vmstat *pv = &lw->prev_vm;
 
-	for (unsigned int i = 0; i < LEVEL_MAX_NODES / 64; i++)
+	for (unsigned int i = 0; i < PRESSURE_MAX_NODES / 64; i++)
 		in->kswapd_awake |= lw->kswapd_awake[i] != 0;
 	in->direct_reclaims = delta(c->direct_stalls, lw->prev_direct);
 	in->memcg_reclaims = delta(c->memcg_stalls, lw->prev_memcg);
@@ -126,12 +131,12 @@ static void period_counts(struct level_watch *lw, const struct level_ctx *c,
 	in->major_faults = delta(r->ps.majflt, lw->prev_majflt);
 }
 
-int level_update(struct level_watch *lw, uint64_t now,
-		 const struct level_ctx *c)
+int pressure_watch_update(struct pressure_watch *lw, uint64_t now,
+			  const struct pressure_watch_ctx *c)
 {
 	struct rc_pressure_in in = { 0 };
 	struct rc_pressure out;
-	struct level_read r;
+	struct pressure_read r;
 	int err;
 
 	err = read_period(lw, c, &r);

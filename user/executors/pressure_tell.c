@@ -1,27 +1,27 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* The agent's pressure level and each domain's; see levels.h. */
-#include "executors/levels.h"
+/* The agent's pressure level and each domain's; see pressure_tell.h. */
+#include "executors/pressure_tell.h"
 #include "proc/clock.h"
 
 #define for_each_target(ts, t, i)                \
 	for (int i = 0; i < RC_MAX_TARGETS; i++) \
 		if (((t) = (ts)->t[i]))
 
-void levels_init(struct levels *lv)
+void pressure_tell_init(struct pressure_tell *lv)
 {
-	level_init(&lv->lw, NULL);
-	domlevel_init(&lv->dl, NULL);
+	pressure_watch_init(&lv->lw, NULL);
+	domain_pressure_init(&lv->dl, NULL);
 	lv->err = 0;
 }
 
-void levels_kswapd(struct levels *lv, int nid, bool awake)
+void pressure_tell_kswapd(struct pressure_tell *lv, int nid, bool awake)
 {
-	level_kswapd(&lv->lw, nid, awake);
-	domlevel_kswapd(&lv->dl, nid, awake);
+	pressure_watch_kswapd(&lv->lw, nid, awake);
+	domain_pressure_kswapd(&lv->dl, nid, awake);
 }
 
 /* The sampler the agent's level goes by: one target's, or the machine's. */
-static const struct sampler *sampler_of(const struct levels_env *env)
+static const struct sampler *sampler_of(const struct pressure_tell_env *env)
 {
 	const struct target *t = targets_single(env->ts);
 
@@ -29,14 +29,15 @@ static const struct sampler *sampler_of(const struct levels_env *env)
 }
 
 /* Domain @d's level: its own with several targets, else the agent's. */
-static enum ramcache_level level_of_domain(const struct levels *lv,
+static enum ramcache_level domain_level_of(const struct pressure_tell *lv,
 					   const struct targets *ts, int d)
 {
 	return ts->n > 1 ? lv->dl.lw[d].cur.level : lv->lw.cur.level;
 }
 
-void levels_publish(const struct levels *lv, const struct levels_env *env,
-		    uint64_t now, uint64_t sys_eta_ns)
+void pressure_tell_publish(const struct pressure_tell *lv,
+			   const struct pressure_tell_env *env, uint64_t now,
+			   uint64_t sys_eta_ns)
 {
 	struct domain_outlook o;
 
@@ -53,12 +54,12 @@ void levels_publish(const struct levels *lv, const struct levels_env *env,
 		metrics_domain_set(env->m, (unsigned int)d, o.name, o.limit,
 				   (int64_t)o.headroom,
 				   o.v.has_eta ? o.v.eta_ns : METRICS_NO_ETA,
-				   level_of_domain(lv, env->ts, d));
+				   domain_level_of(lv, env->ts, d));
 	}
 }
 
 /* The agent's headroom: the least of its targets', or the machine's. */
-static uint64_t least_headroom(const struct levels_env *env)
+static uint64_t least_headroom(const struct pressure_tell_env *env)
 {
 	uint64_t h = sampler_of(env)->headroom;
 	struct target *t;
@@ -75,19 +76,20 @@ static uint64_t least_headroom(const struct levels_env *env)
  * stalls BPF counts are the machine's (there are no per-cgroup ones):
  * every domain sees them, and its cgroup's own memory.events beside.
  */
-static void update_domains(struct levels *lv, const struct levels_env *env,
-			   uint64_t now, const struct level_ctx *base)
+static void update_domains(struct pressure_tell *lv,
+			   const struct pressure_tell_env *env, uint64_t now,
+			   const struct pressure_watch_ctx *base)
 {
 	for (int d = 0; d < RC_MAX_TARGETS; d++) {
-		struct level_ctx c = *base;
+		struct pressure_watch_ctx c = *base;
 		struct pressure_info pi = { 0 };
 		struct domain_outlook o;
 		int changed;
 
 		if (!env->ts->dom_refs[d] ||
-		    domlevel_ctx(env->ts, d, env->denv, now, &c))
+		    domain_pressure_ctx(env->ts, d, env->denv, now, &c))
 			continue;
-		changed = domlevel_update(&lv->dl, env->ts, d, now, &c);
+		changed = domain_pressure_update(&lv->dl, env->ts, d, now, &c);
 		/* the outlook (a forecast) again only for the name, and only
 		 * when there is news to tell */
 		if ((changed != LEVEL_CHANGED && changed != LEVEL_NEW_REASON) ||
@@ -105,8 +107,9 @@ static void update_domains(struct levels *lv, const struct levels_env *env,
 }
 
 /* The agent's own level's inputs at @now. */
-static void level_inputs(const struct levels_env *env, uint64_t direct,
-			 uint64_t memcg, uint64_t now, struct level_ctx *c)
+static void pressure_inputs(const struct pressure_tell_env *env,
+			    uint64_t direct, uint64_t memcg, uint64_t now,
+			    struct pressure_watch_ctx *c)
 {
 	const struct target *one = targets_single(env->ts);
 	const struct sampler *sm = sampler_of(env);
@@ -131,33 +134,36 @@ static void level_inputs(const struct levels_env *env, uint64_t direct,
 }
 
 /* Publish the gauges and hand each evictor its domain's level. */
-static void hand_on(struct levels *lv, const struct levels_env *env,
-		    uint64_t now, const struct level_ctx *c)
+static void hand_on(struct pressure_tell *lv,
+		    const struct pressure_tell_env *env, uint64_t now,
+		    const struct pressure_watch_ctx *c)
 {
 	struct target *t;
 
 	metrics_set_level(env->m, lv->lw.cur.level);
 	metrics_set_headroom(env->m, (int64_t)least_headroom(env));
-	levels_publish(lv, env, now, c->has_eta ? c->eta_ns : METRICS_NO_ETA);
+	pressure_tell_publish(lv, env, now,
+			      c->has_eta ? c->eta_ns : METRICS_NO_ETA);
 	for_each_target(env->ts, t, i)
 		if (t->evicting)
 			evictor_set_level(&t->ev,
 					  t->dom >= 0
-						  ? level_of_domain(lv, env->ts,
+						  ? domain_level_of(lv, env->ts,
 								    t->dom)
 						  : lv->lw.cur.level);
 }
 
-void levels_update(struct levels *lv, const struct levels_env *env,
-		   uint64_t direct, uint64_t memcg, uint64_t now)
+void pressure_tell_update(struct pressure_tell *lv,
+			  const struct pressure_tell_env *env, uint64_t direct,
+			  uint64_t memcg, uint64_t now)
 {
 	struct pressure_info pi = { 0 };
 	int prev = lv->lw.cur.level;
-	struct level_ctx c = { 0 };
+	struct pressure_watch_ctx c = { 0 };
 	int changed;
 
-	level_inputs(env, direct, memcg, now, &c);
-	changed = level_update(&lv->lw, now, &c);
+	pressure_inputs(env, direct, memcg, now, &c);
+	changed = pressure_watch_update(&lv->lw, now, &c);
 	out_read_error(env->out, &lv->err, changed < 0 ? changed : 0,
 		       "the kernel's reclaim counters");
 	if (env->ts->n > 1)
