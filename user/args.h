@@ -10,7 +10,7 @@
 
 #include "core/policy.h"
 #include "kernel/probes.h"
-#include "out/onlevel.h"
+#include "emit/onlevel.h"
 
 #define MAX_ON_LEVEL 8
 #define MAX_WEIGHTS  16

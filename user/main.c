@@ -5,7 +5,7 @@
 
 #include "agent.h"
 #include "args.h"
-#include "out/out.h"
+#include "emit/out.h"
 
 int main(int argc, char **argv)
 {

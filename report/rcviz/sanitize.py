@@ -2,7 +2,7 @@
 process, wrote an entry label or crafted a record must not be able to move
 the operator's cursor, retitle the terminal or reorder what is shown.
 
-The rule is the agent's (user/out/sanitize.c); tests/fixtures/sanitize.txt
+The rule is the agent's (user/emit/sanitize.c); tests/fixtures/sanitize.txt
 states it and holds the vectors both implementations are tested against.
 Text arrives here as str: a byte that was not UTF-8 is a lone surrogate
 U+DC80-U+DCFF (Python's surrogateescape) and is written as that byte.

@@ -31,14 +31,14 @@ def clang_format_is_clean():
 
 # user/'s folders, each with the folders it may include from: core/ is
 # pure, proc/ reads files, page/ is the control page, kernel/ the only user
-# of libbpf; executors/ and out/ put them together; user/ itself is the loop.
+# of libbpf; executors/ and emit/ put them together; user/ itself is the loop.
 FLOORS = {
     "core": {"core"},
     "proc": {"core", "proc"},
     "page": {"core", "proc", "page"},
     "kernel": {"core", "proc", "page", "kernel"},
-    "out": {"core", "proc", "page", "kernel", "out"},
-    "executors": {"core", "proc", "page", "kernel", "out", "executors"},
+    "emit": {"core", "proc", "page", "kernel", "emit"},
+    "executors": {"core", "proc", "page", "kernel", "emit", "executors"},
 }
 INCLUDE = re.compile(r'^#include\s+"([a-z]+)/[^"]+"', re.M)
 LIBBPF = re.compile(r'^#include\s+[<"](bpf/libbpf\.h|bpf/bpf\.h|[a-z]+\.skel\.h)[>"]',

@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "test.h"
-#include "out/metrics.h"
-#include "out/metrics_http.h"
+#include "emit/metrics.h"
+#include "emit/metrics_http.h"
 
 #include "ramcache/control.h"
 

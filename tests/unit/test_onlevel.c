@@ -2,7 +2,7 @@
 /* --on-level: which level changes enter which level. */
 #include <ramcache/control.h>
 
-#include "out/onlevel.h"
+#include "emit/onlevel.h"
 #include "test.h"
 
 enum {

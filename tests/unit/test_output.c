@@ -9,9 +9,9 @@
 #include <ramcache/control.h>
 
 #include "core/hist.h"
-#include "out/histfmt.h"
-#include "out/json.h"
-#include "out/out.h"
+#include "emit/histfmt.h"
+#include "emit/json.h"
+#include "emit/out.h"
 #include "kernel/probes.h"
 #include "test.h"
 

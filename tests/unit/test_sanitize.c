@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The text-mode sanitiser: what a hostile comm, label or path becomes. */
-#include "out/sanitize.h"
+#include "emit/sanitize.h"
 #include "test.h"
 
 static const char *san(const char *s, size_t n)

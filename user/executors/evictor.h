@@ -18,8 +18,8 @@
 #include "core/hist.h"
 #include "core/outlook.h"
 #include "core/reuse.h"
-#include "out/metrics.h"
-#include "out/out.h"
+#include "emit/metrics.h"
+#include "emit/out.h"
 #include "core/policy.h"
 
 #define EVICT_MAX_INFLIGHT 64

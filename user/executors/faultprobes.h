@@ -16,8 +16,8 @@
 #include "core/faultwatch.h"
 #include "executors/targets.h"
 #include "kernel/bpfstate.h"
-#include "out/metrics.h"
-#include "out/out.h"
+#include "emit/metrics.h"
+#include "emit/out.h"
 #include "proc/sampler.h"
 
 struct faultprobes {

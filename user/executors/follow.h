@@ -19,8 +19,8 @@
 #include "executors/admission.h"
 #include "executors/targets.h"
 #include "kernel/discover.h"
-#include "out/metrics.h"
-#include "out/out.h"
+#include "emit/metrics.h"
+#include "emit/out.h"
 
 /* What the loop does for follow.c. */
 struct follow_ops {

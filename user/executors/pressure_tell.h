@@ -15,9 +15,9 @@
 #include "executors/domain_pressure.h"
 #include "executors/pressure_watch.h"
 #include "executors/targets.h"
-#include "out/metrics.h"
-#include "out/onlevel.h"
-#include "out/out.h"
+#include "emit/metrics.h"
+#include "emit/onlevel.h"
+#include "emit/out.h"
 #include "proc/sampler.h"
 
 struct pressure_tell {

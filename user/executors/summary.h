@@ -12,7 +12,7 @@
 #include "executors/pressure_watch.h"
 #include "executors/targets.h"
 #include "kernel/bpfstate.h"
-#include "out/out.h"
+#include "emit/out.h"
 #include "proc/sampler.h"
 
 /* Memory and the cgroup's counts, from @sm. */

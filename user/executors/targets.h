@@ -22,8 +22,8 @@
 #include "executors/evictor.h"
 #include "executors/principal.h"
 #include "proc/match.h"
-#include "out/metrics.h"
-#include "out/out.h"
+#include "emit/metrics.h"
+#include "emit/out.h"
 #include "core/samples.h"
 #include "proc/sampler.h"
 

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "out/metrics.h"
+#include "emit/metrics.h"
 
 #define METRICS_HTTP_DEFAULT "127.0.0.1:9101"
 

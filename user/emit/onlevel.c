@@ -9,7 +9,7 @@
 
 #include <ramcache/control.h>
 
-#include "out/onlevel.h"
+#include "emit/onlevel.h"
 #include "core/policy.h"
 
 extern char **environ;

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "out/out.h"
+#include "emit/out.h"
 
 #define DROPS_WARN_NS (10 * NSEC_PER_SEC)
 

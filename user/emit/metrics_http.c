@@ -25,8 +25,8 @@
 
 #include <microhttpd.h>
 
-#include "out/metrics.h"
-#include "out/metrics_http.h"
+#include "emit/metrics.h"
+#include "emit/metrics_http.h"
 
 #if MHD_VERSION >= 0x00097002
 typedef enum MHD_Result mhd_result;

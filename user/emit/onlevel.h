@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "out/out.h"
+#include "emit/out.h"
 
 /* --on-level LEVEL:CMD */
 struct on_level {

@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "core/hist.h"
-#include "out/json.h"
+#include "emit/json.h"
 
 /* Print as an ASCII table with bars, @unit names the values ("usecs"). */
 void histfmt_text(FILE *f, const struct hist *h, const char *unit);

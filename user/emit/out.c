@@ -6,13 +6,13 @@
 #include <time.h>
 
 #include "core/hist.h"
-#include "out/histfmt.h"
-#include "out/json.h"
+#include "emit/histfmt.h"
+#include "emit/json.h"
 #include "proc/match.h"
-#include "out/out.h"
+#include "emit/out.h"
 #include "core/policy.h"
 #include "kernel/probes.h"
-#include "out/sanitize.h"
+#include "emit/sanitize.h"
 
 #define MiB (1024.0 * 1024.0)
 

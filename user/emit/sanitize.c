@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "out/sanitize.h"
+#include "emit/sanitize.h"
 
 /*
  * Length of the valid UTF-8 sequence at @s (at most @n bytes) and its code

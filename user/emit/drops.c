@@ -2,7 +2,7 @@
 /* Lost events and lines told; see drops.h. */
 #include <inttypes.h>
 
-#include "out/drops.h"
+#include "emit/drops.h"
 #include "proc/clock.h"
 
 void drops_tell(struct drops *d, struct out *o, uint64_t events, uint64_t lines,

@@ -17,9 +17,9 @@
 #include "pressure.h"
 #include "ramcache/control.h"
 #include "proc/clock.h"
-#include "out/metrics.h"
+#include "emit/metrics.h"
 #include "core/policy.h"
-#include "out/sanitize.h"
+#include "emit/sanitize.h"
 
 #ifndef RAMCACHE_VERSION
 #define RAMCACHE_VERSION "unknown"

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "out/json.h"
+#include "emit/json.h"
 
 /* The escape JSON has for @c, or NULL. */
 static const char *escape_of(unsigned char c)

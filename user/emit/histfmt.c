@@ -3,7 +3,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "out/histfmt.h"
+#include "emit/histfmt.h"
 
 #define BAR_WIDTH 40
 

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "out/outstream.h"
+#include "emit/outstream.h"
 
 #define FINISH_MS 200
 #define PIPE_SIZE (1 << 20)
