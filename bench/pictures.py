@@ -17,7 +17,6 @@ from rcviz import svg as S  # noqa: E402
 from rcviz import timeline as T  # noqa: E402
 from rcviz.chart import Chart, Mark  # noqa: E402
 from rcviz.record import STATUS_GROUP, build  # noqa: E402
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sections.scaling import CURVES, picture_name  # noqa: E402
 
 RAMP = "BENCHMARKS-ramp.svg"

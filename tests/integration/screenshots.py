@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cdp  # noqa: E402
 import test_report as tr  # noqa: E402
 from rctest import DEMO, AGENT, Memcg, wait_page  # noqa: E402

@@ -9,7 +9,6 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import OUTPUT, ROOT, Skip, main, test  # noqa: E402
 
 SECTIONS = ("overhead", "tax", "footprint", "reaction", "outcomes",

@@ -11,10 +11,8 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import AGENT, ROOT, Skip, main, test  # noqa: E402
 
 COMPLETION = os.path.join(ROOT, "contrib", "bash-completion", "ramcache-bpf")

@@ -31,7 +31,6 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import (free_port, AGENT, DEMO, HELPERS, MiB, ROOT, Agent, Memcg,  # noqa
                     Skip, main, memfd_page, require_root, test, wait_page)
 

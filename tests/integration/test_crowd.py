@@ -15,10 +15,8 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import promtext  # noqa: E402
 from rctest import (free_port, HELPERS, MiB, ROOT, SYS_PYTHON, Agent,  # noqa: E402
                     Demo, ParentMemcg, main, require_demo, require_root,

@@ -28,11 +28,9 @@ import re
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import debpkg  # noqa: E402
 from rctest import FRESH, OUTPUT, ROOT, Skip, main, require_root, test  # noqa: E402
 

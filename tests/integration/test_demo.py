@@ -10,10 +10,8 @@ import os
 import signal
 import struct
 import subprocess
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import (AGENT, DEMO, MiB, Agent, Demo, Memcg, Skip,  # noqa: E402
                     main, require_demo, require_root, scratch_dir, test,
                     wait_page)

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import (AGENT, ROOT, Agent, Memcg, Skip, main,  # noqa: E402
                     own_libc, require_root, scratch_dir, test, wait_page)
 

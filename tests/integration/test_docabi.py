@@ -14,10 +14,8 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import ROOT, main, test  # noqa: E402
 
 DOC = os.path.join(ROOT, "docs", "control-page.md")
@@ -227,7 +225,7 @@ def document_matches_the_header():
     assert not bad, "\n".join(bad)
 
 
-OUT_C = os.path.join(ROOT, "user", "out", "out.c")
+OUT_C = os.path.join(ROOT, "user", "emit", "out.c")
 README = os.path.join(ROOT, "README.md")
 # helpers of out.c that write fields of their own, and those fields
 HELPER_FIELDS = {"tag_json": {"comm", "cgroup", "domain"}, "reasons_json": {"reasons"},

@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import (AGENT, MiB, ROOT, Agent, Memcg, Skip, main,  # noqa: E402
                     require_root, test, wait_event)
 

@@ -13,10 +13,7 @@ from debootstrap'd roots, never pulled):
 
 The rest (OOM kill without the agent, --all, kube play) is test_podman.py's.
 """
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine import (Docker, agent_beside, agent_image, cap_mask,  # noqa: E402
                     check_demo_served, daemonset_container, demo_container,
                     executor_image, grantable, oom_killed)

@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import promtext  # noqa: E402
 from rctest import (free_port, AGENT, HELPERS, NOBODY, ROOT, SYS_PYTHON,  # noqa: E402
                     MiB, Agent, Demo, ParentMemcg, Skip, as_user, go,

@@ -14,10 +14,8 @@ only while a followed domain nears the point where commands go out
 import json
 import os
 import subprocess
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import promtext  # noqa: E402
 from rctest import (free_port, HELPERS, MiB, Agent, Memcg, go, main,  # noqa: E402
                     memhog, ready, require_root, test)

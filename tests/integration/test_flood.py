@@ -18,10 +18,8 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import (AGENT, SYS_PYTHON, MiB, Agent, ParentMemcg,  # noqa: E402
                     Skip, as_user, helpers_any_uid_reads, main, require_root,
                     test)

@@ -19,7 +19,6 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import (AGENT, ROOT, MiB, Memcg, Tmux, main,  # noqa: E402
                     require_root, test)
 

@@ -13,11 +13,9 @@ import os
 import shutil
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import (AGENT, NOBODY, SYS_PYTHON, MiB, Agent,  # noqa: E402
                     ParentMemcg, Skip, as_user, helpers_any_uid_reads, main,
                     own_libc, require_root, scratch_dir, test)

@@ -11,10 +11,8 @@ apt-get (a recorder named apt-get is first on PATH).
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import ROOT, main, require_root, test  # noqa: E402
 
 

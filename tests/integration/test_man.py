@@ -13,7 +13,6 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import AGENT, OUTPUT, ROOT, main, test  # noqa: E402
 
 PAGES = {"ramcache-bpf.8": [AGENT],

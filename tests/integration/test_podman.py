@@ -27,11 +27,9 @@ import errno
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine import (AGENT_IMAGE, EXEC_IMAGE, MANIFEST, MEMORY,  # noqa: E402
                     SECCOMP_DIR, Podman, agent_beside, agent_image, cap_mask,
                     check_demo_served, creds, daemonset_container,

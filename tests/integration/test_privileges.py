@@ -8,10 +8,8 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import (free_port, AGENT, HELPERS, NOBODY, SYS_PYTHON, Agent,  # noqa: E402
                     Skip,
                     as_user, helpers_any_uid_reads, main, require_root,

@@ -20,7 +20,6 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import (AGENT, DEMO, ROOT, MiB, Memcg, Skip, Tmux,  # noqa: E402
                     main, require_root, test, wait_page)
 

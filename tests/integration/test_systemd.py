@@ -12,13 +12,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 
 from rctest import AGENT, HELPERS, ROOT, Skip, main, require_root, test
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import unitsandbox  # noqa: E402
 
 UNIT = os.path.join(ROOT, "contrib", "systemd", "ramcache-bpf.service")

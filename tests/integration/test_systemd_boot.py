@@ -33,7 +33,6 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import DEMO, ROOT, main, require_root, test  # noqa: E402
 import unitsandbox  # noqa: E402
 

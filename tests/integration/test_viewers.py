@@ -28,7 +28,6 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rctest import (NOBODY, ROOT, MiB, Tmux, main, require_root,  # noqa: E402
                     test)
 
