@@ -5,7 +5,7 @@ gone (its heartbeat STALL_S old: a healthy agent beats every 250 ms; the
 MiB a second).
 
 The rule: with L the limit of the tightest memory cgroup above ComfyUI and
-used its usage less inactive file pages (ramcache.memory_use()), when used
+used L less its headroom (ramcache.memory_use(), the agent's rule), when used
 passes L less TRIP of L, the inactive entries no node of the running
 prompt reads go, least recently used first (models through ComfyUI's own
 unload), until used is L less FREE of L. Checked at the worker's safe

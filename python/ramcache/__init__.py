@@ -25,7 +25,7 @@ and Page are None, every cache keeps to its own bounds, and NO_PAGE (or a
 cache's reason) says why. See python/README.md.
 """
 from .cache import (NO_PAGE, Budget, CacheInfo, PressureCache, available_bytes, budget,
-                    guard, memoize, memory_use, parse_bytes, sizeof)
+                    guard, headroom, memoize, memory_use, parse_bytes, reclaimable, sizeof)
 
 try:
     from .executor import HOLD, STALL_NS, Executor, shared
@@ -35,5 +35,6 @@ except ImportError:  # no fcntl: cache.NO_PAGE says so
 
 __version__ = "0.1.0"
 __all__ = ["PressureCache", "memoize", "sizeof", "available_bytes", "memory_use", "parse_bytes",
-           "budget", "Budget", "guard", "CacheInfo", "NO_PAGE", "Executor", "shared",
+           "headroom", "reclaimable", "budget", "Budget", "guard", "CacheInfo", "NO_PAGE",
+           "Executor", "shared",
            "HOLD", "STALL_NS", "Page", "__version__"]

@@ -276,26 +276,63 @@ class _Memcg:
                 for fd in fds:
                     os.close(fd)
                 continue
-            key = b"\ninactive_file " if v2 else b"\ntotal_inactive_file "
-            self.levels.append((fds[0], fds[1], fds[2], key))
+            keys = (b"\ninactive_file ", b"\nfile_mapped ") if v2 else \
+                (b"\ntotal_inactive_file ", b"\ntotal_mapped_file ")
+            self.levels.append((fds[0], fds[1], fds[2], keys))
 
     def read(self) -> Optional[Tuple[int, int]]:
-        """(limit, usage less inactive file pages) of the level with the
-        least room, or None (no limit, or the files went away)."""
+        """(limit, limit less its headroom) of the level with the least
+        headroom (headroom(), MemAvailable aside), or None (no limit, or the
+        files went away)."""
         best = None
-        for lim_fd, use_fd, stat_fd, key in self.levels:
+        for lim_fd, use_fd, stat_fd, keys in self.levels:
             try:
                 lim = _limit(lim_fd)
                 use = int(os.pread(use_fd, 64, 0))
                 stat = b"\n" + os.pread(stat_fd, 16384, 0)
-                i = stat.find(key)
-                if i >= 0:
-                    use -= int(stat[i + len(key):stat.index(b"\n", i + 1)])
+                inactive, mapped = (_stat_value(stat, k) for k in keys)
             except (OSError, ValueError):
                 continue
-            if lim is not None and (best is None or lim - use < best[0] - best[1]):
-                best = (lim, max(0, use))
+            if lim is None:
+                continue
+            room = headroom(None, lim, use, reclaimable(inactive, mapped))
+            if best is None or room < best[0] - best[1]:
+                best = (lim, lim - room)
         return best
+
+
+def _stat_value(stat: bytes, key: bytes) -> int:
+    """The value of @key ("\\nname ") in memory.stat's text, 0 without it."""
+    i = stat.find(key)
+    return int(stat[i + len(key):stat.index(b"\n", i + 1)]) if i >= 0 else 0
+
+
+# A limit at or above this is none (RC_LIMIT_UNLIMITED_MIN in the agent).
+LIMIT_NONE = 1 << 60
+
+
+def reclaimable(inactive_file: int, mapped_file: int) -> int:
+    """A memory cgroup's page cache the kernel takes back cheaply: its
+    inactive file pages less the file pages processes map (a mapped model's
+    weights look inactive until read twice, yet dropping them makes the
+    process fault them back). The agent's rule (policy_reclaimable);
+    tests/fixtures/headroom.txt holds both to it."""
+    return max(0, inactive_file - mapped_file)
+
+
+def headroom(mem_available: Optional[int], limit: Optional[int], usage: int,
+             reclaimable_bytes: int) -> Optional[int]:
+    """Bytes that can still be allocated before reclaim works hard: the
+    lower of @mem_available and, with a @limit (None, or LIMIT_NONE and
+    above: none), limit - usage (0 at least) + @reclaimable_bytes (no more
+    than usage), never more than the limit. None when neither is known.
+    The agent's rule (policy_headroom); tests/fixtures/headroom.txt."""
+    room = None
+    if limit is not None and limit < LIMIT_NONE:
+        room = min(max(0, limit - usage) + min(max(0, reclaimable_bytes), usage), limit)
+    if mem_available is None or room is None:
+        return mem_available if room is None else room
+    return min(mem_available, room)
 
 
 def _limit(fd: int) -> Optional[int]:
@@ -303,7 +340,7 @@ def _limit(fd: int) -> Optional[int]:
     if v == b"max":
         return None
     n = int(v)
-    return None if n >= 1 << 62 else n  # v1 says "no limit" with ~2**63
+    return None if n >= LIMIT_NONE else n  # v1 says "no limit" with ~2**63
 
 
 def _cgroup_dirs() -> List[Tuple[str, bool]]:
@@ -352,16 +389,17 @@ def _cgroup() -> _Memcg:
 
 def memory_use() -> Optional[Tuple[int, int]]:
     """(limit, used) of the memory cgroup above this process with the least
-    room: its limit, and its usage less inactive file pages (what the
-    kernel takes back cheaply); None without a limit. The files are kept
-    open and read with pread: cheap enough for every safe point."""
+    room: its limit, and what counts as used, the limit less its headroom
+    (headroom(): usage less the page cache the kernel takes back cheaply,
+    the agent's rule); None without a limit. The files are kept open and
+    read with pread: cheap enough for every safe point."""
     return _cgroup().read()
 
 
 def available_bytes() -> Optional[int]:
-    """Memory this process could still use: MemAvailable, or what its
-    memory cgroups leave (limit - usage + inactive file pages, the
-    tightest level), the smaller; None when neither can be read."""
+    """Memory this process could still use: headroom() of MemAvailable
+    and the tightest of its memory cgroups (the agent's rule); None when
+    neither can be read."""
     avail = None
     try:
         with open("/proc/meminfo") as f:
@@ -1194,4 +1232,4 @@ def memoize(fn: Optional[Callable] = None, *, cache: Optional[PressureCache] = N
 
 
 __all__ = ["PressureCache", "memoize", "sizeof", "available_bytes", "memory_use", "parse_bytes",
-           "budget", "Budget", "guard", "CacheInfo", "NO_PAGE"]
+           "headroom", "reclaimable", "budget", "Budget", "guard", "CacheInfo", "NO_PAGE"]

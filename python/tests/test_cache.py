@@ -510,4 +510,22 @@ def without_fcntl_or_memfd_each_cache_is_an_lru_and_says_why_once():
         print(f"# without {missing}: {p.stdout.strip()[3:]}")
 
 
+@test
+def headroom_gives_what_the_shared_cases_say():
+    """The package's headroom rule (what its guard and the ComfyUI
+    package's count as room) is the agent's: every case of
+    tests/fixtures/headroom.txt, which policy_headroom's test reads too."""
+    n = 0
+    with open(os.path.join(ROOT, "tests", "fixtures", "headroom.txt")) as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            mem, limit, usage, inactive, mapped, want = line.split()
+            got = ramcache.headroom(int(mem), None if limit == "max" else int(limit),
+                                    int(usage), ramcache.reclaimable(int(inactive), int(mapped)))
+            assert got == int(want), (line, got)
+            n += 1
+    assert n >= 15, n
+
+
 main()

@@ -44,6 +44,42 @@ TEST(headroom)
 		  256 * MiB, "hostile inactive capped at usage/limit");
 }
 
+/* The cases the Python package's rule is tested on (ramcache.headroom). */
+TEST(headroom_gives_what_the_shared_cases_say)
+{
+	const char *root = getenv("RAMCACHE_ROOT");
+	unsigned long long mem, usage, inactive, mapped, want, got, lim;
+	char path[4096], line[512], limit[32];
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/tests/fixtures/headroom.txt",
+		 root ? root : ".");
+	f = fopen(path, "re");
+	if (!ASSERT_TRUE(f != NULL, path))
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (line[0] == '#' || line[0] == '\n')
+			continue;
+		if (sscanf(line, "%llu %31s %llu %llu %llu %llu", &mem, limit,
+			   &usage, &inactive, &mapped, &want) != 6) {
+			FAIL_AT("unreadable case: %s", line);
+			break;
+		}
+		lim = strcmp(limit, "max") ? strtoull(limit, NULL, 10)
+					   : UINT64_MAX;
+		got = policy_headroom(mem, lim, usage,
+				      policy_reclaimable(inactive, mapped));
+		if (got != want) {
+			FAIL_AT("%s: got %llu", line, got);
+			break;
+		}
+		n++;
+	}
+	fclose(f);
+	ASSERT_GE(n, 15, "cases read");
+}
+
 TEST(thresholds_default)
 {
 	struct rc_thresholds t;
