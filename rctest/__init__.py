@@ -407,21 +407,13 @@ def wait_event(seen, q, pred, timeout=10.0):
 class Agent:
     """ramcache-bpf with --json, its events collected by a reader thread."""
 
-    def __init__(self, *args, stderr_to=None, prefix=(), to_file=False):
-        """@prefix: a command the agent is run under (unshare ...).
-        @to_file: its stdout a scratch file, not a pipe: the agent drops
-        the lines a pipe's reader does not take in time (it never blocks
-        on its output: "stdout not read" warnings), and a case that makes
-        thousands of events (an OOM storm's reclaim lines) on a busy
-        machine would miss the one it waits for."""
+    def __init__(self, *args, stderr_to=None, prefix=()):
+        """@prefix: a command the agent is run under (unshare ...)."""
         if not os.access(AGENT, os.X_OK):
             raise RuntimeError(f"{AGENT} is not built")
         self.argv = [*prefix, AGENT, "--json", *map(str, args)]
-        out = tempfile.TemporaryFile(prefix="ramcache-agent-") if to_file \
-            else subprocess.PIPE
-        self.proc = subprocess.Popen(self.argv, stdout=out,
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
-        self._lines = self.proc.stdout if not to_file else self._follow(out)
         self.events = []
         self.q = queue.Queue()
         self.stderr = []
@@ -430,29 +422,8 @@ class Agent:
         self._e = threading.Thread(target=self._read_err, daemon=True)
         self._e.start()
 
-    def _follow(self, f):
-        """The lines of the agent's stdout file as it writes them, until
-        it has exited and the last line is read."""
-        # a file description of its own: the agent's shares its offset
-        # with @f
-        with open(f"/proc/self/fd/{f.fileno()}", "r") as r:
-            f.close()
-            part = ""
-            while True:
-                done = self.proc.poll() is not None
-                chunk = r.readline()
-                if chunk:
-                    part += chunk
-                    if part.endswith("\n"):
-                        yield part
-                        part = ""
-                    continue
-                if done:
-                    break
-                time.sleep(0.01)
-
     def _read(self):
-        for line in self._lines:
+        for line in self.proc.stdout:
             line = line.strip()
             if not line:
                 continue

@@ -43,6 +43,9 @@
 #include "executors/summary.h"
 #include "executors/targets.h"
 
+/* At exit, how long lines held for a slow reader may wait for it (ms). */
+#define OUT_DRAIN_MS 2000
+
 /* A failed periodic read is told once, not every tick; 0 rearms it. */
 static void report_err(struct agent *a, int *last, int err, const char *what)
 {
@@ -476,6 +479,7 @@ static void on_tick(struct agent *a)
 		fresh = true;
 	}
 	tick_evictors(a, now, fresh);
+	outstream_pump(); /* lines held for a slow reader */
 	if (now >= a->tk.next_level_ns) {
 		update_level(a, now);
 		a->tk.next_level_ns = now + a->tk.cad.level_ns;
@@ -649,6 +653,19 @@ static void finish(struct agent *a, int code)
 			code, (int)a->last_pid, a->inflight_at_exit);
 }
 
+/* The last lines (the exit's) held for a slow reader; on stderr what is lost. */
+static void drain_stdout(void)
+{
+	uint64_t before = outstream_dropped();
+
+	outstream_drain(OUT_DRAIN_MS);
+	if (outstream_dropped() > before)
+		out_warn(NULL,
+			 "stdout not read at exit: %" PRIu64
+			 " output lines dropped (%" PRIu64 " in all)",
+			 outstream_dropped() - before, outstream_dropped());
+}
+
 static void teardown(struct agent *a)
 {
 	metrics_http_stop(a->http);
@@ -665,6 +682,7 @@ static void teardown(struct agent *a)
 	metrics_destroy(&a->m);
 	if (a->out.f != stdout)
 		fclose(a->out.f);
+	drain_stdout();
 }
 
 static void run(struct agent *a)

@@ -129,10 +129,11 @@ def setup():
         if not os.access(AGENT, os.X_OK):
             raise Skip(f"{AGENT} is not built")
         _dom = ParentMemcg(LIMIT, 1, "endings")
-        # its stdout a file: the OOM case makes thousands of reclaim lines,
-        # which a pipe's reader on a busy machine does not take in time
+        # on a pipe: the OOM case makes thousands of reclaim lines, more
+        # than a reader on a busy machine takes in time; the agent drops
+        # those and holds the ends this waits for (emit/outstream.c)
         _agent = Agent("--all", "--cgroup", _dom.rel, "--headroom", "16M",
-                       "--inactive", "24M", to_file=True)
+                       "--inactive", "24M")
         assert _agent.wait_type("start", timeout=30), _agent.stderr[-5:]
     return _agent
 

@@ -10,6 +10,7 @@
 #include "emit/json.h"
 #include "proc/match.h"
 #include "emit/out.h"
+#include "emit/outstream.h"
 #include "core/policy.h"
 #include "kernel/probes.h"
 #include "emit/sanitize.h"
@@ -237,7 +238,7 @@ static void event_json(struct out *o, const struct rc_event_hdr *h)
 	json_end(&w);
 }
 
-void out_event(struct out *o, const void *data, size_t len)
+static void event_line(struct out *o, const void *data, size_t len)
 {
 	const struct rc_event_hdr *h = data;
 	char clk[16], comm[COMM_TEXT];
@@ -303,6 +304,22 @@ void out_event(struct out *o, const void *data, size_t len)
 		return;
 	}
 	fflush(o->f);
+}
+
+/*
+ * The kernel's event stream (reclaim, faults, kswapd, rss) may be dropped
+ * for a reader with no room, an OOM kill never (outstream.h).
+ */
+void out_event(struct out *o, const void *data, size_t len)
+{
+	const struct rc_event_hdr *h = data;
+	bool oom = len >= sizeof(*h) && h->type == RC_EV_OOM_KILL;
+
+	fflush(o->f); /* lines printed before are not the stream's */
+	outstream_droppable(!oom);
+	event_line(o, data, len);
+	fflush(o->f);
+	outstream_droppable(false);
 }
 
 /* An executor's tags, after its "pid". */

@@ -4,6 +4,12 @@
  * a line of at most PIPE_BUF bytes goes into a pipe whole or not at all, so
  * a dropped line never leaves half a JSON object behind. A line already
  * begun (longer lines, sockets) is finished within FINISH_MS.
+ *
+ * Lines the reader has no room for are held, in order, up to HELD_MAX
+ * bytes, and written as room comes (outstream_pump()); only the kernel
+ * event stream's lines (outstream_droppable()) are dropped instead, and
+ * while anything is held, so that the rare lines (an executor's end, a
+ * command, an eviction) are never lost among thousands of reclaim events.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +25,7 @@
 
 #define FINISH_MS 200
 #define PIPE_SIZE (1 << 20)
+#define HELD_MAX  (256 << 10)
 
 struct outstream {
 	int fd;
@@ -27,7 +34,10 @@ struct outstream {
 
 static struct outstream os_state = { .fd = -1 };
 static uint64_t os_dropped;
-static bool os_closed; /* the reader went away: EPIPE, ECONNRESET */
+static bool os_closed;	  /* the reader went away: EPIPE, ECONNRESET */
+static bool os_droppable; /* the lines written now may be dropped */
+static char os_held[HELD_MAX];
+static size_t os_held_len; /* bytes held, whole lines but the last's tail */
 
 /* SIGPIPE is blocked by the agent: a gone reader is an EPIPE here. */
 static ssize_t put(const struct outstream *s, const char *p, size_t len)
@@ -37,27 +47,82 @@ static ssize_t put(const struct outstream *s, const char *p, size_t len)
 	return write(s->fd, p, len);
 }
 
+/* Bytes of @p written now, without waiting: -1 once the reader is gone. */
+static ssize_t put_now(const struct outstream *s, const char *p, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = put(s, p, len);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 &&
+	    (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN))
+		os_closed = true;
+	return n < 0 ? (os_closed ? -1 : 0) : n;
+}
+
+/* Keep @len bytes of @p for later; dropped (counted) when they do not fit. */
+static void hold(const char *p, size_t len)
+{
+	if (os_closed || len > HELD_MAX - os_held_len) {
+		os_dropped++;
+		return;
+	}
+	memcpy(os_held + os_held_len, p, len);
+	os_held_len += len;
+}
+
+void outstream_pump(void)
+{
+	size_t done = 0;
+
+	while (done < os_held_len && os_state.fd >= 0) {
+		const char *p = os_held + done;
+		const char *nl = memchr(p, '\n', os_held_len - done);
+		size_t len = nl ? (size_t)(nl - p) + 1 : os_held_len - done;
+		ssize_t n = put_now(&os_state, p, len);
+
+		if (n <= 0)
+			break;
+		done += (size_t)n;
+	}
+	if (os_closed) { /* no reader: what is held is lost, a line each */
+		for (size_t i = done; i < os_held_len; i++)
+			os_dropped += os_held[i] == '\n';
+		done = os_held_len;
+	}
+	memmove(os_held, os_held + done, os_held_len - done);
+	os_held_len -= done;
+}
+
 static void write_line(const struct outstream *s, const char *p, size_t len)
 {
 	size_t done = 0;
 
+	if (os_held_len) {
+		outstream_pump();
+		if (os_held_len) { /* after what is held, or not at all */
+			if (os_droppable)
+				os_dropped++;
+			else
+				hold(p, len);
+			return;
+		}
+	}
 	while (done < len) {
 		struct pollfd pfd = { .fd = s->fd, .events = POLLOUT };
-		ssize_t n = put(s, p + done, len - done);
+		ssize_t n = put_now(s, p + done, len - done);
 
 		if (n > 0) {
 			done += (size_t)n;
 			continue;
 		}
-		if (n < 0 && errno == EINTR)
+		if (n == 0 && done && poll(&pfd, 1, FINISH_MS) > 0)
 			continue;
-		if (n < 0 && errno == EAGAIN && done &&
-		    poll(&pfd, 1, FINISH_MS) > 0)
-			continue;
-		if (n < 0 && (errno == EPIPE || errno == ECONNRESET ||
-			      errno == ENOTCONN))
-			os_closed = true;
-		os_dropped++; /* reader not reading, or gone */
+		if (done || !os_droppable)
+			hold(p + done, len - done); /* never half a line */
+		else
+			os_dropped++; /* reader not reading, or gone */
 		return;
 	}
 }
@@ -120,6 +185,31 @@ FILE *outstream_open(int fd, FILE *fallback)
 uint64_t outstream_dropped(void)
 {
 	return os_dropped;
+}
+
+void outstream_droppable(bool on)
+{
+	os_droppable = on;
+}
+
+size_t outstream_held(void)
+{
+	return os_held_len;
+}
+
+void outstream_drain(int ms)
+{
+	struct pollfd pfd = { .fd = os_state.fd, .events = POLLOUT };
+
+	outstream_pump();
+	while (os_held_len && !os_closed && ms > 0 &&
+	       poll(&pfd, 1, FINISH_MS) > 0) {
+		outstream_pump();
+		ms -= FINISH_MS / 4; /* a reader taking bytes keeps it going */
+	}
+	for (size_t i = 0; i < os_held_len; i++)
+		os_dropped += os_held[i] == '\n';
+	os_held_len = 0;
 }
 
 bool outstream_closed(void)

@@ -2,13 +2,17 @@
 /*
  * The agent's stdout when it is a pipe or a socket: a reader that stops
  * reading must not stop the agent (no heartbeats, no evictions, SIGTERM
- * never seen while blocked in write). Whole lines that do not fit are
- * dropped and counted instead.
+ * never seen while blocked in write). Lines that do not fit are held, in
+ * order, up to a bound, and written as the reader makes room; the kernel
+ * event stream's lines (reclaim, faults, kswapd, rss: thousands a second
+ * in a storm) are dropped and counted instead, and so is what overflows
+ * the bound.
  */
 #ifndef RAMCACHE_OUTSTREAM_H
 #define RAMCACHE_OUTSTREAM_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -21,6 +25,17 @@ FILE *outstream_open(int fd, FILE *fallback);
 FILE *outstream_null(void);
 /* Lines dropped so far because the reader was not reading. */
 uint64_t outstream_dropped(void);
+/* Whether the lines written from now on may be dropped (default: no). */
+void outstream_droppable(bool on);
+/* Write what is held, as far as the reader has room; never waits. */
+void outstream_pump(void);
+/* Bytes held for a reader that has no room now. */
+size_t outstream_held(void);
+/*
+ * At exit: write what is held while the reader takes it, giving up after
+ * about @ms without progress; what is left is counted dropped.
+ */
+void outstream_drain(int ms);
 /* True once a write found no reader at all (EPIPE, reset socket). */
 bool outstream_closed(void);
 
