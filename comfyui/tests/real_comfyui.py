@@ -45,8 +45,6 @@ import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 import realcomfy as rc  # noqa: E402
 import real_workloads as wl  # noqa: E402
 

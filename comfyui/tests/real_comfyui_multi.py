@@ -30,8 +30,6 @@ import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 import real_workloads as wl  # noqa: E402
 import realcomfy as rc  # noqa: E402
 from fakeagent import FakeAgent  # noqa: E402

@@ -10,10 +10,8 @@ what must hold; each reads the same run.
 """
 import os
 import re
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 import comfyui_api  # noqa: E402
 import real_workloads as wl  # noqa: E402
 import realcomfy as rc  # noqa: E402

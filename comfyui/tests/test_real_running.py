@@ -14,13 +14,9 @@ ends.
 
 Skips (one line) only when the trees are absent.
 """
-import os
-import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 import realcomfy as rc  # noqa: E402
 from fakeagent import page_of  # noqa: E402
 from rctest import Skip, main, test  # noqa: E402

@@ -16,10 +16,7 @@ Skips (one line) only when the trees are absent or without root.
 """
 import concurrent.futures
 import os
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 import real_versions as rv  # noqa: E402
 import realcomfy as rc  # noqa: E402
 from rctest import AGENT, FRESH, Skip, main, test  # noqa: E402
