@@ -5,7 +5,7 @@
  * made, the looks through /proc (in slices, sooner when reports were lost
  * or a refused executor may now have a place), and targets without a page.
  */
-#include "executors/admission.h"
+#include "core/admission.h"
 #include "test.h"
 
 #define SEC NSEC_PER_SEC

@@ -4,7 +4,7 @@
  * subordinate uids /etc/subuid gives them, the host's root, or a
  * container whose root is the host's.
  */
-#include "executors/principal.h"
+#include "core/principal.h"
 #include "test.h"
 
 static const char PASSWD[] = "root:x:0:0:root:/root:/bin/bash\n"

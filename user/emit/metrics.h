@@ -104,7 +104,7 @@ struct metrics_domain {
 
 /*
  * --all: what looking for executors cost, per principal (a user, a
- * container, root: executors/principal.h), as the agent's admission
+ * container, root: core/principal.h), as the agent's admission
  * counts it. Kept per index of its table: at most METRICS_PRINCIPALS.
  */
 #define METRICS_PRINCIPALS    RC_MAX_TARGETS

@@ -16,7 +16,7 @@
 
 #include "args.h"
 #include "core/cadence.h"
-#include "executors/admission.h"
+#include "core/admission.h"
 #include "executors/targets.h"
 #include "kernel/discover.h"
 #include "emit/metrics.h"

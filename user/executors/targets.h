@@ -20,7 +20,7 @@
 #include "kernel/bpfstate.h"
 #include "page/control.h"
 #include "executors/evictor.h"
-#include "executors/principal.h"
+#include "core/principal.h"
 #include "proc/match.h"
 #include "emit/metrics.h"
 #include "emit/out.h"

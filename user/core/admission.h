@@ -16,7 +16,7 @@
 
 #include "core/cadence.h"
 #include "core/units.h"
-#include "executors/principal.h"
+#include "core/principal.h"
 #include "pressure.h"
 
 /*

@@ -2,7 +2,7 @@
 /* --all: which executors are taken on, and when to look; see admission.h. */
 #include <string.h>
 
-#include "executors/admission.h"
+#include "core/admission.h"
 
 void admission_init(struct admission *ad, bool has_user, uid_t user)
 {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "executors/principal.h"
+#include "core/principal.h"
 
 /* A decimal number of at most 32 bits filling [s, end). */
 static bool u32_of(const char *s, const char *end, uint32_t *v)
