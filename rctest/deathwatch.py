@@ -27,7 +27,6 @@ PYTHON = sys.executable
 
 PYEXEC = """
 import json, os, sys, time
-sys.path.insert(0, os.path.join(sys.argv[1], "python"))
 import ramcache
 ex = ramcache.Executor()
 ex.on_agent.append(lambda st, t: print(json.dumps({"state": st, "t_ns": t}), flush=True))
@@ -35,31 +34,6 @@ print(json.dumps({"ready": os.getpid()}), flush=True)
 sys.stdin.readline()
 """
 
-COMFY = """
-import json, os, sys, time
-sys.path[:0] = [os.path.join(sys.argv[1], "comfyui", "tests")]
-os.environ.pop("RAMCACHE_CONTROL", None)
-import env
-pkg = env.load_package()
-bridge = pkg.bridge.BRIDGE
-w = env.worker("RAM_PRESSURE", ram=1.0, ram_inactive=0)
-page = bridge.page
-wait, state = page.wait, [None]
-
-def watched(ms):  # the listener's own wait, reported as it returns
-    cmd = wait(ms)
-    st = page.agent_state()
-    if st != state[0]:
-        state[0] = st
-        print(json.dumps({"state": st, "t_ns": time.monotonic_ns()}), flush=True)
-    return cmd
-
-page.wait = watched
-print(json.dumps({"ready": os.getpid()}), flush=True)
-sys.stdin.readline()
-w.stop()
-bridge.close()
-"""
 
 
 class Lines:
@@ -67,12 +41,13 @@ class Lines:
     @parse into dicts (None: ignored); in @memcg when given (removed with
     it at stop())."""
 
-    def __init__(self, argv, parse, memcg=None, reads_stdin=True, agent_args=()):
+    def __init__(self, argv, parse, memcg=None, reads_stdin=True, agent_args=(),
+                 env=None):
         self.memcg = memcg
         self.agent_args = agent_args  # the agent's flags for this executor
         self.reads_stdin = reads_stdin
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True,
+                                     stderr=subprocess.PIPE, text=True, env=env,
                                      preexec_fn=memcg.preexec() if memcg else None)
         self.parse = parse
         self.seen = []
@@ -117,7 +92,8 @@ def c_library():
 
 
 def python_module():
-    return Lines([PYTHON, "-c", PYEXEC, ROOT], json.loads)
+    return Lines([PYTHON, "-c", PYEXEC], json.loads,
+                 env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")))
 
 
 def doc_example(path):
@@ -135,7 +111,9 @@ def doc_example(path):
 
 
 def comfyui_package():
-    return Lines([PYTHON, "-c", COMFY, ROOT], json.loads)
+    """comfyui/tests/deathside.py: the package in the stand-in ComfyUI."""
+    return Lines([PYTHON, os.path.join(ROOT, "comfyui", "tests", "deathside.py")],
+                 json.loads)
 
 
 def example_path(d):
