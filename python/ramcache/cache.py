@@ -261,7 +261,8 @@ class _Memcg:
     seen."""
 
     def __init__(self):
-        self.levels: List[Tuple[int, int, int, bytes]] = []  # limit, usage, stat fds, key
+        # limit, usage and stat fds; memory.stat's inactive and mapped file keys
+        self.levels: List[Tuple[int, int, int, Tuple[bytes, bytes]]] = []
         for d, v2 in _cgroup_dirs():
             files = ("memory.max", "memory.current", "memory.stat") if v2 else \
                 ("memory.limit_in_bytes", "memory.usage_in_bytes", "memory.stat")

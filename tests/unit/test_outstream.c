@@ -70,9 +70,17 @@ TEST(a_full_pipe_drops_the_event_stream_and_holds_the_rest_in_order)
 		     "{\"type\":\"control\",\"state\":\"dropped\"}\n"
 		     "{\"type\":\"exit\"}\n",
 		     "held lines after the reader made room");
-	/* no reader at all: held lines are lost, and counted */
+	/* a reader that never reads: the exit's drain gives up, counting */
 	while (outstream_held() == 0 && fills++ < (1 << 23))
 		line(f, false, "{\"type\":\"evict\"}");
+	dropped = outstream_dropped();
+	outstream_drain(50);
+	ASSERT_EQ(outstream_held(), 0, "given up");
+	ASSERT_EQ(outstream_dropped(), dropped + 1, "the held line counted");
+	ASSERT_FALSE(outstream_closed(), "the reader is still there");
+	/* no reader at all: held lines are lost, and counted */
+	line(f, false, "{\"type\":\"evict\"}");
+	ASSERT_TRUE(outstream_held() > 0, "held again");
 	close(p[0]);
 	dropped = outstream_dropped();
 	outstream_drain(100);

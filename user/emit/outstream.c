@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "emit/outstream.h"
@@ -37,7 +38,7 @@ static uint64_t os_dropped;
 static bool os_closed;	  /* the reader went away: EPIPE, ECONNRESET */
 static bool os_droppable; /* the lines written now may be dropped */
 static char os_held[HELD_MAX];
-static size_t os_held_len; /* bytes held, whole lines but the last's tail */
+static size_t os_held_len; /* bytes held: whole lines, the first maybe a tail */
 
 /* SIGPIPE is blocked by the agent: a gone reader is an EPIPE here. */
 static ssize_t put(const struct outstream *s, const char *p, size_t len)
@@ -47,7 +48,11 @@ static ssize_t put(const struct outstream *s, const char *p, size_t len)
 	return write(s->fd, p, len);
 }
 
-/* Bytes of @p written now, without waiting: -1 once the reader is gone. */
+/*
+ * Bytes of @p written now, without waiting: 0 when the reader has no room,
+ * -1 when they cannot be written at all (the reader is gone: os_closed;
+ * or an error no wait mends).
+ */
 static ssize_t put_now(const struct outstream *s, const char *p, size_t len)
 {
 	ssize_t n;
@@ -55,10 +60,13 @@ static ssize_t put_now(const struct outstream *s, const char *p, size_t len)
 	do
 		n = put(s, p, len);
 	while (n < 0 && errno == EINTR);
-	if (n < 0 &&
-	    (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN))
+	if (n >= 0)
+		return n;
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)
+		return 0;
+	if (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN)
 		os_closed = true;
-	return n < 0 ? (os_closed ? -1 : 0) : n;
+	return -1;
 }
 
 /* Keep @len bytes of @p for later; dropped (counted) when they do not fit. */
@@ -76,14 +84,19 @@ void outstream_pump(void)
 {
 	size_t done = 0;
 
-	while (done < os_held_len && os_state.fd >= 0) {
+	while (done < os_held_len && os_state.fd >= 0 && !os_closed) {
 		const char *p = os_held + done;
 		const char *nl = memchr(p, '\n', os_held_len - done);
 		size_t len = nl ? (size_t)(nl - p) + 1 : os_held_len - done;
 		ssize_t n = put_now(&os_state, p, len);
 
-		if (n <= 0)
+		if (n == 0 || (n < 0 && os_closed))
 			break;
+		if (n < 0) { /* this line cannot go: the next may */
+			os_dropped++;
+			done += len;
+			continue;
+		}
 		done += (size_t)n;
 	}
 	if (os_closed) { /* no reader: what is held is lost, a line each */
@@ -119,10 +132,10 @@ static void write_line(const struct outstream *s, const char *p, size_t len)
 		}
 		if (n == 0 && done && poll(&pfd, 1, FINISH_MS) > 0)
 			continue;
-		if (done || !os_droppable)
+		if (n == 0 && (done || !os_droppable))
 			hold(p + done, len - done); /* never half a line */
 		else
-			os_dropped++; /* reader not reading, or gone */
+			os_dropped++; /* reader not reading, gone, or an error */
 		return;
 	}
 }
@@ -197,15 +210,44 @@ size_t outstream_held(void)
 	return os_held_len;
 }
 
+bool outstream_shares_stderr(void)
+{
+	struct stat a, b;
+
+	return os_state.fd >= 0 && !fstat(os_state.fd, &a) &&
+	       !fstat(STDERR_FILENO, &b) && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 void outstream_drain(int ms)
 {
 	struct pollfd pfd = { .fd = os_state.fd, .events = POLLOUT };
+	uint64_t now = mono_ms(), quiet_until = now + (uint64_t)ms,
+		 end = now + 4 * (uint64_t)ms;
 
 	outstream_pump();
-	while (os_held_len && !os_closed && ms > 0 &&
-	       poll(&pfd, 1, FINISH_MS) > 0) {
-		outstream_pump();
-		ms -= FINISH_MS / 4; /* a reader taking bytes keeps it going */
+	while (os_held_len && !os_closed && now < quiet_until && now < end) {
+		size_t before = os_held_len;
+		uint64_t left = (quiet_until < end ? quiet_until : end) - now;
+
+		int r = poll(&pfd, 1,
+			     (int)(left < FINISH_MS ? left : FINISH_MS));
+
+		if (r < 0 && errno != EINTR)
+			break;
+		if (r > 0)
+			outstream_pump();
+		now = mono_ms();
+		if (os_held_len < before) /* the reader takes them: wait on */
+			quiet_until = now + (uint64_t)ms;
 	}
 	for (size_t i = 0; i < os_held_len; i++)
 		os_dropped += os_held[i] == '\n';

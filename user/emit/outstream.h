@@ -31,9 +31,11 @@ void outstream_droppable(bool on);
 void outstream_pump(void);
 /* Bytes held for a reader that has no room now. */
 size_t outstream_held(void);
+/* Whether stderr is the pipe or socket stdout is (2>&1): blocking too. */
+bool outstream_shares_stderr(void);
 /*
  * At exit: write what is held while the reader takes it, giving up after
- * about @ms without progress; what is left is counted dropped.
+ * @ms without progress or 4 x @ms in all; what is left is counted dropped.
  */
 void outstream_drain(int ms);
 /* True once a write found no reader at all (EPIPE, reset socket). */
