@@ -19,10 +19,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "emit/outstream.h"
+#include "proc/clock.h"
 
 #define FINISH_MS 200
 #define PIPE_SIZE (1 << 20)
@@ -219,18 +219,10 @@ bool outstream_shares_stderr(void)
 	       a.st_ino == b.st_ino;
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 void outstream_drain(int ms)
 {
 	struct pollfd pfd = { .fd = os_state.fd, .events = POLLOUT };
-	uint64_t now = mono_ms(), quiet_until = now + (uint64_t)ms,
+	uint64_t now = now_ns() / 1000000, quiet_until = now + (uint64_t)ms,
 		 end = now + 4 * (uint64_t)ms;
 
 	outstream_pump();
@@ -245,7 +237,7 @@ void outstream_drain(int ms)
 			break;
 		if (r > 0)
 			outstream_pump();
-		now = mono_ms();
+		now = now_ns() / 1000000;
 		if (os_held_len < before) /* the reader takes them: wait on */
 			quiet_until = now + (uint64_t)ms;
 	}
