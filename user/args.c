@@ -102,8 +102,8 @@ static const struct arg_opt opts_table[] = {
 	    "then any (default min(10G, max(2G, 10% of RAM)); in\n"
 	    "a memory cgroup at most 4% of its limit)"),
 	OPT(NULL, "inactive", OPT_INACTIVE, "SIZE",
-	    "below SIZE evict inactive entries only\n"
-	    "(default: 2 x headroom)"),
+	    "below SIZE evict inactive entries only, but no\n"
+	    "model whose reload is known (default: 2 x headroom)"),
 	OPT(NULL, "policy", OPT_POLICY, "ram|cost",
 	    "ram: 1.3^age x size, models first (default);\n"
 	    "cost: size per second of recompute time"),

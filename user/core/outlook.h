@@ -123,7 +123,8 @@ uint32_t outlook_view(const struct rc_outlook *o, uint64_t now_ns,
  * When to evict, and how much. The lowest headroom expected (v->low) is
  * compared with the reserves:
  *   < headroom_min: RC_PHASE_HEADROOM (inactive entries, then active ones)
- *   < inactive_min: RC_PHASE_INACTIVE (inactive entries only)
+ *   < inactive_min: RC_PHASE_INACTIVE (inactive entries only, no model
+ *                   whose reload is known)
  * and the bytes asked for are the shortfall, reserve - low, plus the
  * margin outlook_margin() (so that the next spike's first samples do not
  * ask again at once); never a refill of the headroom to a threshold. The

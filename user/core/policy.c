@@ -193,7 +193,11 @@ bool policy_entry_eligible(const struct rc_entry *e, enum rc_phase phase)
 {
 	if (!e->id || !e->bytes || (e->flags & RAMCACHE_F_PINNED))
 		return false;
-	if (phase == RC_PHASE_INACTIVE && (e->flags & RAMCACHE_F_ACTIVE))
+	/* the inactive reserve is for what is cheap to make again: not a
+	 * model whose reload the executor measured (seconds of disk and CPU
+	 * for a few hundred MiB of margin) */
+	if (phase == RC_PHASE_INACTIVE &&
+	    ((e->flags & RAMCACHE_F_ACTIVE) || reloadable(e)))
 		return false;
 	return true;
 }

@@ -42,7 +42,8 @@ uint64_t policy_reclaimable(uint64_t inactive_file, uint64_t mapped_file);
 
 /*
  * The two thresholds, as ComfyUI's --cache-ram: below inactive_min evict
- * inactive entries only; below headroom_min evict inactive, then active.
+ * inactive entries only (no model whose reload is known); below
+ * headroom_min evict inactive, then active.
  * inactive_min >= headroom_min always (policy_thresholds_fix() enforces it).
  */
 struct rc_thresholds {
@@ -167,7 +168,9 @@ double policy_score(const struct rc_entry *e, uint64_t generation,
 		    enum rc_score_policy policy);
 
 enum rc_phase {
-	RC_PHASE_INACTIVE = 0, /* below inactive_min: inactive entries only */
+	/* below inactive_min: inactive entries only, and no model whose
+	 * reload is known (RAMCACHE_F_MODEL with cost_ns) */
+	RC_PHASE_INACTIVE = 0,
 	RC_PHASE_HEADROOM = 1, /* below headroom_min: inactive, then active */
 };
 
@@ -182,7 +185,12 @@ enum rc_phase {
 int policy_entry_cmp(const struct rc_entry *a, const struct rc_entry *b,
 		     uint64_t generation, enum rc_score_policy policy);
 
-/* Does the phase allow evicting e at all? Never pinned, never id 0. */
+/*
+ * Does the phase allow evicting e at all? Never pinned, never id 0 or
+ * empty; in RC_PHASE_INACTIVE neither an active entry nor a model with a
+ * measured reload: the inactive reserve sheds what is cheap to make
+ * again, and a model goes only when the headroom itself is short.
+ */
 bool policy_entry_eligible(const struct rc_entry *e, enum rc_phase phase);
 
 /* Returns true if an eviction of this id is already in flight. */
