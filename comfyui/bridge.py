@@ -90,7 +90,6 @@ class Bridge:
         self.unloaded = 0  # models ComfyUI's manager unloaded for commands
         self._idle_serving = False  # the listener serves between prompts
         self._for_load = False  # the worker serves for an announced load
-        self._kept_for_load = 0  # what its evictions left in the heap
         self._last_served = 0.0  # when the wait last served a command
         self._guard_next = 0.0  # the guard looks again no sooner
         self.guard_evicted = 0  # bytes the guard evicted itself
@@ -608,7 +607,7 @@ class Bridge:
             del self.load_waits[:-8]
             return
         start = self._last_served = time.monotonic()
-        self._for_load, self._kept_for_load = True, 0
+        self._for_load = True
         try:
             while page.agent_alive() and time.monotonic() - start < LOAD_WAIT_S:
                 if not self._wait_step(page):
@@ -632,10 +631,6 @@ class Bridge:
         now = time.monotonic()
         if cmds:
             self.answer(cmds, lambda *r: self.outbox.put(r))
-            if self._kept_for_load:
-                with self.pub_lock:
-                    self.load.reuse(page, self._kept_for_load)
-                self._kept_for_load = 0
             self._last_served = now
             return True
         # counted, and it wants nothing more, or has sent nothing more for
@@ -738,8 +733,9 @@ class Bridge:
                 # with them; less: storage shared with a live tensor)
                 freed = self.reclaim.returned(before, total, may_collect=not in_node,
                                               trim=not for_load)
-                if self._for_load:  # kept in the heap, for the load to take
-                    self._kept_for_load += max(0, total - freed)
+                if for_load and total > freed:  # left in the heap for the load
+                    with self.pub_lock:
+                        self.load.reuse(self.page, total - freed)
                 self._record(results, freed, total, in_node)
         if not in_node:
             release()

@@ -107,7 +107,7 @@ class LoadWatch:
         n = file_bytes(path)
         if self.running is None:
             self.running = {"bytes": 0, "rss0": self._rss(), "freed0": self._freed(),
-                            "t0": self._clock()}
+                            "t0": self._clock(), "kept": 0}
         self.running["bytes"] += n
         self.announced = self.loads.estimate(n)
         if page is not None:
@@ -115,10 +115,16 @@ class LoadWatch:
         return self.announced
 
     def reuse(self, page, nbytes):
-        """Evictions made for this load left @nbytes in the process's heap,
-        which the load will take again: the announcement shrinks by them
-        (its stamp kept: the same announcement, smaller)."""
+        """Evictions made for this load (before it or while it runs) left
+        @nbytes in the process's heap, which the load will take again: the
+        announcement shrinks by them (its stamp kept: the same
+        announcement, smaller), and the load counts them as taken (its RSS
+        does not grow by them: the next announcement would learn too
+        little)."""
+        nbytes = max(0, nbytes)
         self.announced = max(0, self.announced - nbytes)
+        if self.running is not None:
+            self.running["kept"] += nbytes
         if page is not None:
             page.expect_less(self.announced)
 
@@ -130,8 +136,9 @@ class LoadWatch:
             return False
         if page is not None:
             page.expect(0)
-        # what evictions returned meanwhile was taken by the load too
-        grown = self._rss() - run["rss0"] + self._freed() - run["freed0"]
+        # what evictions returned meanwhile was taken by the load too, and
+        # what they left in the heap for it
+        grown = self._rss() - run["rss0"] + self._freed() - run["freed0"] + run["kept"]
         self.loads.record(run["bytes"], self._clock() - run["t0"], grown)
         return True
 
