@@ -31,6 +31,11 @@ def now_ns():
     return time.monotonic_ns()  # CLOCK_MONOTONIC, the page's clock
 
 
+def _u64_at(off):
+    """A method that reads the page's u64 at @off."""
+    return lambda self: self.u64(off)
+
+
 class FakeAgent:
     def __init__(self, path):
         """path: the page's file, or /proc/<pid>/fd/<n> for a memfd (a
@@ -134,15 +139,10 @@ class FakeAgent:
         does once its plan counts it."""
         self.w64(A_EXPECT_SEEN, self.u64(E_EXPECT_NS))
 
-    # executor side, read
-    def generation(self):
-        return self.u64(E_GEN)
-
-    def exec_heartbeat(self):
-        return self.u64(E_HEARTBEAT)
-
-    def cmd_done(self):
-        return self.u64(E_CMD_DONE)
+    # executor side, read: its generation, heartbeat and commands done
+    generation = _u64_at(E_GEN)
+    exec_heartbeat = _u64_at(E_HEARTBEAT)
+    cmd_done = _u64_at(E_CMD_DONE)
 
     def entries(self):
         """Consistent snapshot of the entry table: {id: dict}."""
