@@ -319,8 +319,8 @@ TEST(tiny_entries_go_only_when_they_make_the_difference)
  * reload the executor measured (10 s) is not dropped for a few hundred
  * MiB of margin, as a model of unknown reload or an output is. Once the
  * headroom itself is short, the model goes like any inactive entry.
- * (Measured with real ComfyUI at a 16 GiB limit: every model evicted in
- * that phase was loaded again within three prompts.)
+ * (Measured with real ComfyUI at a 16 GiB limit: of the two checkpoints
+ * evicted in that phase, one was loaded again three prompts later.)
  */
 TEST(the_inactive_reserve_keeps_a_model_with_a_known_reload)
 {
