@@ -1,15 +1,16 @@
-"""The running side: one control page per process, the executor it serves,
-and the listener thread that talks to the agent.
+"""The running side: the process's control page, served by the ramcache
+module's Executor (python/ramcache/executor.py: its one serving loop beats,
+reads commands and follows the agent), and what only ComfyUI's cache needs.
 
 Threads:
   - the executor thread (ComfyUI's prompt worker) publishes the cache and
     evicts at safe points (hooks.py calls safe_point());
-  - the listener thread is the only one that waits for and acks commands
-    (the page has one consumer). It stamps the heartbeat, hands
-    commands to the executor, and acks what the executor did. When no prompt
-    runs it may evict itself, holding exec_lock, which the executor holds for
-    the whole of execute() and reset(): the cache is never touched by two
-    threads at once.
+  - the serving thread (the Executor's) reads the commands for the
+    entries published here and hands them to this bridge (take_command),
+    which queues them for the worker; at each of its turns (_turn) it acks
+    what the worker did. When no prompt runs it may evict itself, holding
+    exec_lock, which the executor holds for the whole of execute() and
+    reset(): the cache is never touched by two threads at once.
 """
 import collections
 import logging
@@ -24,12 +25,10 @@ from .eta import eta_seconds
 from .reclaim import Reclaim
 from .window import NodeWindow
 from . import page as pagemod
+from .page import executor as serving
 
 log = logging.getLogger("ramcache")
 
-# Beat twice per the page's period (as the ramcache module's executor
-# does): a beat is never late for the agent's 1.5 s timeout.
-HEARTBEAT_S = pagemod.HEARTBEAT_PERIOD_NS / 2 / 1e9
 # At a prompt's first safe point, while the agent asks for bytes, how long
 # the executor waits for it to ask for the outputs that just became inactive
 # (the agent reacts within a few hundred ms; a first node can allocate
@@ -41,13 +40,15 @@ SETTLE_POLL_S = 0.02
 # agent reads pages at every heartbeat, 250 ms; a load takes seconds.
 LOAD_WAIT_S = 1.0
 LOAD_QUIET_S = 2 * pagemod.HEARTBEAT_PERIOD_NS / 1e9
-WAIT_IDLE_MS = 250
+# While commands wait for the serving thread itself, its next turn comes
+# this soon (else the Executor's own pace: beats, the agent's state).
 WAIT_BUSY_MS = 10
 
 
 class Bridge:
     def __init__(self):
         self.page = None
+        self.ex = None  # the Executor that serves the page
         self.disabled = None  # reason string once we gave up
         self.executor = None  # weakref to PromptExecutor
         self.exec_thread = None
@@ -63,8 +64,7 @@ class Bridge:
         self.in_prompt = False
         self.prompt_started = False  # no node of this prompt ran yet
         self.settled = 0  # prompts that waited for the agent at their start
-        # entry ids
-        self._next_id = 1
+        # entry ids (the Executor's: one id space per page)
         self._ids = {}  # (id(cache), key) -> entry id
         self._id_key = {}  # entry id -> (id(cache), key)
         self._where = {}  # entry id -> (weakref(cache), key)
@@ -79,7 +79,7 @@ class Bridge:
         self.mm = None  # comfy.model_management, set by hooks.install
         self.mm_busy = 0  # inside its load_models_gpu or extra_ram_release
         # held around the manager's calls that walk its loaded list (hooks.py)
-        # and by the listener while a model it dropped inside a node goes
+        # and by the serving thread while a model it dropped inside a node goes
         self.mm_lock = threading.RLock()
         self.loads = models.Loads()
         self.load = models.LoadWatch(self.loads, lambda: self.reclaim.read_rss(),
@@ -88,7 +88,7 @@ class Bridge:
         self._echo_pid = None  # the agent that counted an announcement
         self._silent_pid = None  # one that let a wait run out uncounted
         self.unloaded = 0  # models ComfyUI's manager unloaded for commands
-        self._idle_serving = False  # the listener serves between prompts
+        self._idle_serving = False  # the serving thread serves between prompts
         self._for_load = False  # the worker serves for an announced load
         self._last_served = 0.0  # when the wait last served a command
         self._guard_next = 0.0  # the guard looks again no sooner
@@ -119,9 +119,7 @@ class Bridge:
         self.freed_total = 0  # RSS drop measured after the eviction
         self.headroom_samples = collections.deque(maxlen=64)
         self._said = set()
-        self._stop = threading.Event()
-        self._listener = None
-        self._last_beat = 0.0
+        self._last_sample = 0  # when headroom_samples last grew (ns)
 
     # ------------------------------------------------------------ setup
 
@@ -145,32 +143,33 @@ class Bridge:
 
     def _open(self):
         try:
-            self.page = pagemod.Page()
+            ex = serving.shared()
         except OSError as e:
             self.disabled = e.strerror or str(e)
             log.warning("ramcache: %s; ComfyUI runs unchanged.", self.disabled)
             return
+        ex.on_agent.append(self._follow_agent)
+        ex.on_wake.append(self._turn)
+        self.ex, self.page = ex, ex.page
         where = (f"memfd '{pagemod.MEMFD_NAME}' (fd {self.page.fd} of pid {os.getpid()})"
                  if self.page.memfd else self.page.path)
         log.info("ramcache: control page %s; start the agent with "
                  "'sudo ramcache-bpf --pid %d'", where, os.getpid())
-        th = threading.Thread(target=self._listen, name="ramcache", daemon=True)
-        th.start()
-        self._listener = th
 
     def close(self):
-        """Stop the listener and remove the page; safe at any point of start-up
+        """Stop serving and remove the page; safe at any point of start-up
         or shutdown, and more than once."""
-        self._stop.set()
-        th, self._listener = self._listener, None
-        if th is not None and th.ident is not None and th is not threading.current_thread():
-            th.join(timeout=2)
+        ex = self.ex
+        if ex is not None:
+            ex.stop()
         # not while the executor is inside serve(): it reads the page
         locked = self.exec_lock.acquire(timeout=2)
         try:
             with self.pub_lock:
                 page, self.page = self.page, None
-                if page is not None:
+                if ex is not None:
+                    ex.close()
+                elif page is not None:
                     page.close(unlink=True)
         finally:
             if locked:
@@ -192,10 +191,9 @@ class Bridge:
     def agent_alive(self):
         """An agent is attached and serving: alive, and beating (one that
         is stopped or stuck keeps its lock: its stale beat tells, within
-        guard.STALL_S, long before the heartbeat timeout)."""
-        page = self.page
-        return page is not None and page.agent_alive() and \
-            not guard.stalled(page.agent_beat_age())
+        the Executor's STALL_NS, long before the heartbeat timeout)."""
+        ex = self.ex
+        return self.page is not None and ex is not None and ex.agent_alive()
 
     def status(self):
         """What the status node, the /ramcache/status route and the tests
@@ -269,8 +267,7 @@ class Bridge:
         k = (id(cache), key)
         eid = self._ids.get(k)
         if eid is None:
-            eid = self._next_id
-            self._next_id += 1
+            eid = self.ex.new_id(self)
             self._ids[k] = eid
             self._id_key[eid] = k
             self._where[eid] = (weakref.ref(cache), key)
@@ -390,8 +387,7 @@ class Bridge:
                 continue
             eid = self._pin_eids.get(pool)
             if eid is None:
-                eid = self._pin_eids[pool] = self._next_id
-                self._next_id += 1
+                eid = self._pin_eids[pool] = self.ex.new_id(self)
             prev = self._published.get(eid)
             last = prev[0][1] if prev and prev[0][0] == n else now
             active = pool == "prompt"
@@ -448,6 +444,7 @@ class Bridge:
         for eid in eids:
             if self._where.pop(eid, None) is None:
                 continue
+            self.ex.forget(eid)
             self._ids.pop(self._id_key.pop(eid), None)
             self._sizes.pop(eid, None)
             self.shares.forget(eid)
@@ -465,7 +462,7 @@ class Bridge:
 
     def _drain(self, worker=True):
         """The commands waiting: for the worker (or between prompts) all of
-        them, for the listener inside a node the new ones (what a node uses
+        them, for the serving thread inside a node the new ones (what a node uses
         stays in use until a node ends: the worker looks at held ones again
         at its next safe point)."""
         cmds = []
@@ -493,7 +490,7 @@ class Bridge:
 
     def guard(self):
         """The last line while the agent does not serve (guard.py): on the
-        worker thread, or from the listener between prompts (exec_lock
+        worker thread, or from the serving thread between prompts (exec_lock
         held). Bytes it evicted."""
         now = time.monotonic()
         if self.page is None or self.agent_alive() or now < self._guard_next:
@@ -571,7 +568,7 @@ class Bridge:
         announcement withdrawn."""
         took = time.monotonic_ns() - self._node_t0 if self._node_t0 else 0
         self._node_t0 = 0
-        loc = evict.locate(self.outputs(), node_id) if took else None
+        loc = evict.locate(self.outputs(), node_id) if took and self.ex else None
         if loc is not None:
             try:
                 self._node_ns[self._entry_id(*loc)] = took
@@ -677,7 +674,7 @@ class Bridge:
         """Evict for each command: ([[cmd, status, bytes_freed, bytes]],
         commands left for the worker, commands held while their entry is in
         use, what is left to do after the acks or None). in_node: from the
-        listener thread while a node runs, which frees plain data (tensors
+        serving thread while a node runs, which frees plain data (tensors
         and containers: nothing of ComfyUI's or a node's runs when they go)
         and, while ComfyUI's model manager is idle, models (below), and
         leaves the rest, and everything once the window has closed, to the
@@ -714,7 +711,7 @@ class Bridge:
                 mm_held = False
         if closed:
             return [], list(cmds), [], None
-        if busy:  # the manager's call ends soon: the listener tries again then
+        if busy:  # the manager's call ends soon: the serving thread tries again then
             later = self._retry_models(later)
         evicted = [r for r in results if r[1] == pagemod.ACK_EVICTED]
         total = sum(r[3] for r in evicted)
@@ -751,7 +748,7 @@ class Bridge:
 
     def _retry_models(self, later):
         """The commands of @later for models go back to the inbox, where
-        the listener looks again in WAIT_BUSY_MS (the worker's next safe
+        the serving thread looks again in WAIT_BUSY_MS (the worker's next safe
         point may be the node's end); the others are returned."""
         rest = []
         for c in later:
@@ -807,9 +804,9 @@ class Bridge:
     def _unload(self, value):
         """ComfyUI's own unload of the models an entry holds: on its worker
         thread outside its own model loading (which walks the loaded list),
-        or between prompts from the listener, which then holds exec_lock
+        or between prompts from the serving thread, which then holds exec_lock
         (and so does ComfyUI's worker for its own unloads: hooks.py). Inside
-        a node on the listener it never runs: models wait for the worker."""
+        a node on the serving thread it never runs: models wait for the worker."""
         if self.mm is None or self.mm_busy:
             return
         if not self.on_executor_thread() and not self._idle_serving:
@@ -899,49 +896,52 @@ class Bridge:
                     self._gone_labels.pop(eid, None)
             return len(gone)
 
-    # ------------------------------------------------------------ listener
+    # ------------------------------------------------------------ serving
 
-    def _listen(self):
-        while not self._stop.is_set():
-            try:
-                self._listen_once()
-            except Exception:  # keep listening; the page may recover
-                if "listener" not in self._said:
-                    log.exception("ramcache: listener error (further ones not logged)")
-                    self._said.add("listener")
-                time.sleep(0.5)
+    def take_command(self, cmd):
+        """Serving thread: a command for an entry of ours (the Executor's
+        owner protocol). It waits for the worker's next safe point, or for
+        _turn() between prompts or inside a node's window."""
+        self.outstanding += 1
+        self.inbox.put(cmd)
 
-    def _listen_once(self):
-        while True:
-            try:
-                cmd, status, freed = self.outbox.get_nowait()
-            except queue.Empty:
-                break
-            self.page.ack(cmd, status, freed)
-            self.outstanding -= 1
-        now = time.monotonic()
-        if now - self._last_beat >= HEARTBEAT_S:
-            with self.pub_lock:
-                self.page.heartbeat()
-            self._last_beat = now
-            if self.page.agent_alive():
-                self.headroom_samples.append((now, self.page.headroom()))
-            else:
-                self.headroom_samples.clear()
-        waiting = self.outstanding > len(self.held)  # held ones wait for the worker
-        cmd = self.page.wait(WAIT_BUSY_MS if waiting else WAIT_IDLE_MS)
-        self._follow_agent()
-        if cmd is not None:
-            self.outstanding += 1
-            self.inbox.put(cmd)
-        if self.outstanding or not self.agent_alive():
-            self._serve_waiting()
+    def _turn(self):
+        """Each turn of the serving thread: ack what the worker did, take
+        a headroom sample per beat, serve what waits. Its next turn comes
+        within WAIT_BUSY_MS while commands wait for it."""
+        try:
+            while True:
+                try:
+                    cmd, status, freed = self.outbox.get_nowait()
+                except queue.Empty:
+                    break
+                self.ex.ack(cmd, status, freed)
+                self.outstanding -= 1
+            self._sample(time.monotonic_ns())
+            if self.outstanding or not self.agent_alive():
+                self._serve_waiting()
+        except Exception:  # keep serving; the page may recover
+            if "serving" not in self._said:
+                log.exception("ramcache: serving error (further ones not logged)")
+                self._said.add("serving")
+        return WAIT_BUSY_MS if self.outstanding > len(self.held) else None
 
-    def _follow_agent(self):
-        """Notice the agent's death or departure the moment page.wait()
-        returns: ComfyUI's own policy is back from then on (every wrapper
-        asks agent_alive()); said once per departure, with how it went."""
-        alive = self.page.agent_alive()
+    def _sample(self, now):
+        """The agent's headroom once per beat, for the status's eta."""
+        if now - self._last_sample < serving.BEAT_NS:
+            return
+        self._last_sample = now
+        if self.agent_alive():
+            self.headroom_samples.append((now / 1e9, self.page.headroom()))
+        else:
+            self.headroom_samples.clear()
+
+    def _follow_agent(self, state, _t_ns):
+        """on_agent: the agent came, or went (died, detached, silent or
+        stalled), as the serving thread saw it: ComfyUI's own policy is
+        back from then on (every wrapper asks agent_alive()); said once
+        per departure, with how it went."""
+        alive = state == "alive"
         if alive == self._agent_was_alive:
             return
         self._agent_was_alive = alive
@@ -949,8 +949,8 @@ class Bridge:
             self.agent_lost_ns = None
             return
         self.agent_lost_ns = time.monotonic_ns()
-        state = self.page.agent_state()
         how = {"died": "died", "silent": "went silent (no heartbeat for 1.5 s)",
+               "stalled": "stopped beating (stopped or stuck)",
                "none": "detached"}.get(state, "is gone")
         log.info("ramcache: the agent %s: ComfyUI's own RAM policy applies again; "
                  "%d commands waiting are answered busy", how, self.outstanding)
@@ -973,7 +973,7 @@ class Bridge:
             self.exec_lock.release()
 
     def _ack_waiting(self, cmd, status, freed):
-        self.page.ack(cmd, status, freed)
+        self.ex.ack(cmd, status, freed)
         self.outstanding -= 1
 
     def _serve_in_node(self):

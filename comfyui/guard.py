@@ -1,27 +1,21 @@
 """The package's own last line, for when the agent does not serve: ComfyUI
 kept from its memory cgroup's limit while the agent is stopped, stuck or
-gone (its heartbeat STALL_S old: a healthy agent beats every 250 ms; the
-1.5 s heartbeat timeout is too late for a cache that grows by hundreds of
-MiB a second).
+gone (its heartbeat the ramcache Executor's STALL_NS, 600 ms, old: a healthy
+agent beats every 250 ms; the 1.5 s heartbeat timeout is too late for a
+cache that grows by hundreds of MiB a second).
 
 The rule: with L the limit of the tightest memory cgroup above ComfyUI and
 used L less its headroom (ramcache.memory_use(), the agent's rule), when used
 passes L less TRIP of L, the inactive entries no node of the running
 prompt reads go, least recently used first (models through ComfyUI's own
 unload), until used is L less FREE of L. Checked at the worker's safe
-points and by the listener between prompts, at most every EVERY_S. A live
+points and by the serving thread between prompts, at most every EVERY_S. A live
 agent is never second-guessed: it decides. Pure: the figures and the
 entries are passed in."""
 
-STALL_S = 0.6
 TRIP = 0.05
 FREE = 0.10
 EVERY_S = 0.05
-
-
-def stalled(beat_age_ns):
-    """The agent's last beat is old enough to call it stopped or stuck."""
-    return beat_age_ns >= STALL_S * 1e9
 
 
 def shortfall(use):

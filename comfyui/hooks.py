@@ -9,7 +9,7 @@ load before the prompt worker starts):
                                      running node and the execution list
   execution.get_output_data          the node window (window.py): open while
                                      the node's own code runs, so the
-                                     listener thread may evict then
+                                     serving thread may evict then
   comfy.utils.set_progress_bar_global_hook
                                      wrap the hook main.py installs: a safe
                                      point at every sampling step
@@ -25,7 +25,7 @@ load before the prompt worker starts):
                                      models are moved or pinned
   comfy.model_management.free_memory, cleanup_models
                                      with those two, under the manager's
-                                     lock: the listener drops a model
+                                     lock: the serving thread drops a model
                                      inside a node only while none runs
   comfy.model_management.free_pins   (0.25.0 and newer) the pinned-memory
                                      entries follow ComfyUI's own frees
@@ -288,11 +288,11 @@ def _wrap_locked(name):
     """A wrapper holding BRIDGE's lock @name around the call:
     - "exec_lock" for ComfyUI's own unloads outside a prompt (its worker's
       periodic cleanup, the /free route's unload_all_models), as the
-      listener holds it when it unloads a model between prompts: the two
+      serving thread holds it when it unloads a model between prompts: the two
       never edit the loaded-model list at once;
     - "mm_lock" for its other walks and edits of that list (free_memory,
       and cleanup_models, which its finalizer runs when a model goes): the
-      listener drops a model inside a node only with it."""
+      serving thread drops a model inside a node only with it."""
     def wrap(orig):
         @functools.wraps(orig)
         def call(*args, **kwargs):

@@ -1,5 +1,5 @@
-"""The control page: the ramcache module (python/ramcache), the one Python
-implementation of it.
+"""The control page and its serving loop: the ramcache module
+(python/ramcache), the one Python implementation of them.
 
 This folder carries the module as ramcache/, a link to ../python/ramcache,
 so cloning, linking or copying the folder into custom_nodes (cp -rL: the
@@ -9,10 +9,12 @@ python/) is used instead."""
 try:
     from .ramcache.page import *  # noqa: F401,F403
     from .ramcache.cache import memory_use  # noqa: F401
+    from .ramcache import executor  # noqa: F401  (the serving loop)
 except ImportError:
     try:
         from ramcache.page import *  # noqa: F401,F403
         from ramcache.cache import memory_use  # noqa: F401
+        from ramcache import executor  # noqa: F401
     except ImportError:
         raise ImportError(
             "ramcache: the ramcache module is missing: this folder's "

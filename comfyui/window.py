@@ -8,7 +8,7 @@ and never while a node's function runs (execution.get_output_data), except
 through comfy.memory_management.extra_ram_release, which the package
 wraps. The worker opens the window right before a node's function and
 closes it right after; both take the lock, and so does everything the
-package does to the cache. So the listener thread evicts either while no
+package does to the cache. So the serving thread evicts either while no
 prompt runs (it holds the executor's lock) or inside the window, holding
 the lock that the worker needs to close it: ComfyUI's bookkeeping and the
 package's never overlap, whatever the GIL does between them.

@@ -6,8 +6,8 @@ over 20 kills).
 Each side prints one line per change of the agent's state: the C library
 (tests/helpers/executor, its "agent" events), the ramcache Python module
 (an Executor's on_agent callback), the document's Python example (its
-"agent STATE NS" lines) and the ComfyUI package (its listener thread's
-page.wait, watched as it returns)."""
+"agent STATE NS" lines) and the ComfyUI package (the on_agent callbacks
+of the Executor it is served by)."""
 import json
 import os
 import queue

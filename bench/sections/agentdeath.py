@@ -50,7 +50,7 @@ def bench_agentdeath(cfg):
         "delay runs from kill(2) to the side's own word that the agent is "
         "gone (CLOCK_MONOTONIC in both); the C library sleeps in "
         "ramcache_wait up to 1 s at a time, the Python module's Executor and "
-        "the ComfyUI package's listener in futex_waitv on cmd_futex and "
+        "the ComfyUI package (on the same Executor) in futex_waitv on cmd_futex and "
         "agent_lock, the document's example reads agent_lock at each of its "
         "safe points (no ctypes: after each MiB of the 16 MiB blob a job "
         "makes, then 5 ms asleep) in a 256 MiB cgroup: it notices at its "

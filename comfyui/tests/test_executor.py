@@ -165,7 +165,7 @@ def publishes_and_evicts_subcache_entries():
                     assert holder is not out  # it lives in the subcache
                 else:
                     assert key in out.children[out.cache_key_set.get_data_key("parent")]
-                seq = a.post(eid)  # idle: the listener evicts under exec_lock
+                seq = a.post(eid)  # idle: the serving thread evicts under exec_lock
                 ack = a.wait_ack(seq)
                 assert ack and ack["status"] == lib.ACK_EVICTED, (kind, ack)
                 assert key not in holder.cache
@@ -330,7 +330,7 @@ def serves_commands_while_a_model_loads():
 @test
 def a_model_waits_while_comfyuis_manager_walks_its_list():
     """Inside load_models_gpu ComfyUI walks its loaded-model list: no model
-    is dropped from the listener then (its finalizer would edit the list
+    is dropped from the serving thread then (its finalizer would edit the list
     under the walk); it goes as soon as the call returns, inside the node."""
     w = fresh()
     a = agent()
@@ -343,7 +343,7 @@ def a_model_waits_while_comfyuis_manager_walks_its_list():
             def model_patches_models(self):
                 log["seq"] = a.post(eid)
                 assert a.wait_taken(log["seq"])
-                time.sleep(0.3)  # the listener tries every 10 ms meanwhile
+                time.sleep(0.3)  # the serving thread tries every 10 ms meanwhile
                 log["inside"] = a.ack(log["seq"])
                 log["kept"] = key in outputs(w).cache
                 return []
@@ -564,7 +564,7 @@ def swallows_its_own_errors():
         assert env.LOG.grep("ramcache: error ")
         ack = a.wait_ack(log["seq"])  # answered all the same
         assert ack and ack["status"] == lib.ACK_BUSY, ack
-        seq = a.post(eid)  # and when idle, on the listener thread
+        seq = a.post(eid)  # and when idle, on the serving thread thread
         ack = a.wait_ack(seq)
         assert ack and ack["status"] == lib.ACK_BUSY, ack
     finally:

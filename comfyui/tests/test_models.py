@@ -171,7 +171,7 @@ def a_model_command_unloads_it_through_comfyui():
     """The model an entry holds is unloaded by ComfyUI's free_memory (its
     patches undone, off the loaded list), the other loaded models kept;
     then the entry goes. Posted between prompts (a command inside a node
-    may be served by the listener, which only drops the entry)."""
+    may be served by the serving thread, which only drops the entry)."""
     w = worker()
     a = agent()
     a.start_heartbeat()
@@ -182,7 +182,7 @@ def a_model_command_unloads_it_through_comfyui():
         mine = mm.LoadedModel(patcher)
         other = mm.LoadedModel(comfy.model_patcher.ModelPatcher(object()))
         mm.current_loaded_models[:] = [mine, other]
-        # between prompts: the listener serves it, holding the lock ComfyUI's
+        # between prompts: the serving thread serves it, holding the lock ComfyUI's
         # worker takes for its own unloads (inside a node it would only drop
         # the entry, the model going with its last reference)
         ack = a.wait_ack(a.post(eid), 3)

@@ -105,8 +105,8 @@ def status_json_before_and_after_the_agent_attaches():
             assert w.run(p1, ["s"], "r1")[0]
             base = 2048 * MiB
             a.set_level(1, headroom=base - 11 * 16 * MiB, target=8 * MiB)
-            # the readings the listener would take every 250 ms, fixed here
-            # so the listener's own ones cannot shift the eta
+            # the readings the serving thread would take every 250 ms, fixed here
+            # so the serving thread's own ones cannot shift the eta
             BRIDGE.headroom_samples = Fixed((i * 0.25, base - i * 16 * MiB) for i in range(12))
             eid = [e for e, (c, k) in BRIDGE._where.items() if c() is not None][0]
             seq = a.post(eid, reason=2)

@@ -6,11 +6,16 @@ Owners (a PressureCache, or anything with an evict_entry method) hold
 entries by id. For a command, the owner's evict_entry(eid) returns
 (status, bytes_freed), or HOLD for an entry in use: the command is then
 held and obeyed when the owner calls release(eid), as docs/control-page.md
-("Busy entries") asks. When the agent dies, is stopped or detaches, every
-on_agent callback runs at once, on the serving thread: a killed agent is
-noticed through agent_lock within milliseconds, a hung one (stopped, stuck)
-as "stalled" once its heartbeat is STALL_NS old, well before the 1.5 s
-after which the page calls it "silent".
+("Busy entries") asks. An owner with a take_command(cmd) method instead
+takes its commands as they come and answers each later, from any thread,
+with ack(cmd, status, freed): one that may free only on a thread of its
+own (the ComfyUI package hands them to its prompt worker). When the agent
+dies, is stopped or detaches, every on_agent callback runs at once, on the
+serving thread: a killed agent is noticed through agent_lock within
+milliseconds, a hung one (stopped, stuck) as "stalled" once its heartbeat
+is STALL_NS old, well before the 1.5 s after which the page calls it
+"silent". on_wake callbacks run at every turn of the serving thread; one
+that returns a number of ms gets the next turn that soon at the latest.
 
 One Executor per process (shared() gives it); after fork() the child's
 copy serves nothing and says no agent is alive (the page is its
@@ -63,11 +68,13 @@ class Executor:
         self._releases: Dict[int, int] = {}  # entry id -> release() calls
         self._lock = threading.Lock()  # _owners, _held, _releases
         self.on_agent: List[Callable[[str, int], Any]] = []  # (state, t_ns)
-        self.on_wake: List[Callable[[], Any]] = []  # each turn of the serving thread
+        # each turn of the serving thread; a number returned: ms to the next
+        self.on_wake: List[Callable[[], Optional[int]]] = []
         self.state: Optional[str] = None
         self.changed_ns = 0  # when the serving thread saw it change
         self.counts = {"commands": 0, "evicted": 0, "not_found": 0, "held": 0,
-                       "busy": 0, "pinned": 0, "stalls": 0}
+                       "busy": 0, "pinned": 0, "stalls": 0, "taken": 0}
+        self._wake_ms: Optional[int] = None  # the soonest turn on_wake asked for
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         if start:
@@ -89,7 +96,7 @@ class Executor:
             self._releases.pop(eid, None)
             held = self._held.pop(eid, [])
         for cmd in held:
-            self._ack(cmd, pagemod.ACK_NOT_FOUND, 0)
+            self.ack(cmd, pagemod.ACK_NOT_FOUND, 0)
         if self.mine():
             self.page.remove(eid)
 
@@ -141,16 +148,21 @@ class Executor:
         self._thread = threading.Thread(target=self._run, name="ramcache", daemon=True)
         self._thread.start()
 
-    def close(self) -> None:
-        """Stop serving and end the page (the agent sees it closed)."""
+    def stop(self) -> None:
+        """Stop serving (the page stays open; the agent finds it silent)."""
         self._stop.set()
         th, self._thread = self._thread, None
-        if th is not None and th is not threading.current_thread():
+        if th is not None and th.ident is not None and th is not threading.current_thread():
             th.join(timeout=2)
+
+    def close(self) -> None:
+        """Stop serving and end the page (the agent sees it closed)."""
+        self.stop()
         if self.mine():
             self.page.close()
 
-    def _ack(self, cmd, status, freed):
+    def ack(self, cmd, status: int, freed: int) -> None:
+        """Answer @cmd (an owner with take_command answers its own)."""
         if self.mine():
             self.page.ack(cmd, status, freed)
 
@@ -173,6 +185,23 @@ class Executor:
                     self._held.setdefault(eid, []).append(cmd)
                     return HOLD
 
+    def _dispatch(self, cmd):
+        """A command just read: to the owner that takes its own, else
+        served now."""
+        self.counts["commands"] += 1
+        with self._lock:
+            owner = self._owners.get(cmd.entry_id)
+        take = getattr(owner, "take_command", None)
+        if take is None:
+            self._serve(cmd)
+            return
+        self.counts["taken"] += 1
+        try:
+            take(cmd)
+        except Exception:  # not taken: the agent hears at once
+            log.exception("ramcache: take_command failed")
+            self.ack(cmd, pagemod.ACK_BUSY, 0)
+
     def _serve(self, cmd):
         res = self._ask(cmd)
         if res is HOLD:
@@ -182,7 +211,7 @@ class Executor:
         name = {pagemod.ACK_EVICTED: "evicted", pagemod.ACK_NOT_FOUND: "not_found",
                 pagemod.ACK_BUSY: "busy", pagemod.ACK_PINNED: "pinned"}[status]
         self.counts[name] += 1
-        self._ack(cmd, status, freed)
+        self.ack(cmd, status, freed)
 
     def _notice(self, state):
         """The agent's state changed: tell every callback, at once."""
@@ -197,18 +226,26 @@ class Executor:
                 log.exception("ramcache: on_agent callback failed")
 
     def _wake(self):
+        soonest = None
         for fn in list(self.on_wake):
             try:
-                fn()
+                ms = fn()
             except Exception:
                 log.exception("ramcache: on_wake callback failed")
+                continue
+            if ms is not None and (soonest is None or ms < soonest):
+                soonest = ms
+        self._wake_ms = soonest
 
     def _sleep_ms(self, now, beat):
         """Until the next beat of ours, the moment the agent's heartbeat
-        turns STALL_NS old, or WAIT_MS, the soonest."""
+        turns STALL_NS old, the turn an on_wake callback asked for, or
+        WAIT_MS, the soonest."""
         until = min(now + WAIT_MS * 1_000_000, beat + BEAT_NS)
         if self.state == "alive":
             until = min(until, now - self._beat_age(now) + STALL_NS)
+        if self._wake_ms is not None:
+            until = min(until, now + int(self._wake_ms) * 1_000_000)
         return max(1, -(-(until - now) // 1_000_000))
 
     def _run(self):
@@ -225,8 +262,7 @@ class Executor:
                 self._wake()
                 cmd = self.page.wait(self._sleep_ms(pagemod.now_ns(), beat))
                 if cmd is not None:
-                    self.counts["commands"] += 1
-                    self._serve(cmd)
+                    self._dispatch(cmd)
             except Exception:
                 if self._stop.is_set() or not self.mine():
                     return

@@ -14,6 +14,7 @@ import pickle
 import random
 import subprocess
 import sys
+import threading
 import time
 import warnings
 
@@ -108,6 +109,47 @@ def a_command_for_an_entry_in_use_is_held_until_the_block_ends():
         ack = a.ack_for(seq)
         assert ack == (P.ACK_EVICTED, MiB), ack  # obeyed at the end of the block
         assert "k" not in c and ex.counts["busy"] == 0
+    finally:
+        a.close()
+        ex.close()
+
+
+@test
+def an_owner_that_takes_its_commands_acks_them_from_its_own_thread():
+    """The owner protocol the ComfyUI package serves on: take_command(cmd)
+    gets the command on the serving thread, ack() answers it later from
+    another; an on_wake callback's number brings the next turn that soon."""
+    ex = ramcache.Executor()
+    a = AgentSide(ex.page)
+    taken, turns = [], []
+
+    class Owner:
+        def take_command(self, cmd):
+            taken.append(cmd)
+
+    def wake():
+        turns.append(time.monotonic())
+        return 5 if taken else None
+    try:
+        a.beat()
+        eid = ex.new_id(Owner())
+        ex.page.publish(eid, MiB, 0, 1, 0, "taken")
+        ex.on_wake.append(wake)
+        seq = a.post(eid)
+        end = time.monotonic() + 2
+        while not taken and time.monotonic() < end:
+            time.sleep(0.01)
+        assert taken and taken[0].entry_id == eid, taken
+        assert ex.counts["taken"] == 1 and ex.counts["evicted"] == 0
+        assert a.ack_for(seq, timeout=0.2) is None, "acked before the owner did"
+        n = len(turns)
+        time.sleep(0.3)  # asked for a turn every 5 ms, not the 100 ms pace
+        assert len(turns) - n >= 10, len(turns) - n
+        threading.Thread(target=ex.ack, args=(taken[0], P.ACK_EVICTED, MiB)).start()
+        assert a.ack_for(seq) == (P.ACK_EVICTED, MiB)
+        ex.forget(eid)
+        assert a.ack_for(a.post(eid)) == (P.ACK_NOT_FOUND, 0)  # not the owner's now
+        assert len(taken) == 1
     finally:
         a.close()
         ex.close()

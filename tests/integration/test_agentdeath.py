@@ -3,8 +3,8 @@
 the project ships: the C library (tests/helpers/executor, sleeping in
 ramcache_wait for up to 1 s at a time), the ramcache Python module (its
 Executor's on_agent callback), the document's own Python example (which
-polls agent_lock every 5 ms) and the ComfyUI package (its listener thread,
-sleeping in page.wait for up to 250 ms at a time).
+polls agent_lock every 5 ms) and the ComfyUI package (served by that same
+Executor loop, sleeping in page.wait for up to 100 ms at a time).
 
 What is asserted is the mechanism, never a time: each says "died", which
 only agent_lock can tell (the kernel marked it OWNER_DIED as the agent
