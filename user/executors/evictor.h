@@ -225,6 +225,8 @@ void evictor_tell(struct evictor *ev, uint64_t now_ns);
  * to end: its inactive entries not commanded yet (no more than its RSS
  * each) and the commands out for inactive ones, not yet freed. Active
  * entries are not counted: they go at a safe point, if one comes in time.
+ * Of a big table, the window evictor_candidates() reads next: it is read,
+ * not moved on.
  */
 uint64_t evictor_could_free(struct evictor *ev, uint64_t now_ns);
 
