@@ -208,36 +208,6 @@ uint64_t evictor_could_free(struct evictor *ev, uint64_t now)
 	return sum;
 }
 
-void evictor_evaluate(struct evictor *ev, uint64_t now, const struct rc_view *v,
-		      uint32_t why)
-{
-	struct evict_post p = { .headroom = v->headroom, .now = now };
-	struct rc_domain_member m;
-	struct rc_plan plan;
-	uint64_t pending, covered;
-	int n;
-
-	outlook_plan(v, &ev->thr, why != 0, &plan);
-	evictor_set_plan(ev, v->headroom, plan.evict ? plan.deficit : 0);
-	if (!plan.evict || !ev->open || ev->stalled)
-		return;
-	pending = evictor_pending(ev);
-	if (pending >= plan.deficit)
-		return;
-	n = evictor_candidates(ev, now, 0, &m);
-	if (n <= 0)
-		return;
-	m.min_bytes = policy_min_bytes(&plan);
-	m.spare_below = RC_TINY_BYTES;
-	n = policy_select_domain(&m, 1, plan.deficit - pending, plan.phase,
-				 ev->cfg.policy, ev->picks, (size_t)n,
-				 &covered);
-	p.plan = &plan;
-	for (int k = 0; k < n; k++)
-		if (!evictor_post(ev, ev->picks[k].idx, &p))
-			break;
-}
-
 void evictor_cannot_free(struct evictor *ev, uint64_t wanted,
 			 uint64_t short_bytes, uint64_t limit)
 {
