@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "executors/domain_pressure.h"
+#include "targets_rig.h"
 #include "test.h"
 
 #define MiB RC_MIB
@@ -11,28 +12,17 @@
 static struct target *member(struct targets *ts, int slot, pid_t pid, int dom,
 			     uint64_t key, uint64_t headroom)
 {
-	struct target *t = calloc(1, sizeof(*t));
+	struct target *t = rig_target(ts, slot, dom, key);
 
+	if (!t)
+		abort();
 	t->pid = pid;
-	t->dom = dom;
-	t->domain = key;
 	t->sm.headroom = headroom;
 	t->sm.has_cg = true;
 	t->sm.cs.nearest_depth = 1; /* a child of the limiting cgroup */
 	t->sm.cg.ino = 1000 + (uint64_t)slot;
 	t->thr.headroom_min = 64 * MiB;
-	t->weight = 1.0;
-	ts->t[slot] = t;
-	ts->n++;
-	ts->dom_key[dom] = key;
-	ts->dom_refs[dom]++;
 	return t;
-}
-
-static void release(struct targets *ts)
-{
-	for (int i = 0; i < RC_MAX_TARGETS; i++)
-		free(ts->t[i]);
 }
 
 /* Two domains: each gets its own members' headroom, cgroup, pid. */
@@ -70,7 +60,7 @@ TEST(domain_level_inputs_are_the_domains)
 	    domain_pressure_ctx(&ts, 2, &env, 1000000000ULL, &c) != -ENOENT)
 		ok = false;
 	(void)a;
-	release(&ts);
+	rig_release(&ts, 0);
 	ASSERT_TRUE(ok, "each domain's own inputs");
 }
 
@@ -100,7 +90,7 @@ TEST(domain_levels_are_apart)
 	full = dl->lw[0].cur.level;
 	idle = dl->lw[1].cur.level;
 	free(dl);
-	release(&ts);
+	rig_release(&ts, 0);
 	ASSERT_EQ(full, RAMCACHE_LEVEL_HIGH, "30 MiB left of 64 MiB: high");
 	ASSERT_EQ(idle, RAMCACHE_LEVEL_OK, "250 MiB left: ok");
 }

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The evictor on a real control page (made by libramcache): what it posts
- * is what the planner, outlook_plan(), decides for the same inputs; its
- * heartbeat goes out up to CADENCE_BEAT_EARLY_NS early, never late.
+ * The evictor on a real control page (made by libramcache), driven by the
+ * agent's evaluation, domains_evaluate(), for one executor alone in its
+ * domain: what it posts is what the planner, outlook_plan(), decides for
+ * the same view; its heartbeat goes out up to CADENCE_BEAT_EARLY_NS early,
+ * never late.
  */
 #include <fcntl.h>
 #include <stddef.h>
@@ -12,29 +14,63 @@
 #include <ramcache/ramcache.h>
 
 #include "core/cadence.h"
-#include "executors/evictor.h"
+#include "executors/domains.h"
+#include "targets_rig.h"
 #include "test.h"
 
 #define MiB (1ULL << 20)
 
+/* A page, the agent's output and metrics, and one target evicting on it. */
 struct rig {
 	char path[128];
 	struct ramcache *rc;
-	struct rc_thresholds thr;
-	struct ctl_target tgt;
 	char *log;
 	size_t log_len;
 	struct out out;
 	struct metrics m;
-	struct evictor ev;
+	struct targets ts;
+	struct target *t;
+	struct domain_env env;
 };
 
+/* The page (@slots entries) at a path named by @tag, output and metrics. */
+static bool page_up(struct rig *r, const char *tag, uint32_t slots)
+{
+	memset(r, 0, sizeof(*r));
+	r->out.f = open_memstream(&r->log, &r->log_len);
+	r->out.json = true;
+	metrics_init(&r->m);
+	r->env.policy = RC_POLICY_RAM;
+	r->env.window_ns = RIG_WINDOW_NS;
+	r->env.horizon_ns = RIG_HORIZON_NS;
+	snprintf(r->path, sizeof(r->path), "/dev/shm/ramcache-test-%s-%d", tag,
+		 getpid());
+	unlink(r->path);
+	return ASSERT_OK(ramcache_create(&r->rc, r->path, slots, 8), "create");
+}
+
+/* The target, alone in the machine's domain, its evictor on the page. */
+static bool attach(struct rig *r, struct evict_cfg *cfg,
+		   const struct rc_thresholds *thr)
+{
+	cfg->control = r->path;
+	r->t = rig_target(&r->ts, 0, 0, 0);
+	if (!ASSERT_OK_PTR(r->t, "target"))
+		return false;
+	return ASSERT_TRUE(rig_evictor(r->t, cfg, thr, &r->out, &r->m,
+				       ramcache_now_ns()),
+			   "page attached");
+}
+
+/* Entries "big" (100 MiB) and "small" (30 MiB); reserves 64 and 128 MiB. */
 static bool rig_up(struct rig *r)
 {
 	struct evict_cfg cfg = {
 		.policy = RC_POLICY_RAM,
 		.ack_timeout_ns = 5000000000ULL,
 	};
+	struct rc_thresholds thr = { .headroom_min = 64 * MiB,
+				     .inactive_min = 128 * MiB };
 	struct ramcache_entry_info big = { .id = 1,
 					   .bytes = 100 * MiB,
 					   .label = "big" };
@@ -42,38 +78,39 @@ static bool rig_up(struct rig *r)
 					     .bytes = 30 * MiB,
 					     .label = "small" };
 
-	memset(r, 0, sizeof(*r));
-	snprintf(r->path, sizeof(r->path), "/dev/shm/ramcache-test-evict-%d",
-		 getpid());
-	unlink(r->path);
-	if (!ASSERT_OK(ramcache_create(&r->rc, r->path, 8, 8), "create") ||
-	    !ASSERT_OK(ramcache_publish(r->rc, &big), "publish") ||
-	    !ASSERT_OK(ramcache_publish(r->rc, &small), "publish"))
-		return false;
-	r->thr.headroom_min = 64 * MiB;
-	r->thr.inactive_min = 128 * MiB;
-	r->out.f = open_memstream(&r->log, &r->log_len);
-	r->out.json = true;
-	metrics_init(&r->m);
-	cfg.control = r->path;
-	r->tgt.pid = r->tgt.ns_pid = getpid();
-	r->tgt.uid = r->tgt.ns_uid = getuid();
-	if (!ASSERT_OK(evictor_init(&r->ev, &cfg, &r->out, &r->m, &r->tgt,
-				    &r->thr),
-		       "evictor_init"))
-		return false;
-	evictor_tick(&r->ev, ramcache_now_ns());
-	return ASSERT_TRUE(r->ev.open, "page attached");
+	return page_up(r, "evict", 8) &&
+	       ASSERT_OK(ramcache_publish(r->rc, &big), "publish") &&
+	       ASSERT_OK(ramcache_publish(r->rc, &small), "publish") &&
+	       attach(r, &cfg, &thr);
 }
 
 static void rig_down(struct rig *r)
 {
-	evictor_finish(&r->ev, ramcache_now_ns());
+	rig_release(&r->ts, ramcache_now_ns());
 	metrics_destroy(&r->m);
 	if (r->out.f)
 		fclose(r->out.f);
 	free(r->log);
-	ramcache_destroy(r->rc, true);
+	if (r->rc)
+		ramcache_destroy(r->rc, true);
+}
+
+/*
+ * The outlook sees @headroom now and @low within the lead time (checked:
+ * the view the agent plans with); evaluate as the agent does at @now.
+ */
+static void evaluate(struct rig *r, uint64_t now, uint64_t headroom,
+		     uint64_t low, uint32_t why)
+{
+	struct rc_view seen;
+
+	rig_view(r->t, now, headroom, low);
+	sampler_view(&r->t->sm, now, r->env.horizon_ns, &seen);
+	if (seen.headroom != headroom || seen.low != low)
+		FAIL_AT("rig: view %" PRIu64 "/%" PRIu64 ", asked %" PRIu64
+			"/%" PRIu64,
+			seen.headroom, seen.low, headroom, low);
+	domains_evaluate(&r->ts, &r->env, now, why);
 }
 
 /* Evaluate, then compare with the planner: target, and the command's reason. */
@@ -81,19 +118,20 @@ static void same_as_planner(struct rig *r, uint64_t headroom, uint64_t low,
 			    uint32_t why, const char *what)
 {
 	struct rc_view v = { .headroom = headroom, .low = low };
+	uint64_t now = ramcache_now_ns();
 	struct ramcache_command cmd;
 	struct rc_plan plan;
 	int posted;
 
-	outlook_plan(&v, &r->thr, why != 0, &plan);
-	evictor_evaluate(&r->ev, ramcache_now_ns(), &v, why);
-	ASSERT_EQ(r->ev.target, plan.evict ? plan.deficit : 0, what);
+	outlook_plan(&v, &r->t->thr, why != 0, &plan);
+	evaluate(r, now, headroom, low, why);
+	ASSERT_EQ(r->t->ev.target, plan.evict ? plan.deficit : 0, what);
 	posted = ramcache_poll(r->rc, &cmd);
 	ASSERT_EQ(posted, plan.evict, what);
 	if (posted == 1) {
 		ASSERT_EQ(cmd.reason, plan.reason, what);
 		ramcache_ack(r->rc, &cmd, RAMCACHE_ACK_NOT_FOUND, 0);
-		evictor_tick(&r->ev, ramcache_now_ns());
+		evictor_tick(&r->t->ev, ramcache_now_ns());
 	}
 }
 
@@ -122,28 +160,25 @@ TEST(evaluate_posts_what_the_planner_decides)
  */
 TEST(the_outlook_hears_of_each_command)
 {
-	static struct rc_outlook o;
-	struct rc_view v = { .headroom = 100 * MiB, .low = 100 * MiB };
 	struct ramcache_command cmd;
+	struct rc_outlook *o;
 	struct rig r;
 	uint64_t now;
 
-	outlook_init(&o);
 	if (rig_up(&r)) {
-		r.ev.outlook = &o;
+		o = &r.t->sm.outlook;
 		now = ramcache_now_ns();
-		outlook_push(&o, now, 100 * MiB);
-		evictor_evaluate(&r.ev, now, &v, 0);
-		ASSERT_TRUE(o.quiet_until > now, "quiet while out");
+		evaluate(&r, now, 100 * MiB, 100 * MiB, 0);
+		ASSERT_TRUE(o->quiet_until > now, "quiet while out");
 		ASSERT_EQ(ramcache_poll(r.rc, &cmd), 1, "posted");
 		ramcache_ack(r.rc, &cmd, RAMCACHE_ACK_EVICTED, 0);
-		evictor_tick(&r.ev, ramcache_now_ns());
-		ASSERT_EQ(o.nr_lat, 1, "its answer time measured");
-		evictor_evaluate(&r.ev, ramcache_now_ns(), &v, 0);
+		evictor_tick(&r.t->ev, ramcache_now_ns());
+		ASSERT_EQ(o->nr_lat, 1, "its answer time measured");
+		domains_evaluate(&r.ts, &r.env, ramcache_now_ns(), 0);
 		ASSERT_EQ(ramcache_poll(r.rc, &cmd), 1, "posted again");
 		ramcache_ack(r.rc, &cmd, RAMCACHE_ACK_EVICTED, 30 * MiB);
-		evictor_tick(&r.ev, ramcache_now_ns());
-		ASSERT_EQ(o.freed, 30 * MiB, "what it freed is ours");
+		evictor_tick(&r.t->ev, ramcache_now_ns());
+		ASSERT_EQ(o->freed, 30 * MiB, "what it freed is ours");
 	}
 	rig_down(&r);
 }
@@ -161,58 +196,32 @@ TEST(big_table_is_read_a_window_per_evaluation)
 	struct rc_thresholds thr = { .headroom_min = 1ULL << 40,
 				     .inactive_min = 1ULL << 41 };
 	uint32_t starts[4];
-	struct ctl_target tgt;
-	struct ramcache *rc;
-	struct metrics m;
-	struct evictor ev;
-	struct out out = { 0 };
-	char path[128], *log = NULL;
-	size_t log_len = 0;
+	struct rig r;
 
-	snprintf(path, sizeof(path), "/dev/shm/ramcache-test-window-%d",
-		 getpid());
-	if (!ASSERT_OK(ramcache_create(&rc, path, nr, 8), "create"))
-		return;
+	if (!page_up(&r, "window", nr))
+		goto out;
 	for (uint32_t i = 1; i <= nr; i++) {
 		struct ramcache_entry_info e = { .id = i,
 						 .bytes = MiB,
 						 .label = "e" };
 
-		if (!ASSERT_OK(ramcache_publish(rc, &e), "publish"))
+		if (!ASSERT_OK(ramcache_publish(r.rc, &e), "publish"))
 			goto out;
 	}
-	ramcache_heartbeat(rc);
-	out.f = open_memstream(&log, &log_len);
-	out.json = true;
-	metrics_init(&m);
-	cfg.control = path;
-	tgt.pid = tgt.ns_pid = getpid();
-	tgt.uid = tgt.ns_uid = getuid();
-	if (!ASSERT_OK(evictor_init(&ev, &cfg, &out, &m, &tgt, &thr),
-		       "evictor_init"))
-		goto out_m;
-	evictor_tick(&ev, ramcache_now_ns());
-	if (!ASSERT_TRUE(ev.open, "attached"))
-		goto out_ev;
+	ramcache_heartbeat(r.rc);
+	if (!attach(&r, &cfg, &thr))
+		goto out;
 	for (int k = 0; k < 4; k++) {
-		starts[k] = ev.win_start;
-		struct rc_view v = { 0 };
-
-		evictor_evaluate(&ev, ramcache_now_ns(), &v, 0);
+		starts[k] = r.t->ev.win_start;
+		evaluate(&r, ramcache_now_ns(), 0, 0, 0);
 	}
 	ASSERT_EQ(starts[0], 0, "first window");
 	ASSERT_EQ(starts[1], EVICT_MAX_SCORED, "second window");
 	ASSERT_EQ(starts[2], 2 * EVICT_MAX_SCORED, "third window (100 slots)");
 	ASSERT_EQ(starts[3], 0, "wrapped round");
-	ASSERT_EQ(ev.win_start, EVICT_MAX_SCORED, "moving on");
-out_ev:
-	evictor_finish(&ev, ramcache_now_ns());
-out_m:
-	metrics_destroy(&m);
-	fclose(out.f);
-	free(log);
+	ASSERT_EQ(r.t->ev.win_start, EVICT_MAX_SCORED, "moving on");
 out:
-	ramcache_destroy(rc, true);
+	rig_down(&r);
 }
 
 /* The agent's side of @r's page as the executor reads it. */
@@ -237,26 +246,28 @@ static uint64_t page_beat(const struct rig *r, uint32_t *pid)
  */
 TEST(a_heartbeat_goes_out_early_with_a_wake_up_at_hand)
 {
+	struct evictor *ev;
 	uint64_t t0, first;
 	uint32_t pid = 0;
 	struct rig r;
 
 	if (rig_up(&r)) {
+		ev = &r.t->ev;
 		first = page_beat(&r, &pid);
 		ASSERT_NEQ(first, 0, "beat at attach");
 		ASSERT_EQ(pid, getpid(), "the agent's pid");
-		t0 = r.ev.next_beat_ns - RAMCACHE_HEARTBEAT_PERIOD_NS;
+		t0 = ev->next_beat_ns - RAMCACHE_HEARTBEAT_PERIOD_NS;
 		ASSERT_EQ(t0, first, "next one a period later");
-		evictor_tick(&r.ev, t0 + RAMCACHE_HEARTBEAT_PERIOD_NS -
-					    CADENCE_BEAT_EARLY_NS - 1);
+		evictor_tick(ev, t0 + RAMCACHE_HEARTBEAT_PERIOD_NS -
+					 CADENCE_BEAT_EARLY_NS - 1);
 		ASSERT_EQ(page_beat(&r, &pid), first, "too early: no beat");
-		evictor_tick(&r.ev, t0 + RAMCACHE_HEARTBEAT_PERIOD_NS -
-					    CADENCE_BEAT_EARLY_NS);
+		evictor_tick(ev, t0 + RAMCACHE_HEARTBEAT_PERIOD_NS -
+					 CADENCE_BEAT_EARLY_NS);
 		ASSERT_EQ(page_beat(&r, &pid),
 			  t0 + RAMCACHE_HEARTBEAT_PERIOD_NS -
 				  CADENCE_BEAT_EARLY_NS,
 			  "early, with this wake-up");
-		ASSERT_EQ(r.ev.next_beat_ns,
+		ASSERT_EQ(ev->next_beat_ns,
 			  t0 + 2 * RAMCACHE_HEARTBEAT_PERIOD_NS -
 				  CADENCE_BEAT_EARLY_NS,
 			  "a period after it");

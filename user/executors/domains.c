@@ -18,6 +18,7 @@ static void gather(const struct targets *ts, int dom, bool evicting,
 		   struct domain *d)
 {
 	d->n = 0;
+	d->own = false;
 	for (int i = 0; i < RC_MAX_TARGETS; i++) {
 		struct target *t = ts->t[i];
 

@@ -22,8 +22,7 @@
 #define OPEN_RETRY_NS (NSEC_PER_SEC / 2)
 
 int evictor_init(struct evictor *ev, const struct evict_cfg *cfg,
-		 struct out *out, struct metrics *m, const struct ctl_target *t,
-		 const struct rc_thresholds *thr)
+		 struct out *out, struct metrics *m, const struct ctl_target *t)
 {
 	memset(ev, 0, sizeof(*ev));
 	ev->cfg = *cfg;
@@ -31,7 +30,6 @@ int evictor_init(struct evictor *ev, const struct evict_cfg *cfg,
 	ev->m = m;
 	ev->pid = t->pid;
 	ev->tgt = *t;
-	ev->thr = *thr;
 	ev->ctl.fd = -1;
 	ev->pidfd = -1;
 	ev->self = getpid();

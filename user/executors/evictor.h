@@ -96,7 +96,6 @@ struct evictor {
 	enum ctl_why last_why; /* to warn once per reason */
 	uint64_t next_open_ns;
 	uint64_t next_beat_ns;
-	struct rc_thresholds thr;
 	uint32_t level; /* written to the page */
 	uint64_t headroom, target;
 	uint64_t rss;
@@ -149,12 +148,12 @@ struct evictor {
 };
 
 /*
- * Set up for target @t with thresholds @thr. The page is the file at
- * cfg->control, or else the memfd found in the target's /proc/<pid>/fd.
+ * Set up for target @t. The page is the file at cfg->control, or else the
+ * memfd found in the target's /proc/<pid>/fd.
  */
 int evictor_init(struct evictor *ev, const struct evict_cfg *cfg,
-		 struct out *out, struct metrics *m, const struct ctl_target *t,
-		 const struct rc_thresholds *thr);
+		 struct out *out, struct metrics *m,
+		 const struct ctl_target *t);
 void evictor_free(struct evictor *ev);
 
 /*
@@ -168,14 +167,6 @@ void evictor_tick(struct evictor *ev, uint64_t now_ns);
  * the page; 0 (as soon as possible) while commands are out.
  */
 uint64_t evictor_next_ns(const struct evictor *ev);
-
-/*
- * Decide with the outlook's view @v (outlook_plan()) and post commands.
- * @why is the trigger (enum ramcache_reason) when the kernel is already
- * reclaiming, 0 otherwise.
- */
-void evictor_evaluate(struct evictor *ev, uint64_t now_ns,
-		      const struct rc_view *v, uint32_t why);
 
 /* What a post is part of, for its evict event. */
 struct evict_post {
@@ -225,6 +216,8 @@ void evictor_tell(struct evictor *ev, uint64_t now_ns);
  * to end: its inactive entries not commanded yet (no more than its RSS
  * each) and the commands out for inactive ones, not yet freed. Active
  * entries are not counted: they go at a safe point, if one comes in time.
+ * Of a big table, the window evictor_candidates() reads next: it is read,
+ * not moved on.
  */
 uint64_t evictor_could_free(struct evictor *ev, uint64_t now_ns);
 

@@ -145,8 +145,9 @@ static bool unavailable(uint64_t id, void *ctx)
 	return evictor_cooling(ev, id, ev->pick_now);
 }
 
-int evictor_candidates(struct evictor *ev, uint64_t now, uint64_t cap,
-		       struct rc_domain_member *m)
+/* evictor_candidates() of the window at *@start, which moves on past it. */
+static int candidates(struct evictor *ev, uint64_t now, uint64_t cap,
+		      struct rc_domain_member *m, uint32_t *start)
 {
 	struct ctl_exec ex;
 	int n;
@@ -155,7 +156,7 @@ int evictor_candidates(struct evictor *ev, uint64_t now, uint64_t cap,
 	if (!ev->open || ev->stalled || control_read_exec(&ev->ctl, &ex))
 		return 0;
 	/* a window of a big table at a time: bounded read and scoring */
-	n = read_window(ev, now, &ev->win_start);
+	n = read_window(ev, now, start);
 	if (n < 0)
 		return 0;
 	to_rc(ev, n, cap);
@@ -169,9 +170,16 @@ int evictor_candidates(struct evictor *ev, uint64_t now, uint64_t cap,
 	return n;
 }
 
+int evictor_candidates(struct evictor *ev, uint64_t now, uint64_t cap,
+		       struct rc_domain_member *m)
+{
+	return candidates(ev, now, cap, m, &ev->win_start);
+}
+
 uint64_t evictor_could_free(struct evictor *ev, uint64_t now)
 {
 	struct rc_domain_member m;
+	uint32_t start = ev->win_start;
 	uint64_t sum = 0;
 	int n;
 
@@ -183,7 +191,12 @@ uint64_t evictor_could_free(struct evictor *ev, uint64_t now)
 		    (!f->acked || f->ack.status == RAMCACHE_ACK_EVICTED))
 			sum += f->bytes;
 	}
-	n = evictor_candidates(ev, now, ev->rss, &m);
+	/*
+	 * the window this evaluation's posts read next, not moved on: else
+	 * an evaluation in the headroom phase moves it twice, and of a table
+	 * of two windows its posts only ever see the second
+	 */
+	n = candidates(ev, now, ev->rss, &m, &start);
 	for (int i = 0; i < n; i++) {
 		const struct rc_entry *e = &m.entries[i];
 
@@ -193,36 +206,6 @@ uint64_t evictor_could_free(struct evictor *ev, uint64_t now)
 						   : sum + e->bytes;
 	}
 	return sum;
-}
-
-void evictor_evaluate(struct evictor *ev, uint64_t now, const struct rc_view *v,
-		      uint32_t why)
-{
-	struct evict_post p = { .headroom = v->headroom, .now = now };
-	struct rc_domain_member m;
-	struct rc_plan plan;
-	uint64_t pending, covered;
-	int n;
-
-	outlook_plan(v, &ev->thr, why != 0, &plan);
-	evictor_set_plan(ev, v->headroom, plan.evict ? plan.deficit : 0);
-	if (!plan.evict || !ev->open || ev->stalled)
-		return;
-	pending = evictor_pending(ev);
-	if (pending >= plan.deficit)
-		return;
-	n = evictor_candidates(ev, now, 0, &m);
-	if (n <= 0)
-		return;
-	m.min_bytes = policy_min_bytes(&plan);
-	m.spare_below = RC_TINY_BYTES;
-	n = policy_select_domain(&m, 1, plan.deficit - pending, plan.phase,
-				 ev->cfg.policy, ev->picks, (size_t)n,
-				 &covered);
-	p.plan = &plan;
-	for (int k = 0; k < n; k++)
-		if (!evictor_post(ev, ev->picks[k].idx, &p))
-			break;
 }
 
 void evictor_cannot_free(struct evictor *ev, uint64_t wanted,

@@ -219,7 +219,7 @@ static void setup_evictor(struct target *t, const struct target_env *env)
 	};
 	int err;
 
-	err = evictor_init(&t->ev, &cfg, env->out, env->m, &t->ctl, &t->thr);
+	err = evictor_init(&t->ev, &cfg, env->out, env->m, &t->ctl);
 	if (err)
 		out_warn(
 			env->out,
@@ -439,8 +439,6 @@ static void move_cgroup(struct targets *ts, struct target *t,
 	if (has && cg->ino)
 		watch_memcg(env, t, cg->ino);
 	target_thresholds(env, has ? t->sm.cs.limit : RC_UNLIMITED, &t->thr);
-	if (t->evicting)
-		t->ev.thr = t->thr;
 }
 
 /*
