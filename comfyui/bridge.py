@@ -148,9 +148,9 @@ class Bridge:
             self.disabled = e.strerror or str(e)
             log.warning("ramcache: %s; ComfyUI runs unchanged.", self.disabled)
             return
+        self.ex, self.page = ex, ex.page
         ex.on_agent.append(self._follow_agent)
         ex.on_wake.append(self._turn)
-        self.ex, self.page = ex, ex.page
         where = (f"memfd '{pagemod.MEMFD_NAME}' (fd {self.page.fd} of pid {os.getpid()})"
                  if self.page.memfd else self.page.path)
         log.info("ramcache: control page %s; start the agent with "
