@@ -4,15 +4,17 @@ from bench/results.json: the reaction ramp (one trial) and the outcome runs.
   bench/pictures.py [results.json] [--out DIR]
 
 bench/run.py calls render() after a run; run alone, it redraws the
-pictures from a results.json. Stdlib only.
+pictures from a results.json. Stdlib only; rcviz is loaded from report/
+by file (rctest.import_package).
 """
 import argparse
 import json
 import os
-import sys
+
+from rctest import import_package
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "report"))
+import_package(os.path.join(ROOT, "report", "rcviz"))
 from rcviz import svg as S  # noqa: E402
 from rcviz import timeline as T  # noqa: E402
 from rcviz.chart import Chart, Mark  # noqa: E402

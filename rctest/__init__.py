@@ -11,9 +11,17 @@ A suite is a script:
 
 Each @test prints "ok N - name", "not ok N - name" or "ok N - name # SKIP why"
 (raise Skip("why")). main() exits 1 if any case failed.
+
+Nothing in the suites, their helpers or the benchmarks edits sys.path
+(test_lint holds them to it): a child Python gets the project's folders on
+PYTHONPATH from py_env(), and a package outside this process's path
+(python/ramcache, report/rcviz) is imported by file with import_package().
+The comfyui suites' stand-in ComfyUI is the one exception
+(comfyui/tests/env.py).
 """
 import atexit
 import contextlib
+import importlib.util
 import json
 import os
 import queue
@@ -86,6 +94,40 @@ def main():
             print(f"not ok {n} - {fn.__name__}", flush=True)
     print(f"1..{n}")
     sys.exit(1 if failed else 0)
+
+
+# ---------------------------------------------------------------- imports
+
+def py_env(*dirs, base=None):
+    """A copy of @base (default os.environ) with @dirs first on its
+    PYTHONPATH, in that order: the environment of a child Python that
+    imports the project's modules (python/ for ramcache, a helper's
+    folder). A wrapper that clears the environment (sudo, a VM) drops it:
+    give such a child `env PYTHONPATH=...` in its argv instead."""
+    env = dict(os.environ if base is None else base)
+    old = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, dirs), *([old] if old else [])])
+    return env
+
+
+def import_package(folder):
+    """The package in @folder imported by file under the folder's name (its
+    submodules then come from its own __path__), once per process, without
+    putting @folder's parent on sys.path: python/ramcache or report/rcviz
+    for a suite that imports them, each then importable by name."""
+    name = os.path.basename(os.path.normpath(folder))
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, os.path.join(folder, "__init__.py"),
+            submodule_search_locations=[folder])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return sys.modules[name]
 
 
 # ---------------------------------------------------------------- users
@@ -497,12 +539,12 @@ def mono_ns():
 class Proc:
     """A child with its JSON lines collected and its rusage at exit."""
 
-    def __init__(self, argv, stdin=False, preexec=None):
+    def __init__(self, argv, stdin=False, preexec=None, env=None):
         self.argv = [str(a) for a in argv]
         self.p = subprocess.Popen(
             self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-            text=True, preexec_fn=preexec)
+            text=True, preexec_fn=preexec, env=env)
         self.pid = self.p.pid
         self.events = []
         self.q = queue.Queue()

@@ -18,11 +18,12 @@ import os
 import subprocess
 import sys
 
-from rctest import Memcg, Proc
+from rctest import Memcg, Proc, py_env
 from common import AGENT, QUICK, ROOT, is_root, log
 from harness import start_agent
 
 SERVER = os.path.join(ROOT, "python", "tests", "modelserver.py")
+PYTHON_DIR = os.path.join(ROOT, "python")  # the ramcache module's, for PYTHONPATH
 LIMIT = 1 << 30
 # (row, the server's cache, the agent follows it)
 CASES = (("dict", "dict", False),
@@ -35,9 +36,8 @@ QUICK_RUN = {"rounds": 1, "requests": 12, "calls": 5_000}
 
 COSTS = r"""
 import functools, json, os, sys, time
-sys.path.insert(0, os.path.join(sys.argv[1], "python"))
 import ramcache
-n = int(sys.argv[2])
+n = int(sys.argv[1])
 
 def us(fn):  # best of 5 rounds of n calls, microseconds per call
     best = None
@@ -79,8 +79,8 @@ def settings(cfg):
 
 
 def per_call_costs(calls):
-    p = subprocess.run([sys.executable, "-c", COSTS, ROOT, str(calls)],
-                       capture_output=True, text=True, timeout=600)
+    p = subprocess.run([sys.executable, "-c", COSTS, str(calls)],
+                       capture_output=True, text=True, timeout=600, env=py_env(PYTHON_DIR))
     if p.returncode != 0:
         return {"skipped": f"the cost program failed: {p.stderr[-300:]}"}
     return json.loads(p.stdout)
@@ -89,11 +89,11 @@ def per_call_costs(calls):
 def one_run(kind, agent, requests, timeout):
     """One server run in a fresh 1 GiB cgroup: its exit, OOM kills,
     requests served, hits, wall seconds (None when it was killed)."""
-    argv = [sys.executable, SERVER, ROOT, kind, "--requests", str(requests)]
+    argv = [sys.executable, SERVER, kind, "--requests", str(requests)]
     argv += ["--agent-wait", "20"] if agent else []
     a = None
     with Memcg(LIMIT, swap_limit=0) as cg:
-        ex = Proc(argv, preexec=cg.preexec())
+        ex = Proc(argv, preexec=cg.preexec(), env=py_env(PYTHON_DIR))
         try:
             ready = ex.q.get(timeout=60)
             if not ready or "ready" not in ready:

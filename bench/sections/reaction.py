@@ -151,14 +151,16 @@ def bench_reaction_vm(cfg):
     if not cfg["vm_reaction_trials"]:
         return {"skipped": "quick mode (the VM suites of `make test` boot "
                 "the same kernel)"}
-    inner = ("import json, sys; sys.argv = ['run.py']; "
-             "sys.path.insert(0, 'bench'); import common; "
+    # bench/ on PYTHONPATH in the argv: the VM passes in no environment
+    # but OUTPUT, PYTHON and RAMCACHE_* (tests/vm/run.sh)
+    inner = ("import json, sys; sys.argv = ['run.py']; import common; "
              "from sections.reaction import bench_reaction; "
              "cfg = dict(common.FULL, reaction_trials="
              f"{cfg['vm_reaction_trials']}); "
              "r = bench_reaction(cfg); r['machine'] = common.machine(); "
              f"print({VM_RESULT!r}, json.dumps(r), flush=True)")
-    p = subprocess.run([VM_RUN, sys.executable, "-c", inner], cwd=ROOT,
+    p = subprocess.run([VM_RUN, "env", "PYTHONPATH=" + os.path.join(ROOT, "bench"),
+                        sys.executable, "-c", inner], cwd=ROOT,
                        env=dict(os.environ, OUTPUT=OUTPUT),
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, errors="replace")

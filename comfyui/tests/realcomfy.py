@@ -33,7 +33,7 @@ import urllib.error
 import urllib.request
 import uuid
 
-from rctest import free_port  # noqa: E402
+from rctest import free_port, py_env  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PKG = os.path.dirname(HERE)
@@ -180,9 +180,10 @@ if MODELKIT:  # real model loads: modelkit/boot.py (what it stands in for)
     _mk_spec.loader.exec_module(_mk)
     _mk.install(missing)
 print("ramcache-real: stubbed", sorted(missing), flush=True)
+# ComfyUI's own modules come from d, first on PYTHONPATH (realcomfy.ComfyUI
+# starts it so), as `python main.py` has it first on sys.path
 d = sys.argv[1]
 sys.argv = [os.path.join(d, "main.py")] + sys.argv[2:]
-sys.path.insert(0, d)
 os.chdir(d)
 runpy.run_path(os.path.join(d, "main.py"), run_name="__main__")
 '''
@@ -434,7 +435,8 @@ class ComfyUI:
              "--base-directory", scratch.base,
              "--database-url", "sqlite:///:memory:", *self.args],
             stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=preexec,
-            env=dict(os.environ, PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1"))
+            env=py_env(tree, base=dict(os.environ, PYTHONUNBUFFERED="1",
+                                       PYTHONDONTWRITEBYTECODE="1")))
         self.pid = self.proc.pid
 
     def text(self):

@@ -24,7 +24,7 @@ os.environ.pop("RAMCACHE_CONTROL", None)
 import env  # noqa: E402
 from env import MiB, node  # noqa: E402
 from fakeagent import FakeAgent  # noqa: E402
-from rctest import main, test  # noqa: E402
+from rctest import main, py_env, test  # noqa: E402
 
 import comfy.model_management  # noqa: E402
 import comfy.utils  # noqa: E402
@@ -140,7 +140,6 @@ def close_is_clean_at_any_point():
 
 LOAD_IN_A_FRESH_PROCESS = """
 import json, os, sys
-sys.path[:0] = sys.argv[2].split(os.pathsep)
 import comfyui_main
 try:
     pkg = comfyui_main.load_custom_node(sys.argv[1])
@@ -158,13 +157,14 @@ b.close()
 
 
 def load_elsewhere(folder, extra_path=()):
-    """Load the package at @folder in a new stand-in ComfyUI process; what
-    it says (the page module it used, or the import error)."""
-    path = os.pathsep.join([os.path.join(env.HERE, "standin"), *extra_path])
-    p = subprocess.run([sys.executable, "-c", LOAD_IN_A_FRESH_PROCESS, folder, path],
+    """Load the package at @folder in a new stand-in ComfyUI process (the
+    stand-in and @extra_path alone on its PYTHONPATH); what it says (the
+    page module it used, or the import error)."""
+    p = subprocess.run([sys.executable, "-c", LOAD_IN_A_FRESH_PROCESS, folder],
                        capture_output=True, text=True, timeout=60,
-                       env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1",
-                                PYTHONPATH=""))
+                       env=py_env(os.path.join(env.HERE, "standin"), *extra_path,
+                                  base=dict(os.environ, PYTHONDONTWRITEBYTECODE="1",
+                                            PYTHONPATH="")))
     assert p.returncode == 0, p.stderr[-2000:]
     return __import__("json").loads(p.stdout.strip().splitlines()[-1])
 

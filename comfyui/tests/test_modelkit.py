@@ -11,10 +11,12 @@ import struct
 import sys
 import tempfile
 
+from modelkit import boot
+from rctest import Skip, main, test
+
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "modelkit")
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(HERE, "standins"))  # these stand-ins, even beside real ones
-from rctest import Skip, main, test  # noqa: E402
+# these stand-ins, even beside real ones: boot's finder, serving them all
+sys.meta_path.insert(0, boot.StandinFinder(boot.PROVIDES))
 
 try:
     import torch
@@ -185,7 +187,6 @@ def clip_tokenizer_gives_the_real_ids():
     """Token ids as transformers' CLIPTokenizer gives them, so prompts
     encode as they do for real users."""
     need_torch()
-    sys.path.insert(0, os.path.dirname(HERE))
     import realcomfy
     trees = [realcomfy.tree_path(v) for v in realcomfy.VERSIONS]
     folder = next((os.path.join(t, "comfy", "sd1_tokenizer") for t in trees

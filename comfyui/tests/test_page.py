@@ -22,7 +22,7 @@ import time
 import env
 from env import MiB
 from fakeagent import FakeAgent
-from rctest import main, test
+from rctest import main, py_env, test
 
 import clib
 
@@ -364,10 +364,9 @@ def a_batch_of_changes_reaches_the_agent_whole():
 
 KILLED_WHILE_BUILDING = """
 import os, signal, sys
-sys.path.insert(0, sys.argv[1])
 from ramcache import page
 page.Page._init_header = lambda self: os.kill(os.getpid(), signal.SIGKILL)
-page.Page(sys.argv[2])
+page.Page(sys.argv[1])
 """
 
 
@@ -378,9 +377,9 @@ def file_page_killed_while_building_or_failing_leaves_no_file():
     d = tempfile.mkdtemp(prefix="ramcache-test-page-", dir="/dev/shm")
     try:
         path = os.path.join(d, "page")
-        p = subprocess.run([sys.executable, "-c", KILLED_WHILE_BUILDING,
-                            RAMCACHE_PARENT, path],
-                           capture_output=True, text=True, timeout=60)
+        p = subprocess.run([sys.executable, "-c", KILLED_WHILE_BUILDING, path],
+                           capture_output=True, text=True, timeout=60,
+                           env=py_env(RAMCACHE_PARENT))
         assert p.returncode == -signal.SIGKILL, (p.returncode, p.stderr)
         assert os.listdir(d) == [], os.listdir(d)
         os.makedirs(os.path.join(path, "x"))  # rename over it fails

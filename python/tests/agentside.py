@@ -1,7 +1,7 @@
 """The agent's half of a control page, for tests without the agent:
 commands written into the page as docs/control-page.md says the agent
 writes them (slot, seq last, cmd_head, cmd_futex), acks and entries read
-back."""
+back. Its importer has loaded ramcache first (rctest.import_package)."""
 import mmap
 import os
 import struct

@@ -4,7 +4,7 @@
 every byte) served over 150 Zipf-distributed requests, each model made
 again (its bytes and a short computation) when it is not cached.
 
-  modelserver.py ROOT CACHE [--requests N] [--seed S] [--agent-wait S]
+  modelserver.py CACHE [--requests N] [--seed S] [--agent-wait S]
                   [--budget SIZE]
 
 CACHE: dict (keep every model), lru8 / lru12 (functools.lru_cache with
@@ -14,13 +14,12 @@ before the first request. One JSON object a line on stdout: ready (the
 pid), each request (its number, hit or miss), each change of the agent's
 state as the cache hears it (CLOCK_MONOTONIC ns), and done (hits, wall
 seconds, the cache's stats). The test suites and bench/sections/pycache.py
-run it in a memory cgroup."""
+run it in a memory cgroup, with the project's python/ on PYTHONPATH."""
 import argparse
 import functools
 import json
 import os
 import random
-import sys
 import threading
 import time
 
@@ -77,14 +76,12 @@ def server(kind, sizes, ramcache):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("root")
     ap.add_argument("cache", choices=("dict", "lru8", "lru12", "memoize"))
     ap.add_argument("--requests", type=int, default=150)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--agent-wait", type=float, default=0)
     ap.add_argument("--budget", help="ramcache.budget.max_bytes (e.g. 1T: none)")
     a = ap.parse_args()
-    sys.path.insert(0, os.path.join(a.root, "python"))
     import ramcache
     if a.budget:
         ramcache.budget.max_bytes = a.budget

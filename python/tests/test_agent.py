@@ -17,15 +17,14 @@ import signal
 import subprocess
 import sys
 
-from rctest import AGENT, MiB, ROOT, Agent, Memcg, Skip, main, require_root, test
+from rctest import AGENT, MiB, ROOT, Agent, Memcg, Skip, main, py_env, require_root, test
 
 LIMIT = 256 * MiB
 PROGRAM = """
 import json, mmap, os, sys, time
-sys.path.insert(0, os.path.join(sys.argv[1], "python"))
 import ramcache
 
-kind, max_mib, small = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+kind, max_mib, small = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 if kind == "dict":
     cache = {}
 else:
@@ -64,10 +63,9 @@ def run(kind, max_mib=1 << 20, kill_agent_at=None, small=0):
     if kind != "dict" and not os.access(AGENT, os.X_OK):
         raise Skip(f"{AGENT} is not built")
     with Memcg(LIMIT) as cg:
-        p = subprocess.Popen([sys.executable, "-c", PROGRAM, ROOT, kind, str(max_mib),
-                              str(small)],
+        p = subprocess.Popen([sys.executable, "-c", PROGRAM, kind, str(max_mib), str(small)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             preexec_fn=cg.preexec())
+                             preexec_fn=cg.preexec(), env=py_env(os.path.join(ROOT, "python")))
         agent = None
         lines = []
         try:

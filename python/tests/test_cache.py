@@ -18,14 +18,13 @@ import threading
 import time
 import warnings
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.environ.get("RAMCACHE_ROOT") or os.path.dirname(os.path.dirname(HERE))
-sys.path[:0] = [os.path.join(ROOT, "python")]
+from rctest import ROOT, Skip, import_package, main, py_env, test
 
+PYTHON_DIR = os.path.join(ROOT, "python")  # the ramcache module's
+import_package(os.path.join(PYTHON_DIR, "ramcache"))
 import ramcache  # noqa: E402
 from ramcache import page as P  # noqa: E402
 from agentside import AgentSide  # noqa: E402
-from rctest import Skip, main, test  # noqa: E402
 
 MiB = 1 << 20
 
@@ -513,11 +512,10 @@ def it_takes_the_place_of_a_cachetools_cache():
 
 NO_PAGE = """
 import os, sys, warnings
-if sys.argv[2] == "fcntl":
+if sys.argv[1] == "fcntl":
     sys.modules["fcntl"] = None  # as on Windows: import fcntl fails
 else:
     del os.memfd_create  # as on a platform without it
-sys.path.insert(0, sys.argv[1])
 with warnings.catch_warnings(record=True) as told:
     warnings.simplefilter("always")
     import ramcache
@@ -526,8 +524,8 @@ with warnings.catch_warnings(record=True) as told:
 for i in range(6):
     c.set(i, bytearray(1 << 20))
 assert len(c) == 3 and c.stats["evicted_lru"] == 3, c.stats
-assert sys.argv[2] in c.reason and c.agent_state == "none" and not c.agent_alive, c.reason
-assert len(told) == 1 and sys.argv[2] in str(told[0].message), [str(w.message) for w in told]
+assert sys.argv[1] in c.reason and c.agent_state == "none" and not c.agent_alive, c.reason
+assert len(told) == 1 and sys.argv[1] in str(told[0].message), [str(w.message) for w in told]
 try:
     c.set("x", 1, size=-1)
 except ValueError:
@@ -546,8 +544,8 @@ def without_fcntl_or_memfd_each_cache_is_an_lru_and_says_why_once():
     env = dict(os.environ)
     env.pop("RAMCACHE_CONTROL", None)
     for missing in ("fcntl", "memfd"):
-        p = subprocess.run([sys.executable, "-c", NO_PAGE, os.path.join(ROOT, "python"),
-                            missing], capture_output=True, text=True, env=env, timeout=60)
+        p = subprocess.run([sys.executable, "-c", NO_PAGE, missing], capture_output=True,
+                           text=True, env=py_env(PYTHON_DIR, base=env), timeout=60)
         assert p.returncode == 0 and p.stdout.startswith("ok"), (missing, p.stdout, p.stderr)
         print(f"# without {missing}: {p.stdout.strip()[3:]}")
 

@@ -19,8 +19,8 @@ import subprocess
 import sys
 import time
 
-from rctest import (AGENT, MiB, ROOT, Agent, Memcg, Skip, main, repeats,
-                    require_root, test)
+from rctest import (AGENT, MiB, ROOT, Agent, Memcg, Skip, main, py_env,
+                    repeats, require_root, test)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER = os.path.join(HERE, "modelserver.py")
@@ -48,12 +48,13 @@ def serve(agent_args=None, stop_at=None, budget=None):
     require_root()
     if agent_args is not None and not os.access(AGENT, os.X_OK):
         raise Skip(f"{AGENT} is not built")
-    argv = [sys.executable, SERVER, ROOT, "memoize"]
+    argv = [sys.executable, SERVER, "memoize"]
     argv += ["--agent-wait", "20"] if agent_args is not None else []
     argv += ["--budget", budget] if budget else []
     with Memcg(LIMIT) as cg:
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, preexec_fn=cg.preexec())
+                             text=True, preexec_fn=cg.preexec(),
+                             env=py_env(os.path.join(ROOT, "python")))
         agent, lines, t = None, [], {}
         try:
             first = json.loads(p.stdout.readline() or "{}")

@@ -7,18 +7,15 @@ coming, keep the books right (issue 35: pop(k, None) raised KeyError,
 items() and values() too, under the MutableMapping defaults)."""
 import os
 import random
-import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.environ.get("RAMCACHE_ROOT") or os.path.dirname(os.path.dirname(HERE))
-sys.path[:0] = [os.path.join(ROOT, "python")]
+from rctest import ROOT, import_package, main, test
 
+import_package(os.path.join(ROOT, "python", "ramcache"))
 import ramcache  # noqa: E402
 from ramcache import page as P  # noqa: E402
 from agentside import AgentSide  # noqa: E402
-from rctest import main, test  # noqa: E402
 
 MiB = 1 << 20
 THREADS = 8

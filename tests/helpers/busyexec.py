@@ -19,6 +19,7 @@ use for --pause-s seconds, the only time an executor without safe points
 
 One JSON object per line: "ready", "cmd" (seq, id, active, t_ns), "ack"
 (seq, id, status, t_ns), "inactive" (id, t_ns), "job" (n, cached), "done".
+The project's python/ is on its PYTHONPATH (test_busy.py: rctest.py_env).
 """
 import argparse
 import json
@@ -27,9 +28,7 @@ import os
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
-from ramcache import page as P  # noqa: E402
+from ramcache import page as P
 
 
 def say(**kw):

@@ -22,6 +22,7 @@ keeps it ({"type": "grown", "mib"}: a tenant that keeps what it took).
 usage: loadexec.py ENTRIES MIB [--stale] [--pinned]
   --stale: announce with a stamp 61 s old (the agent must ignore it)
   --pinned: the entries are published pinned (never evicted)
+The project's python/ is on its PYTHONPATH (rctest.py_env).
 """
 import json
 import os
@@ -29,9 +30,7 @@ import select
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "..", "python"))
-from ramcache import page as pagemod  # noqa: E402
+from ramcache import page as pagemod
 
 MiB = 1 << 20
 WAIT = 3.0

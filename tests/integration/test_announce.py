@@ -16,13 +16,14 @@ import os
 import sys
 
 from rctest import (MiB, ROOT, SYS_PYTHON, Agent, Memcg, ParentMemcg,  # noqa: E402
-                    Proc, main, require_root, test, wait_page)
+                    Proc, main, py_env, require_root, test, wait_page)
 
 LOADEXEC = os.path.join(ROOT, "tests", "helpers", "loadexec.py")
 
 
 def loadexec(entries, mib, preexec, *flags):
-    p = Proc([SYS_PYTHON, LOADEXEC, entries, mib, *flags], stdin=True, preexec=preexec)
+    p = Proc([SYS_PYTHON, LOADEXEC, entries, mib, *flags], stdin=True, preexec=preexec,
+             env=py_env(os.path.join(ROOT, "python")))
     assert p.wait_type("ready", 30), p.err
     assert wait_page(p.pid, timeout=10), "no page"
     return p

@@ -22,7 +22,7 @@ import sys
 import threading
 
 from rctest import (AGENT, MiB, ROOT, Agent, Memcg, Skip, main,  # noqa: E402
-                    repeats, require_root, test, wait_event)
+                    py_env, repeats, require_root, test, wait_event)
 
 BUSYEXEC = os.path.join(ROOT, "tests", "helpers", "busyexec.py")
 LIMIT = 256 * MiB
@@ -32,7 +32,8 @@ class BusyExec:
     def __init__(self, memcg, *args):
         self.proc = subprocess.Popen([sys.executable, BUSYEXEC, *map(str, args)],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, preexec_fn=memcg.preexec())
+                                     text=True, preexec_fn=memcg.preexec(),
+                                     env=py_env(os.path.join(ROOT, "python")))
         self.events = []
         self.q = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()

@@ -20,7 +20,7 @@ import time
 import promtext  # noqa: E402
 from rctest import (free_port, HELPERS, MiB, ROOT, SYS_PYTHON, Agent,  # noqa: E402
                     Demo, ParentMemcg, main, require_demo, require_root,
-                    repeats, scratch_dir, test, wait_page)
+                    py_env, repeats, scratch_dir, test, wait_page)
 
 EXECUTOR = os.path.join(HELPERS, "executor")
 LIMIT = 512 * MiB
@@ -117,8 +117,7 @@ def three_demos_fit_under_defaults_ten_runs():
 
 
 BURST = """
-import json, os, sys, time
-sys.path.insert(0, os.path.join(sys.argv[1], "python"))
+import json, time
 import ramcache
 
 cache = ramcache.PressureCache("burst", max_bytes=1 << 40)
@@ -149,7 +148,7 @@ def executors_starting_together_are_no_run_on_the_limit():
         try:
             assert agent.wait_type("start", timeout=60), agent.stderr
             procs = [subprocess.Popen(
-                [SYS_PYTHON, "-c", BURST, ROOT],
+                [SYS_PYTHON, "-c", BURST], env=py_env(os.path.join(ROOT, "python")),
                 stdout=subprocess.PIPE, text=True,
                 preexec_fn=dom.preexec(i)) for i in range(DEMOS)]
             outs = [p.communicate(timeout=60)[0] for p in procs]

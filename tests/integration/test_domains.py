@@ -23,7 +23,8 @@ import promtext  # noqa: E402
 from rctest import (free_port, AGENT, HELPERS, NOBODY, ROOT, SYS_PYTHON,  # noqa: E402
                     MiB, Agent, Demo, ParentMemcg, Skip, as_user, go,
                     helpers_any_uid_reads, hog, main, memfd_page,
-                    require_demo, require_root, scratch_dir, test, wait_page)
+                    py_env, require_demo, require_root, scratch_dir, test,
+                    wait_page)
 
 LIMIT = 512 * MiB
 # each classic cache holds ~2 x 32 MiB models + ~30 outputs of 8 MiB
@@ -272,14 +273,14 @@ def evicted_entries_are_the_oldest_across_executors():
 
 
 HELPERS_SRC = helpers_any_uid_reads()
-# A process that makes a page (docexec's Page: from the doc), then
+# A process that makes a page (docexec's Page: from the doc, the helpers
+# dir on its PYTHONPATH), then
 # (argv[1] == "exec") runs execve into a new image that makes another, or
 # (argv[1] == "bare") holds only a memfd named ramcache, no page, or
 # (argv[1] == "slow") takes half a second between memfd_create() and the
 # page's size, seals and header; it exits when stdin closes.
 PAGE_MAKER = r"""
 import os, sys, time
-sys.path.insert(0, sys.argv[3])
 from docexec import Page
 if sys.argv[1] == "slow":
     size = os.ftruncate
@@ -293,7 +294,7 @@ if sys.argv[1] == "exec":
     sys.stdin.readline()
     page.close()
     os.execv(sys.executable, [sys.executable, "-c", sys.argv[2], "done",
-                              sys.argv[2], sys.argv[3]])
+                              sys.argv[2]])
 sys.stdin.readline()
 """
 
@@ -301,10 +302,9 @@ sys.stdin.readline()
 def page_maker(dom, i, then, uid=None):
     pre = dom.preexec(i)
     py = sys.executable if uid is None else SYS_PYTHON
-    p = subprocess.Popen([py, "-c", PAGE_MAKER, then, PAGE_MAKER,
-                          HELPERS_SRC],
+    p = subprocess.Popen([py, "-c", PAGE_MAKER, then, PAGE_MAKER],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         text=True,
+                         text=True, env=py_env(HELPERS_SRC),
                          preexec_fn=pre if uid is None else as_user(uid, pre))
     assert p.stdout.readline().strip() == "page"
     return p
@@ -478,7 +478,6 @@ def a_refused_executor_takes_a_place_that_frees():
 # freed every 0.5 s would let about 32 a second in: over the bound.
 STORM = r"""
 import os, sys, time
-sys.path.insert(0, sys.argv[1])
 from docexec import Page
 t0 = time.monotonic()
 kids = []
@@ -510,7 +509,7 @@ def one_users_churn_is_adopted_at_a_bounded_rate():
         try:
             assert agent.wait_type("start", timeout=60), agent.stderr
             t0 = time.monotonic()
-            p = subprocess.run([SYS_PYTHON, "-c", STORM, HELPERS_SRC],
+            p = subprocess.run([SYS_PYTHON, "-c", STORM], env=py_env(HELPERS_SRC),
                                capture_output=True, text=True, timeout=120,
                                preexec_fn=as_user(NOBODY, dom.preexec(0)))
             took = time.monotonic() - t0
@@ -544,7 +543,6 @@ def one_users_churn_is_adopted_at_a_bounded_rate():
 # 1 TiB each, as old as can be; it never acks.
 SHIELD = r"""
 import sys, time
-sys.path.insert(0, sys.argv[1])
 from docexec import Page
 page = Page(max_entries=256, ring=64)
 page.set_generation(1000)
@@ -575,7 +573,7 @@ def a_claim_bigger_than_its_memory_shields_nobody():
         try:
             assert agent.wait_type("start", timeout=60), agent.stderr
             shield = subprocess.Popen(
-                [SYS_PYTHON, "-c", SHIELD, HELPERS_SRC],
+                [SYS_PYTHON, "-c", SHIELD], env=py_env(HELPERS_SRC),
                 stdout=subprocess.PIPE, text=True,
                 preexec_fn=as_user(NOBODY, dom.preexec(1)))
             assert shield.stdout.readline().strip() == "ready"

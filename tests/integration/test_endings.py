@@ -20,7 +20,7 @@ import threading
 import time
 
 from rctest import (AGENT, MiB, ROOT, Agent, ParentMemcg, Skip, main,  # noqa: E402
-                    require_root, test)
+                    py_env, require_root, test)
 
 RUNS = int(os.environ.get("RAMCACHE_ENDING_RUNS", "20"))
 LIMIT = 256 * MiB
@@ -28,7 +28,6 @@ LIMIT = 256 * MiB
 # on a loaded machine); each makes its page, then ends as it is told.
 LAUNCHER = """
 import os, signal, sys, threading
-sys.path.insert(0, os.path.join(sys.argv[1], "python"))
 from ramcache.page import Page
 
 def executor(r):
@@ -83,9 +82,10 @@ class Launcher:
     """The forking executor maker, in the scratch cgroup."""
 
     def __init__(self):
-        self.proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, ROOT],
+        self.proc = subprocess.Popen([sys.executable, "-c", LAUNCHER],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True,
+                                     env=py_env(os.path.join(ROOT, "python")),
                                      preexec_fn=_dom.preexec(0))
         self.lines = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()

@@ -19,10 +19,10 @@ import sys
 import tempfile
 import time
 
-from rctest import (AGENT, ROOT, MiB, Memcg, Tmux, main,  # noqa: E402
-                    require_root, test)
+from rctest import (AGENT, ROOT, MiB, Memcg, Tmux, import_package,  # noqa: E402
+                    main, require_root, test)
 
-sys.path.insert(0, os.path.join(ROOT, "report"))
+import_package(os.path.join(ROOT, "report", "rcviz"))
 from rcviz import sanitize  # noqa: E402
 
 VECTORS = os.path.join(ROOT, "tests", "fixtures", "sanitize.txt")

@@ -18,22 +18,21 @@ import time
 
 from rctest import (AGENT, NOBODY, SYS_PYTHON, MiB, Agent,  # noqa: E402
                     ParentMemcg, Skip, as_user, helpers_any_uid_reads, main,
-                    own_libc, require_root, scratch_dir, test)
+                    own_libc, py_env, require_root, scratch_dir, test)
 
 PER_USER = 16  # places one user's executors may take
 SRC = None
 
-# A process with a page from the doc; it exits when its stdin closes.
-# argv: the helpers dir, then words: "toggle" flips PR_SET_DUMPABLE as
+# A process with a page from the doc (docexec, from the helpers dir on its
+# PYTHONPATH); it exits when its stdin closes. argv: words: "toggle" flips PR_SET_DUMPABLE as
 # fast as it can (/proc/PID is then root's half of the time) and makes its
 # page anew every 0.1 s (each a report, a new look), "fork N"
 # makes it N processes with a page each, "map FILE..." (last) maps each
 # FILE first (a libc to be probed).
 HOLDER = r"""
 import ctypes, mmap, os, sys, threading, time
-sys.path.insert(0, sys.argv[1])
 from docexec import Page
-args, maps = sys.argv[2:], []
+args, maps = sys.argv[1:], []
 for path in args[args.index("map") + 1:] if "map" in args else []:
     with open(path, "rb") as f:
         maps.append(mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ))
@@ -74,8 +73,8 @@ def holder(dom, i, *words, uid=None, wrap=()):
     is made (the parent's, for fork)."""
     pre = dom.preexec(i)
     p = subprocess.Popen(
-        [*wrap, SYS_PYTHON, "-c", HOLDER, SRC, *map(str, words)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [*wrap, SYS_PYTHON, "-c", HOLDER, *map(str, words)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=py_env(SRC),
         preexec_fn=pre if uid is None else as_user(uid, pre))
     assert p.stdout.readline().strip() == "page"
     return p
@@ -218,8 +217,8 @@ def libc_copies(d, n, uid=0):
 
 def on_libc(dom, lib):
     """A HOLDER (root) running on the libc in @lib."""
-    env = dict(os.environ, LD_LIBRARY_PATH=lib)
-    p = subprocess.Popen([SYS_PYTHON, "-c", HOLDER, SRC],
+    env = py_env(SRC, base=dict(os.environ, LD_LIBRARY_PATH=lib))
+    p = subprocess.Popen([SYS_PYTHON, "-c", HOLDER],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          text=True, env=env, preexec_fn=dom.preexec(0))
     assert p.stdout.readline().strip() == "page"
@@ -341,7 +340,6 @@ def a_crafted_libc_is_parsed_within_a_budget():
 # the agent always has a new id of it to command.
 SOAKER = r"""
 import mmap, sys, time
-sys.path.insert(0, sys.argv[1])
 from docexec import Page
 hold = mmap.mmap(-1, 192 << 20)
 for off in range(0, 192 << 20, 4096):
@@ -381,7 +379,7 @@ def an_executor_that_never_acks_holds_no_more_than_its_share():
         try:
             assert agent.wait_type("start", timeout=60), agent.stderr
             soaker = subprocess.Popen(
-                [SYS_PYTHON, "-c", SOAKER, SRC], stdout=subprocess.PIPE,
+                [SYS_PYTHON, "-c", SOAKER], stdout=subprocess.PIPE, env=py_env(SRC),
                 text=True, preexec_fn=as_user(NOBODY, dom.preexec(1)))
             assert soaker.stdout.readline().strip() == "ready", "soaker"
             assert agent.wait_for(

@@ -2,7 +2,8 @@
 """Static checks as test cases: `make lint` (cppcheck), `make
 check-format` (clang-format with the repo's .clang-format), the floors
 of user/'s folders (what each may include and call), the README's code map
-against user/'s folders, and no function over 80 lines."""
+against user/'s folders, no function over 80 lines, and no sys.path edit
+outside the comfyui suites' own bootstrap."""
 import ast
 import glob
 import os
@@ -209,6 +210,89 @@ def no_function_is_over_80_lines():
     assert counted > 100, f"only {counted} C files found under {ROOT}"
     long = long_functions()
     assert not long, "\n".join(long)
+
+
+# The files that may edit sys.path: the comfyui suites' bootstrap (their
+# stand-in ComfyUI, imported by every one of them) and the viewers, which
+# find their rcviz beside them or, installed, in lib/ramcache-bpf.
+# Everything else finds project modules through rctest (py_env for a
+# child's PYTHONPATH, import_package for a package loaded by file).
+SYS_PATH_EDITORS = {"comfyui/tests/env.py", "report/ramcache-report",
+                    "report/ramcache-top"}
+# an edit written in a string: code a test runs with python -c or writes
+# into a script
+SYS_PATH_EDIT = re.compile(r"\bsys\.path\s*(?:\.\s*(?:insert|append|extend)\s*\(|"
+                           r"(?:\[[^\]\n]*\])?\s*\+?=(?!=))")
+
+
+def is_sys_path(node):
+    return (isinstance(node, ast.Attribute) and node.attr == "path" and
+            isinstance(node.value, ast.Name) and node.value.id == "sys")
+
+
+def docstrings(tree):
+    """The string nodes that are docstrings (prose, not code)."""
+    return {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                              ast.AsyncFunctionDef)) and n.body and
+            isinstance(n.body[0], ast.Expr) and
+            isinstance(n.body[0].value, ast.Constant) and
+            isinstance(n.body[0].value.value, str)}
+
+
+def sys_path_edits(text):
+    """Line numbers of the sys.path edits in @text: in its code (an
+    assignment to sys.path or a slice of it, +=, insert, append, extend)
+    and in its strings other than docstrings (programs run with -c).
+    Comments and docstrings that name sys.path are not edits."""
+    tree = ast.parse(text)
+    docs = docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in docs:
+                found += [node.lineno + node.value.count("\n", 0, m.start())
+                          for m in SYS_PATH_EDIT.finditer(node.value)]
+        elif isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute) and is_sys_path(f.value) and \
+                    f.attr in ("insert", "append", "extend"):
+                found.append(node.lineno)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(is_sys_path(t) or (isinstance(t, ast.Subscript) and
+                                      is_sys_path(t.value)) for t in targets):
+                found.append(node.lineno)
+    return sorted(found)
+
+
+@test
+def only_the_listed_files_edit_sys_path():
+    """No Python file but SYS_PATH_EDITORS edits sys.path, in its code or
+    in a program it runs: a child gets its path from PYTHONPATH
+    (rctest.py_env), a package outside the path is loaded by file
+    (rctest.import_package). The check itself finds every kind of edit
+    and no prose."""
+    # {p} for sys.path, so that this file holds no edit itself
+    sample = ('"""Puts x on {p}; {p}.insert(0, x) in a docstring."""\n'
+              "# {p}.append(x) in a comment\n"
+              "import sys\n{p}.insert(0, 'a')\n{p}.append('a')\n"
+              "{p}.extend(['a'])\n{p}[:0] = ['a']\n{p} = ['a']\n"
+              "{p} += ['a']\nok = {p} == ['a']\n"
+              'CODE = """\nimport sys\n{p}.insert(0, sys.argv[1])\n"""\n'
+              ).format(p="sys.path")
+    assert sys_path_edits(sample) == [4, 5, 6, 7, 8, 9, 13], sys_path_edits(sample)
+    folders = sorted(d for d in os.listdir(ROOT) if not d.startswith(".") and
+                     d not in SKIP_DIRS and os.path.isdir(os.path.join(ROOT, d)))
+    edits = []
+    for path in source_files(folders, (".py",)):
+        rel = os.path.relpath(path, ROOT)
+        if rel in SYS_PATH_EDITORS:
+            continue
+        with open(path, errors="replace") as f:
+            edits += [f"{rel}:{n}" for n in sys_path_edits(f.read())]
+    assert not edits, "sys.path edited outside " + ", ".join(
+        sorted(SYS_PATH_EDITORS)) + ":\n" + "\n".join(edits)
 
 
 main()

@@ -21,7 +21,9 @@ import time
 import xml.etree.ElementTree as ET
 
 from rctest import (AGENT, DEMO, ROOT, MiB, Memcg, Skip, Tmux,  # noqa: E402
-                    main, require_root, test, wait_page)
+                    import_package, main, require_root, test, wait_page)
+
+RCVIZ = os.path.join(ROOT, "report", "rcviz")
 
 REPORT = os.path.join(ROOT, "report", "ramcache-report")
 TOP = os.path.join(ROOT, "report", "ramcache-top")
@@ -318,7 +320,7 @@ def report_draws_every_eviction_and_the_oom_kill():
 def top_draws_a_command_whose_post_it_did_not_see():
     """ramcache-top started on a running agent's stream: a command's end
     whose post came before (timed out, so no ack) is drawn and counted."""
-    sys.path.insert(0, os.path.join(ROOT, "report"))
+    import_package(RCVIZ)
     from rcviz import live
     st = live.Live()
     for e in ({"type": "start", "ts_ns": 1000},
@@ -331,7 +333,7 @@ def top_draws_a_command_whose_post_it_did_not_see():
 
 
 def rcviz_fmt_ms(v):
-    sys.path.insert(0, os.path.join(ROOT, "report"))
+    import_package(RCVIZ)
     from rcviz.svg import fmt_ms
     return fmt_ms(v)
 
@@ -360,7 +362,7 @@ def report_labels_do_not_overlap():
         f.write(json.dumps({"type": "exit", "ts_ns": t0 + 3 * 10 ** 9,
                             "reason": "interrupted", "code": 0}) + "\n")
     root = svg_of(render(rec, rec + ".html"))
-    sys.path.insert(0, os.path.join(ROOT, "report"))
+    import_package(RCVIZ)
     from rcviz.svg import text_width
     boxes = []
     for m in find_class(root, "oom"):

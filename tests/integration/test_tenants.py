@@ -17,7 +17,7 @@ import sys
 import time
 
 from rctest import (MiB, ROOT, SYS_PYTHON, Agent, ParentMemcg, Proc,  # noqa: E402
-                    main, require_root, test, wait_page)
+                    main, py_env, require_root, test, wait_page)
 
 LOADEXEC = os.path.join(ROOT, "tests", "helpers", "loadexec.py")
 LIMIT = 512 * MiB
@@ -26,7 +26,7 @@ BURSTS = 10
 
 def loadexec(dom, i, entries, mib, *flags):
     p = Proc([SYS_PYTHON, LOADEXEC, entries, mib, *flags], stdin=True,
-             preexec=dom.preexec(i))
+             preexec=dom.preexec(i), env=py_env(os.path.join(ROOT, "python")))
     assert p.wait_type("ready", 30), p.err
     assert wait_page(p.pid, timeout=10), "no page"
     return p

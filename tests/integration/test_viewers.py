@@ -28,10 +28,10 @@ import sys
 import tempfile
 import time
 
-from rctest import (NOBODY, ROOT, MiB, Tmux, main, require_root,  # noqa: E402
-                    test)
+from rctest import (NOBODY, ROOT, MiB, Tmux, import_package, main,  # noqa: E402
+                    require_root, test)
 
-sys.path.insert(0, os.path.join(ROOT, "report"))
+import_package(os.path.join(ROOT, "report", "rcviz"))
 from rcviz import live, page, record  # noqa: E402
 
 REPORT = os.path.join(ROOT, "report", "ramcache-report")

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """Model files for real ComfyUI on CPU, offline: SD1.5-layout checkpoints,
 a CLIP-L text encoder, a VAE, a bare UNet and LoRAs, with random weights,
 built from ComfyUI's own model classes (imported from a tree, so the keys
@@ -25,8 +24,13 @@ Files go to DIR/<size>-g<GENERATOR>/ (default DIR /var/tmp/ramcache-models),
 each written to a temporary name and renamed, under a per-file fcntl lock,
 and skipped when present with the size its layout gives.
 
-    /usr/bin/python3 generate.py --tree /var/tmp/ramcache-comfyui-0.33.0 \
-        --size small --what all          # prints JSON: files, bytes, seconds
+    cd comfyui/tests && /usr/bin/python3 -m modelkit.generate \
+        --tree /var/tmp/ramcache-comfyui-0.33.0 --size small --what all
+                                         # prints JSON: files, bytes, seconds
+
+ComfyUI's modules are imported from the tree as a ComfyUI process started
+by realcomfy.py imports them: the tree first on PYTHONPATH. Run without it
+there, the command runs itself again with it (command()).
 """
 import argparse
 import contextlib
@@ -40,6 +44,8 @@ import sys
 import time
 import types
 import zlib
+
+from rctest import py_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
@@ -72,11 +78,11 @@ RUNS_MAIN = "\nd = sys.argv[1]\n"  # where realcomfy's BOOT turns to running mai
 
 
 def comfy_env(tree):
-    """ComfyUI's modules of @tree, imported in this process set up as
-    realcomfy.py sets up a ComfyUI process (its BOOT script, with the
-    stand-ins and torch shims in it as boot.with_modelkit puts them, up to
-    where it runs main.py), on CPU."""
-    sys.path.insert(0, TESTS)
+    """ComfyUI's modules of @tree (first on this process's PYTHONPATH: see
+    command()), imported in this process set up as realcomfy.py sets up a
+    ComfyUI process (its BOOT script, with the stand-ins and torch shims in
+    it as boot.with_modelkit puts them, up to where it runs main.py), on
+    CPU."""
     import realcomfy
     from modelkit import boot
     text = boot.with_modelkit(realcomfy.BOOT).format(
@@ -87,7 +93,6 @@ def comfy_env(tree):
     head = text.split(RUNS_MAIN)[0]
     with contextlib.redirect_stdout(sys.stderr):
         exec(compile(head, "<realcomfy BOOT>", "exec"), {"__name__": "ramcache_generate_boot"})
-    sys.path.insert(0, tree)
     importlib.import_module("comfy.cli_args").args.cpu = True  # as main.py --cpu
     names = {"supported_models": "comfy.supported_models", "detection": "comfy.model_detection",
              "utils": "comfy.utils", "sd1_clip": "comfy.sd1_clip", "ops": "comfy.ops",
@@ -297,13 +302,24 @@ def generate(tree, out, size, what):
             "seconds": round(time.monotonic() - t0, 2)}
 
 
+def command(tree, out, size, what, python):
+    """(argv, environment) of this module's command line run by @python on
+    @tree, which comes first on its PYTHONPATH (as realcomfy.py starts
+    ComfyUI), this folder's parent (realcomfy, modelkit) after it."""
+    argv = [python, "-m", "modelkit.generate", "--tree", os.path.abspath(tree),
+            "--out", os.path.abspath(out), "--size", size, "--what", what]
+    env = py_env(os.path.abspath(tree), TESTS,
+                 base=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+    return argv, env
+
+
 def ensure(tree, size="small", what="all", out=DEFAULT_DIR, python="/usr/bin/python3",
            timeout=3600):
     """generate() run by @python (Debian's, with torch) in a process of its
     own, from any interpreter: the JSON report as a dict."""
-    p = subprocess.run([python, os.path.abspath(__file__), "--tree", tree, "--out", out,
-                        "--size", size, "--what", what], capture_output=True, text=True,
-                       timeout=timeout, env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+    argv, env = command(tree, out, size, what, python)
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
+                       cwd=TESTS)
     if p.returncode != 0:
         raise RuntimeError(f"generate.py failed ({p.returncode}):\n{p.stderr[-4000:]}")
     return json.loads(p.stdout)
@@ -318,7 +334,12 @@ def main(argv=None):
     ap.add_argument("--what", default="all",
                     help="checkpoints, all, or file ids joined by commas (default %(default)s)")
     args = ap.parse_args(argv)
-    report = generate(os.path.abspath(args.tree), os.path.abspath(args.out), args.size, args.what)
+    tree = os.path.abspath(args.tree)
+    if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != tree:
+        # run by hand: again, the tree first on PYTHONPATH
+        argv, env = command(tree, args.out, args.size, args.what, sys.executable)
+        os.execve(argv[0], argv, env)
+    report = generate(tree, os.path.abspath(args.out), args.size, args.what)
     print(json.dumps(report, indent=1))
 
 

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """Smoke run: each real ComfyUI version (realcomfy.py's harness, main.py
 --cpu, no memory cgroup) loads the generated model files with its own
 loader nodes and samples with them, the stand-ins and torch shims on.
@@ -11,20 +10,19 @@ nodes ComfyUI took from its cache, and ComfyUI's memory after it
 --full VERSION, one more ComfyUI of that version runs the full-size
 checkpoint A once.
 
-    /usr/bin/python3 smoke.py [--versions 0.3.64,0.33.0] [--full 0.33.0] [--json out.json]
+    cd comfyui/tests && /usr/bin/python3 -m modelkit.smoke [--versions 0.3.64,0.33.0] \
+        [--full 0.33.0] [--json out.json]
+
+(a module of the tests folder, as it imports realcomfy from there)
 """
 import argparse
 import contextlib
 import json
-import os
 import re
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = os.path.dirname(HERE)
-sys.path.insert(0, TESTS)
-import realcomfy as rc  # noqa: E402
-from modelkit import boot, generate, workflow  # noqa: E402
+import realcomfy as rc
+from modelkit import boot, generate, workflow
 
 MiB = 1 << 20
 # ComfyUI's log lines about loading models and running prompts.
