@@ -189,12 +189,12 @@ static void summary_of(struct agent *a, struct target *t, uint64_t now)
 	s.oom_kills = bpfstate_stat(&a->bpf, RC_STAT_OOM_KILLS);
 	s.evaluations = a->eval.runs;
 	s.eval_requests = a->eval.requests;
-	summary_faults(&a->bpf, a->o->fault_probes_always, t ? t->pid : 0,
+	summary_faults(&a->bpf, a->fault_probes_always, t ? t->pid : 0,
 		       t ? &t->faults : &a->sys_faults, dt, &s);
 	summary_stalls(&a->bpf, t ? t->pid : 0, t ? &t->prev : &a->sys_prev,
 		       &s);
 	if (t) {
-		summary_target(t, now_ns(), a->o->horizon_ns, &s);
+		summary_target(t, now_ns(), a->horizon_ns, &s);
 	} else {
 		s.threshold_headroom = a->sys_thr.headroom_min;
 		s.threshold_inactive = a->sys_thr.inactive_min;
@@ -252,7 +252,7 @@ static void target_exited(struct agent *a, struct target *t)
 		    now_ns()); /* its cgroup's OOM kills too */
 	summary_of(a, t, now_ns());
 	a->last_pid = pid;
-	if (a->o->follow == FOLLOW_PID) {
+	if (a->follow == FOLLOW_PID) {
 		if (target_detach(&a->ts, &a->env, t, &a->ack_hist,
 				  &a->freed_hist))
 			a->had_evictor = true;
@@ -261,7 +261,7 @@ static void target_exited(struct agent *a, struct target *t)
 		return;
 	}
 	drop_target(a, t, "exited");
-	if (a->o->follow != FOLLOW_ALL) {
+	if (a->follow != FOLLOW_ALL) {
 		a->fl.next_match_ns = 0;
 		tick_arm(&a->tk, now_ns()); /* look for the next one now */
 	}
@@ -353,7 +353,7 @@ static void poll_rss(struct agent *a, struct target *t, uint64_t now)
 	e.total = r.anon + r.file + r.shmem;
 	if (t->rss_told &&
 	    (e.total > t->rss_told ? e.total - t->rss_told
-				   : t->rss_told - e.total) < a->o->rss_step) {
+				   : t->rss_told - e.total) < a->rss_step) {
 		target_rss(t, now, e.total, r.file);
 		metrics_set_rss(&a->m, (unsigned int)t->slot, t->sm.rss);
 		return;
@@ -364,7 +364,7 @@ static void poll_rss(struct agent *a, struct target *t, uint64_t now)
 /* Read meminfo and the cgroups of every target (and the system's). */
 static void read_all(struct agent *a, uint64_t now)
 {
-	bool bpf = a->o->fault_probes_always;
+	bool bpf = a->fault_probes_always;
 	struct target *t;
 
 	for_each_target(a, t, i) {
@@ -404,7 +404,7 @@ static void cadence_input(struct agent *a, uint64_t now, struct cadence_in *ci)
 static uint64_t next_tick(struct agent *a, uint64_t now)
 {
 	struct cadence_due d[RC_MAX_TARGETS + 12];
-	uint64_t sum_slack = a->o->interval_ns / 4, next;
+	uint64_t sum_slack = a->interval_ns / 4, next;
 	int n = 0;
 
 	if (a->tk.cad.tick_ns)
@@ -414,7 +414,7 @@ static uint64_t next_tick(struct agent *a, uint64_t now)
 	d[n++] = (struct cadence_due){ a->tk.next_read_ns, 0 };
 	d[n++] = (struct cadence_due){ a->tk.next_level_ns,
 				       a->tk.cad.calm ? CADENCE_SLACK_NS : 0 };
-	d[n++] = (struct cadence_due){ a->last_summary_ns + a->o->interval_ns,
+	d[n++] = (struct cadence_due){ a->last_summary_ns + a->interval_ns,
 				       sum_slack };
 	n += targets_wakes(&a->ts, d + n);
 	n += follow_wakes(&a->fl, now, d + n);
@@ -490,7 +490,7 @@ static void on_tick(struct agent *a)
 	} else if (!a->tk.cad.calm) {
 		check_drops(a, now);
 	}
-	if (now - a->last_summary_ns >= a->o->interval_ns)
+	if (now - a->last_summary_ns >= a->interval_ns)
 		summary(a, now);
 	onlevel_reap();
 	if (a->end_ns && now >= a->end_ns) {
@@ -607,7 +607,7 @@ static void start_event(struct agent *a)
 	struct start_info si;
 
 	summary_start(targets_single(&a->ts), &a->sys_thr, &a->bpf.probes,
-		      a->o->fault_probes_always ? "on" : "auto", &si);
+		      a->fault_probes_always ? "on" : "auto", &si);
 	out_start(&a->out, &si);
 }
 
@@ -644,8 +644,8 @@ static void finish(struct agent *a, int code)
 			a->inflight_at_exit += t->ev.nr_inflight;
 	}
 	detach_all(a);
-	evict = a->had_evictor || a->o->evict;
-	if (a->o->hist)
+	evict = a->had_evictor || a->evict;
+	if (a->hist)
 		print_hists(a, evict ? &a->ack_hist : NULL,
 			    evict ? &a->freed_hist : NULL);
 	out_exit(&a->out, a->exit_reason, code);
@@ -689,10 +689,9 @@ static void teardown(struct agent *a)
 	drain_stdout();
 }
 
-static void run(struct agent *a)
+/* The run's start: its first event, and its end if @o gives a --duration. */
+static void start(struct agent *a, const struct opts *o)
 {
-	const struct opts *o = a->o;
-
 	a->last_summary_ns = now_ns();
 	if (o->duration_ns)
 		a->end_ns = a->last_summary_ns + o->duration_ns;
@@ -702,15 +701,11 @@ static void run(struct agent *a)
 			&a->out,
 			"--match without --user or --cgroup follows any user's process whose command line holds '%s'",
 			o->match);
-	loop(a);
-	finish(a, a->exit_code);
 }
 
 int agent_run(const struct opts *o)
 {
 	struct agent a = {
-		.o = o,
-		.out = { .f = stdout, .json = o->json, .verbose = o->verbose },
 		.epfd = -1,
 		.sigfd = -1,
 		.tk = { .timerfd = -1 },
@@ -723,24 +718,22 @@ int agent_run(const struct opts *o)
 	sigemptyset(&pipe);
 	sigaddset(&pipe, SIGPIPE);
 	sigprocmask(SIG_BLOCK, &pipe, NULL);
-	out_set_verbose_libbpf(o->verbose);
 	/* one malloc arena: a thread's own would reserve 64 MiB, locked */
 	mallopt(M_ARENA_MAX, 1);
-	a.out.f = o->quiet ? outstream_null() : NULL;
-	if (!a.out.f)
-		a.out.f = outstream_open(STDOUT_FILENO, stdout);
+	agent_configure(&a, o, &follow_ops);
 	bpfstate_set_print(out_libbpf_print);
 	metrics_init(&a.m);
 	pressure_tell_init(&a.lv);
 	sampler_init(&a.sys, 0, NULL, NULL);
-	follow_init(&a.fl, o, &a.ts, &a.env, &a.out, &a.m, &follow_ops, &a);
 	a.mem_total = (uint64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
 	agent_init_env(&a);
 	target_thresholds(&a.env, RC_UNLIMITED, &a.sys_thr);
 
-	code = agent_setup(&a);
+	code = agent_setup(&a, o);
 	if (!code) {
-		run(&a);
+		start(&a, o);
+		loop(&a);
+		finish(&a, a.exit_code);
 		code = a.exit_code;
 	}
 	teardown(&a);

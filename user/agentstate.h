@@ -27,7 +27,15 @@
 #include "tick.h"
 
 struct agent {
-	const struct opts *o;
+	/* what the command line asked of the loop, copied in at set-up */
+	enum follow_mode follow;
+	uint64_t interval_ns;	  /* between summaries */
+	uint64_t horizon_ns;	  /* of the forecast */
+	uint64_t rss_step;	  /* RSS change that makes a polled rss event */
+	bool fault_probes_always; /* --fault-probes on: faults counted in BPF */
+	bool evict;		  /* false with --no-evict */
+	bool hist;		  /* --hist: latency histograms at exit */
+	struct on_level on_level[MAX_ON_LEVEL]; /* --on-level's commands */
 	struct out out;
 	struct bpfstate bpf;
 	struct metrics m;
@@ -74,14 +82,23 @@ enum { TAG_RB = 1, TAG_SIG, TAG_TIMER, TAG_DISC, TAG_PID = 16 };
 /* A record of the ring buffer (bpfstate_events_open()'s callback). */
 int agent_event(void *ctx, void *data, size_t len);
 
+/*
+ * Read @o once, into what the loop and each module keep of it (the output,
+ * the agent's fields, the targets', the levels', the domains' and the
+ * programs on page faults' settings), and start following as it says
+ * (@ops: the loop's side of follow.c).
+ */
+void agent_configure(struct agent *a, const struct opts *o,
+		     const struct follow_ops *ops);
+
 /* What targets, domains and levels need of the agent, once it exists. */
 void agent_init_env(struct agent *a);
 
 /*
- * Everything before the loop: the programs, the loop's descriptors,
- * --pid's target, --all's discovery, the metrics server, the capabilities
- * dropped. 0, or an exit code (told already).
+ * Everything before the loop, as @o asks: the programs, the loop's
+ * descriptors, --pid's target, --all's discovery, the metrics server, the
+ * capabilities dropped. 0, or an exit code (told already).
  */
-int agent_setup(struct agent *a);
+int agent_setup(struct agent *a, const struct opts *o);
 
 #endif /* RAMCACHE_AGENTSTATE_H */

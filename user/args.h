@@ -11,24 +11,10 @@
 #include "core/policy.h"
 #include "kernel/probes.h"
 #include "emit/onlevel.h"
+#include "executors/follow.h"
+#include "executors/targets.h"
 
 #define MAX_ON_LEVEL 8
-#define MAX_WEIGHTS  16
-
-/* Whom the agent follows: one of these, never a mix. */
-enum follow_mode {
-	FOLLOW_SYSTEM = 0, /* nobody: the whole machine is watched */
-	FOLLOW_PID,	   /* --pid: that process; its exit ends the run */
-	FOLLOW_MATCH,	   /* --match: the oldest match, then the next */
-	FOLLOW_ALL,	   /* --all: every executor that makes a page */
-};
-
-/* --weight PID=W or PATTERN=W: favour an executor in its domain. */
-struct weight_rule {
-	pid_t pid;	   /* 0: by pattern */
-	char pattern[128]; /* a piece of the command line, "" with a pid */
-	double weight;
-};
 
 struct opts {
 	enum follow_mode follow;

@@ -22,6 +22,7 @@
 #include "kernel/discover.h"
 #include "proc/clock.h"
 #include "proc/memlock.h"
+#include "emit/outstream.h"
 
 #define FORECAST_WINDOW_NS NSEC_PER_SEC
 #define BTF_PATH	   "/sys/kernel/btf/vmlinux"
@@ -35,18 +36,18 @@ static int epoll_add(int epfd, int fd, uint32_t tag)
 
 static void setup_discover(struct agent *a)
 {
-	if (a->o->follow == FOLLOW_ALL)
+	if (a->follow == FOLLOW_ALL)
 		follow_discovery(&a->fl, a->epfd, TAG_DISC);
 }
 
-static int setup_bpf(struct agent *a)
+static int setup_bpf(struct agent *a, const struct opts *o)
 {
 	struct bpfstate_settings bs = {
-		.filter = a->o->follow != FOLLOW_SYSTEM,
-		.probe_mode = a->o->probe_mode,
-		.burst_faults = a->o->burst_faults,
-		.burst_window_ns = a->o->burst_window_ns,
-		.rss_step = a->o->rss_step,
+		.filter = o->follow != FOLLOW_SYSTEM,
+		.probe_mode = o->probe_mode,
+		.burst_faults = o->burst_faults,
+		.burst_window_ns = o->burst_window_ns,
+		.rss_step = o->rss_step,
 	};
 	int err;
 
@@ -111,34 +112,35 @@ static int setup_fds(struct agent *a)
 	return err;
 }
 
-static int setup_metrics(struct agent *a)
+/* --metrics ADDR:PORT (@addr, NULL without it) bound. */
+static int setup_metrics(struct agent *a, const char *addr)
 {
 	int err;
 
-	if (!a->o->metrics)
+	if (!addr)
 		return 0;
-	err = metrics_http_bind(&a->http, &a->m, a->o->metrics);
+	err = metrics_http_bind(&a->http, &a->m, addr);
 	if (err == -EINVAL)
 		return out_fail(
 			&a->out, EXIT_USAGE,
 			"invalid --metrics address '%s': expected ADDR:PORT, :PORT or [IPV6]:PORT",
-			a->o->metrics);
+			addr);
 	if (err)
 		return out_fail(&a->out, EXIT_RUNTIME,
-				"failed to listen on %s: %s", a->o->metrics,
+				"failed to listen on %s: %s", addr,
 				strerror(-err));
 	return 0;
 }
 
 /* The metrics server's thread, once the agent holds no more than it needs. */
-static int serve_metrics(struct agent *a)
+static int serve_metrics(struct agent *a, const char *addr)
 {
 	int err = a->http ? metrics_http_run(a->http) : 0;
 
 	if (err)
 		return out_fail(&a->out, EXIT_RUNTIME,
-				"failed to serve metrics on %s: %s",
-				a->o->metrics, strerror(-err));
+				"failed to serve metrics on %s: %s", addr,
+				strerror(-err));
 	return 0;
 }
 
@@ -152,18 +154,18 @@ static int try_probe(const void *disc)
 	return discover_try_probe(disc);
 }
 
-static void drop_privileges(struct agent *a)
+static void drop_privileges(struct agent *a, const struct opts *o)
 {
 	uint64_t have = caps_effective(), keep;
 	struct rlimit lim = { 0 };
 	struct caps_need n = {
-		.discover = a->o->follow == FOLLOW_ALL,
-		.open_paths = a->o->control != NULL,
+		.discover = o->follow == FOLLOW_ALL,
+		.open_paths = o->control != NULL,
 	};
 	int err;
 
-	n.memlock = a->o->mlock && (getrlimit(RLIMIT_MEMLOCK, &lim) ||
-				    lim.rlim_cur != RLIM_INFINITY);
+	n.memlock = o->mlock && (getrlimit(RLIMIT_MEMLOCK, &lim) ||
+				 lim.rlim_cur != RLIM_INFINITY);
 	keep = caps_keep(&n, have);
 	/* some kernels create a uprobe for CAP_SYS_ADMIN only: --all then
 	 * keeps it, or finds executors on another libc by the scan alone */
@@ -184,10 +186,9 @@ static void drop_privileges(struct agent *a)
 			strerror(-err));
 }
 
-/* Follow --pid from the start: its errors are fatal. */
-static int setup_target(struct agent *a)
+/* Follow --pid @pid (0: none) from the start: its errors are fatal. */
+static int setup_target(struct agent *a, pid_t pid)
 {
-	pid_t pid = a->o->pid;
 	struct target *t;
 	int err;
 
@@ -205,9 +206,8 @@ static int setup_target(struct agent *a)
 	return 0;
 }
 
-int agent_setup(struct agent *a)
+int agent_setup(struct agent *a, const struct opts *o)
 {
-	const struct opts *o = a->o;
 	int code, err;
 
 	if (o->follow == FOLLOW_PID && kill(o->pid, 0) && errno == ESRCH &&
@@ -215,7 +215,7 @@ int agent_setup(struct agent *a)
 		return out_fail(&a->out, EXIT_NO_PROCESS, "no such process: %d",
 				o->pid);
 	/* what it lacks to load its programs is told first */
-	code = setup_bpf(a);
+	code = setup_bpf(a, o);
 	if (code)
 		return code;
 	/* its programs see the host's pids, /proc this namespace's */
@@ -229,7 +229,7 @@ int agent_setup(struct agent *a)
 				"failed to set up the event loop: %s",
 				strerror(errno));
 	a->env.epfd = a->epfd;
-	code = setup_target(a);
+	code = setup_target(a, o->pid);
 	if (code)
 		return code;
 	setup_discover(a);
@@ -239,16 +239,73 @@ int agent_setup(struct agent *a)
 			&a->out,
 			"failed to lock the agent's memory: %s; it may be paged out under pressure",
 			strerror(-err));
-	code = setup_metrics(a);
+	code = setup_metrics(a, o->metrics);
 	if (code)
 		return code;
-	drop_privileges(a);
-	return serve_metrics(a);
+	drop_privileges(a, o);
+	return serve_metrics(a, o->metrics);
+}
+
+_Static_assert(sizeof(((struct target_cfg *)0)->weights) ==
+		       sizeof(((struct opts *)0)->weights),
+	       "every --weight rule is copied");
+_Static_assert(sizeof(((struct agent *)0)->on_level) ==
+		       sizeof(((struct opts *)0)->on_level),
+	       "every --on-level command is copied");
+
+/* What every target is to be, as @o says (struct target_cfg). */
+static void configure_targets(struct target_cfg *c, const struct opts *o)
+{
+	c->headroom_set = o->headroom_set;
+	c->headroom = o->headroom;
+	c->inactive_set = o->inactive_set;
+	c->inactive = o->inactive;
+	c->evict = o->evict;
+	c->evictor.control = o->control;
+	c->evictor.dry_run = o->dry_run;
+	c->evictor.policy = o->policy;
+	c->evictor.ack_timeout_ns = o->ack_timeout_ns;
+	c->nr_weights = o->nr_weights;
+	memcpy(c->weights, o->weights, sizeof(c->weights));
+}
+
+void agent_configure(struct agent *a, const struct opts *o,
+		     const struct follow_ops *ops)
+{
+	struct match_spec spec = { .pattern = o->match,
+				   .has_uid = o->has_user,
+				   .uid = o->user,
+				   .cgroup = o->cgroup };
+
+	out_set_verbose_libbpf(o->verbose);
+	a->out.json = o->json;
+	a->out.verbose = o->verbose;
+	a->out.f = o->quiet ? outstream_null() : NULL;
+	if (!a->out.f)
+		a->out.f = outstream_open(STDOUT_FILENO, stdout);
+	a->follow = o->follow;
+	a->interval_ns = o->interval_ns;
+	a->horizon_ns = o->horizon_ns;
+	a->rss_step = o->rss_step;
+	a->fault_probes_always = o->fault_probes_always;
+	a->evict = o->evict;
+	a->hist = o->hist;
+	memcpy(a->on_level, o->on_level, sizeof(a->on_level));
+	configure_targets(&a->env.cfg, o);
+	a->fp.horizon_ns = o->horizon_ns;
+	a->fp.always = o->fault_probes_always;
+	a->lenv.horizon_ns = o->horizon_ns;
+	a->lenv.cmds = a->on_level;
+	a->lenv.ncmds = o->nr_on_level;
+	a->denv.policy = o->policy;
+	a->denv.window_ns = FORECAST_WINDOW_NS;
+	a->denv.horizon_ns = o->horizon_ns;
+	follow_init(&a->fl, o->follow, &spec, &a->ts, &a->env, &a->out, &a->m,
+		    ops, a);
 }
 
 void agent_init_env(struct agent *a)
 {
-	a->env.o = a->o;
 	a->env.out = &a->out;
 	a->env.bpf = &a->bpf;
 	a->env.m = &a->m;
@@ -257,7 +314,6 @@ void agent_init_env(struct agent *a)
 	a->env.mem_total = a->mem_total;
 	a->env.read_err = &a->read_err;
 	a->tk.bpf = &a->bpf;
-	a->fp.o = a->o;
 	a->fp.ts = &a->ts;
 	a->fp.sys = &a->sys;
 	a->fp.sys_thr = &a->sys_thr;
@@ -268,12 +324,6 @@ void agent_init_env(struct agent *a)
 	a->lenv.denv = &a->denv;
 	a->lenv.sys = &a->sys;
 	a->lenv.sys_thr = &a->sys_thr;
-	a->lenv.horizon_ns = a->o->horizon_ns;
 	a->lenv.m = &a->m;
 	a->lenv.out = &a->out;
-	a->lenv.cmds = a->o->on_level;
-	a->lenv.ncmds = a->o->nr_on_level;
-	a->denv.policy = a->o->policy;
-	a->denv.window_ns = FORECAST_WINDOW_NS;
-	a->denv.horizon_ns = a->o->horizon_ns;
 }

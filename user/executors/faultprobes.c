@@ -19,7 +19,7 @@ static uint64_t far_of(struct faultprobes *fp, const struct sampler *sm,
 
 	if (!sm->sampled)
 		return 0; /* nothing read yet */
-	sampler_view(sm, now, fp->o->horizon_ns, &v);
+	sampler_view(sm, now, fp->horizon_ns, &v);
 	d.headroom = v.headroom;
 	d.reserve = thr->inactive_min;
 	d.spike = v.spike > v.excursion ? v.spike - v.excursion : 0;
@@ -102,7 +102,7 @@ void faultprobes_watch(struct faultprobes *fp, uint64_t now)
 	uint64_t took, margin = faultwatch_margin(fp->fw.attach_ns);
 	enum faultwatch_why why;
 
-	if (fp->o->fault_probes_always || fp->failed)
+	if (fp->always || fp->failed)
 		return;
 	fp->far = least_far(fp, now);
 	busy = faults_busy(fp, now);

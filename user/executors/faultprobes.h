@@ -11,7 +11,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "args.h"
 #include "core/cadence.h"
 #include "core/faultwatch.h"
 #include "executors/targets.h"
@@ -25,8 +24,9 @@ struct faultprobes {
 	bool failed;		/* they failed to attach: reads only */
 	uint64_t far;		/* the nearest domain, at the last look */
 	uint64_t last_stall_ns; /* last reclaim stall, or OOM kill of ours */
+	uint64_t horizon_ns;	/* of the forecast that tells how far */
+	bool always;		/* --fault-probes on: never switched off */
 	/* what it reads, and where it tells */
-	const struct opts *o;
 	const struct targets *ts;
 	const struct sampler *sys;	     /* the machine's */
 	const struct rc_thresholds *sys_thr; /* in force without a target */

@@ -23,27 +23,27 @@
 	for (int i = 0; i < RC_MAX_TARGETS; i++) \
 		if (((t) = (ts)->t[i]))
 
-void follow_init(struct follow *f, const struct opts *o, struct targets *ts,
+void follow_init(struct follow *f, enum follow_mode mode,
+		 const struct match_spec *spec, struct targets *ts,
 		 const struct target_env *env, struct out *out,
 		 struct metrics *m, const struct follow_ops *ops, void *ctx)
 {
 	memset(f, 0, sizeof(*f));
-	f->o = o;
+	f->mode = mode;
+	f->spec = *spec;
 	f->ts = ts;
 	f->env = env;
 	f->out = out;
 	f->m = m;
 	f->ops = ops;
 	f->ctx = ctx;
-	admission_init(&f->adm, o->has_user, o->user);
+	admission_init(&f->adm, spec->has_uid, spec->uid);
 }
 
-static void match_spec_of(const struct opts *o, struct match_spec *s)
+/* Some of --match, --user, --cgroup was given: each newcomer is judged. */
+static bool spec_filters(const struct match_spec *s)
 {
-	s->pattern = o->match;
-	s->has_uid = o->has_user;
-	s->uid = o->user;
-	s->cgroup = o->cgroup;
+	return s->pattern || s->has_uid || s->cgroup;
 }
 
 void follow_attach_failed(struct follow *f, pid_t pid, int err)
@@ -67,30 +67,29 @@ void follow_attach_failed(struct follow *f, pid_t pid, int err)
 static void find_match(struct follow *f, uint64_t now)
 {
 	struct target *t = NULL;
-	struct match_spec s;
+	const struct match_spec *s = &f->spec;
 	struct match_result r;
 	pid_t pid;
 	int err;
 
 	f->next_match_ns = now + MATCH_PERIOD_NS;
-	match_spec_of(f->o, &s);
-	pid = match_find(RC_PROC_ROOT, &s, getpid(), &r);
+	pid = match_find(RC_PROC_ROOT, s, getpid(), &r);
 	if (pid >= 0 && r.refused_pid && r.refused_pid != f->refused_told) {
 		out_warn(
 			f->out,
 			"not following pid %d (uid %u): its command line holds '%s' but it is not %s",
-			r.refused_pid, r.refused_uid, s.pattern,
+			r.refused_pid, r.refused_uid, s->pattern,
 			r.wrong_user ? "of --user" : "in --cgroup");
 		f->refused_told = r.refused_pid;
 	}
 	if (pid <= 0)
 		return;
-	err = target_attach(f->ts, f->env, pid, &s, &t);
+	err = target_attach(f->ts, f->env, pid, s, &t);
 	if (err) {
 		follow_attach_failed(f, pid, err);
 		return;
 	}
-	out_target_pick(f->out, pid, t->comm, s.pattern, &r);
+	out_target_pick(f->out, pid, t->comm, s->pattern, &r);
 }
 
 /*
@@ -175,18 +174,16 @@ static void no_place(struct follow *f, pid_t pid)
  * ADMISSION_PEND_NS, a scan's at the next scan).
  */
 static int may_adopt(struct follow *f, pid_t pid, const struct discover_look *l,
-		     struct principal who, struct match_spec *s,
-		     struct match_spec **sp)
+		     struct principal who, const struct match_spec **sp)
 {
 	uint64_t now = now_ns();
 	enum admission_verdict v;
 	int err;
 
 	*sp = NULL;
-	if (f->o->match || f->o->has_user || f->o->cgroup) {
-		match_spec_of(f->o, s);
-		*sp = s;
-		if (match_verify(RC_PROC_ROOT, s, pid, -1))
+	if (spec_filters(&f->spec)) {
+		*sp = &f->spec;
+		if (match_verify(RC_PROC_ROOT, *sp, pid, -1))
 			return 1; /* not ours, or gone: nothing to tell */
 	}
 	if (l->fds > CONTROL_MAX_FDS) {
@@ -260,7 +257,7 @@ static bool adopt(struct follow *f, pid_t pid, const char *how, bool spend,
 		  uint32_t probe)
 {
 	uint64_t t0 = now_ns();
-	struct match_spec s, *sp;
+	const struct match_spec *sp;
 	struct discover_look l;
 	struct principal who;
 	int verdict;
@@ -278,7 +275,7 @@ static bool adopt(struct follow *f, pid_t pid, const char *how, bool spend,
 			return true;
 		}
 	}
-	verdict = may_adopt(f, pid, &l, who, &s, &sp);
+	verdict = may_adopt(f, pid, &l, who, &sp);
 	admission_charge(&f->adm, who, now_ns() - t0, now_ns());
 	if (!verdict)
 		take_on(f, pid, who, sp, how, probe);
@@ -329,7 +326,7 @@ static void drop_pageless(struct follow *f, uint64_t now)
 {
 	struct target *t;
 
-	if (f->o->follow != FOLLOW_ALL)
+	if (f->mode != FOLLOW_ALL)
 		return;
 	for_each_target(f->ts, t, i)
 		if (admission_pageless(&t->no_page_since,
@@ -448,7 +445,7 @@ static void rescan(struct follow *f, uint64_t now)
 {
 	uint64_t lost, until;
 
-	if (f->o->follow != FOLLOW_ALL)
+	if (f->mode != FOLLOW_ALL)
 		return;
 	lost = admission_lost(
 		&f->adm, f->adm.uprobe ? discover_drops(&f->disc) : 0, now);
@@ -545,10 +542,9 @@ static void count_principals(struct follow *f, uint64_t now)
 
 void follow_tick(struct follow *f, uint64_t now)
 {
-	if (f->o->follow == FOLLOW_MATCH && !f->ts->n &&
-	    now >= f->next_match_ns)
+	if (f->mode == FOLLOW_MATCH && !f->ts->n && now >= f->next_match_ns)
 		find_match(f, now);
-	if (f->o->follow != FOLLOW_ALL)
+	if (f->mode != FOLLOW_ALL)
 		return;
 	rescan(f, now);
 	retry_pending(f, now);
@@ -558,12 +554,12 @@ void follow_tick(struct follow *f, uint64_t now)
 
 int follow_wakes(const struct follow *f, uint64_t now, struct cadence_due *d)
 {
-	if (f->o->follow == FOLLOW_MATCH && !f->ts->n) {
+	if (f->mode == FOLLOW_MATCH && !f->ts->n) {
 		d[0] = (struct cadence_due){ f->next_match_ns,
 					     CADENCE_SLACK_NS };
 		return 1;
 	}
-	if (f->o->follow == FOLLOW_ALL)
+	if (f->mode == FOLLOW_ALL)
 		return admission_wakes(&f->adm, now, d);
 	return 0;
 }
@@ -576,7 +572,7 @@ void follow_gone(struct follow *f, const struct target *t)
 
 void follow_freed(struct follow *f)
 {
-	if (f->o->follow != FOLLOW_ALL)
+	if (f->mode != FOLLOW_ALL)
 		return;
 	admission_place_freed(&f->adm, now_ns());
 	take_waiting(f);

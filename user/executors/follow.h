@@ -14,13 +14,21 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "args.h"
 #include "core/cadence.h"
 #include "core/admission.h"
 #include "executors/targets.h"
 #include "kernel/discover.h"
 #include "emit/metrics.h"
 #include "emit/out.h"
+#include "proc/match.h"
+
+/* Whom the agent follows: one of these, never a mix. */
+enum follow_mode {
+	FOLLOW_SYSTEM = 0, /* nobody: the whole machine is watched */
+	FOLLOW_PID,	   /* --pid: that process; its exit ends the run */
+	FOLLOW_MATCH,	   /* --match: the oldest match, then the next */
+	FOLLOW_ALL,	   /* --all: every executor that makes a page */
+};
 
 /* What the loop does for follow.c. */
 struct follow_ops {
@@ -35,7 +43,9 @@ struct follow_ops {
 };
 
 struct follow {
-	const struct opts *o;
+	enum follow_mode mode;
+	/* --match, --user, --cgroup: whom it may take on (none: anybody) */
+	struct match_spec spec;
 	struct targets *ts;
 	const struct target_env *env;
 	struct out *out;
@@ -54,7 +64,9 @@ struct follow {
 	uint64_t metrics_ns; /* the principals' counts last copied out */
 };
 
-void follow_init(struct follow *f, const struct opts *o, struct targets *ts,
+/* Follow as @mode says, taking on only whom @spec accepts (copied). */
+void follow_init(struct follow *f, enum follow_mode mode,
+		 const struct match_spec *spec, struct targets *ts,
 		 const struct target_env *env, struct out *out,
 		 struct metrics *m, const struct follow_ops *ops, void *ctx);
 

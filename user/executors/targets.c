@@ -19,10 +19,10 @@ void target_thresholds(const struct target_env *env, uint64_t cg_limit,
 	struct rc_threshold_in in = {
 		.mem_total = env->mem_total,
 		.cg_limit = cg_limit,
-		.headroom_set = env->o->headroom_set,
-		.headroom = env->o->headroom,
-		.inactive_set = env->o->inactive_set,
-		.inactive = env->o->inactive,
+		.headroom_set = env->cfg.headroom_set,
+		.headroom = env->cfg.headroom,
+		.inactive_set = env->cfg.inactive_set,
+		.inactive = env->cfg.inactive,
 	};
 
 	policy_thresholds_resolve(&in, thr);
@@ -87,20 +87,21 @@ void target_tick(struct target *t, uint64_t now)
 }
 
 /* The first --weight rule naming @pid or a piece of its command line. */
-static double weight_of(const struct opts *o, pid_t pid)
+static double weight_of(const struct target_cfg *cfg, pid_t pid)
 {
+	const struct weight_rule *w = cfg->weights;
 	char path[64], cmd[4096];
 	ssize_t n;
 
-	for (int i = 0; i < o->nr_weights; i++)
-		if (o->weights[i].pid == pid)
-			return o->weights[i].weight;
+	for (int i = 0; i < cfg->nr_weights; i++)
+		if (w[i].pid == pid)
+			return w[i].weight;
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
 	n = readfile_prefix(path, cmd, sizeof(cmd));
-	for (int i = 0; n > 0 && i < o->nr_weights; i++)
-		if (o->weights[i].pattern[0] &&
-		    match_cmdline(cmd, (size_t)n, o->weights[i].pattern))
-			return o->weights[i].weight;
+	for (int i = 0; n > 0 && i < cfg->nr_weights; i++)
+		if (w[i].pattern[0] &&
+		    match_cmdline(cmd, (size_t)n, w[i].pattern))
+			return w[i].weight;
 	return 1.0;
 }
 
@@ -211,15 +212,10 @@ int target_read(struct targets *ts, const struct target_env *env,
 
 static void setup_evictor(struct target *t, const struct target_env *env)
 {
-	struct evict_cfg cfg = {
-		.control = env->o->control,
-		.dry_run = env->o->dry_run,
-		.policy = env->o->policy,
-		.ack_timeout_ns = env->o->ack_timeout_ns,
-	};
 	int err;
 
-	err = evictor_init(&t->ev, &cfg, env->out, env->m, &t->ctl);
+	err = evictor_init(&t->ev, &env->cfg.evictor, env->out, env->m,
+			   &t->ctl);
 	if (err)
 		out_warn(
 			env->out,
@@ -322,8 +318,8 @@ int target_attach(struct targets *ts, const struct target_env *env, pid_t pid,
 	err = start_sampling(ts, t, env);
 	if (err)
 		goto fail;
-	t->weight = weight_of(env->o, pid);
-	if (env->o->evict)
+	t->weight = weight_of(&env->cfg, pid);
+	if (env->cfg.evict)
 		setup_evictor(t, env);
 	ev.data.u32 = env->tag_base + (uint32_t)slot;
 	if (epoll_ctl(env->epfd, EPOLL_CTL_ADD, t->pidfd, &ev)) {

@@ -15,7 +15,6 @@
 
 #include <linux/types.h>
 
-#include "args.h"
 #include "core/cadence.h"
 #include "kernel/bpfstate.h"
 #include "page/control.h"
@@ -77,9 +76,28 @@ struct targets {
 	int dom_refs[RC_MAX_TARGETS];
 };
 
+/* --weight PID=W or PATTERN=W: favour an executor in its domain. */
+#define MAX_WEIGHTS 16
+struct weight_rule {
+	pid_t pid;	   /* 0: by pattern */
+	char pattern[128]; /* a piece of the command line, "" with a pid */
+	double weight;
+};
+
+/* What the command line asks of every target, copied in at set-up. */
+struct target_cfg {
+	/* --headroom, --inactive: asked for (or the defaults), in bytes */
+	bool headroom_set, inactive_set;
+	uint64_t headroom, inactive;
+	bool evict;		  /* false with --no-evict */
+	struct evict_cfg evictor; /* each target's, when it evicts */
+	struct weight_rule weights[MAX_WEIGHTS]; /* --weight, in order */
+	int nr_weights;
+};
+
 /* What attaching needs of the agent. */
 struct target_env {
-	const struct opts *o;
+	struct target_cfg cfg;
 	struct out *out;
 	struct bpfstate *bpf;
 	struct metrics *m;
