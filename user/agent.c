@@ -189,7 +189,7 @@ static void summary_of(struct agent *a, struct target *t, uint64_t now)
 	s.oom_kills = bpfstate_stat(&a->bpf, RC_STAT_OOM_KILLS);
 	s.evaluations = a->eval.runs;
 	s.eval_requests = a->eval.requests;
-	summary_faults(&a->bpf, a->fault_probes_always, t ? t->pid : 0,
+	summary_faults(&a->bpf, a->fp.always, t ? t->pid : 0,
 		       t ? &t->faults : &a->sys_faults, dt, &s);
 	summary_stalls(&a->bpf, t ? t->pid : 0, t ? &t->prev : &a->sys_prev,
 		       &s);
@@ -252,7 +252,7 @@ static void target_exited(struct agent *a, struct target *t)
 		    now_ns()); /* its cgroup's OOM kills too */
 	summary_of(a, t, now_ns());
 	a->last_pid = pid;
-	if (a->follow == FOLLOW_PID) {
+	if (a->fl.mode == FOLLOW_PID) {
 		if (target_detach(&a->ts, &a->env, t, &a->ack_hist,
 				  &a->freed_hist))
 			a->had_evictor = true;
@@ -261,7 +261,7 @@ static void target_exited(struct agent *a, struct target *t)
 		return;
 	}
 	drop_target(a, t, "exited");
-	if (a->follow != FOLLOW_ALL) {
+	if (a->fl.mode != FOLLOW_ALL) {
 		a->fl.next_match_ns = 0;
 		tick_arm(&a->tk, now_ns()); /* look for the next one now */
 	}
@@ -364,7 +364,7 @@ static void poll_rss(struct agent *a, struct target *t, uint64_t now)
 /* Read meminfo and the cgroups of every target (and the system's). */
 static void read_all(struct agent *a, uint64_t now)
 {
-	bool bpf = a->fault_probes_always;
+	bool bpf = a->fp.always;
 	struct target *t;
 
 	for_each_target(a, t, i) {
@@ -607,7 +607,7 @@ static void start_event(struct agent *a)
 	struct start_info si;
 
 	summary_start(targets_single(&a->ts), &a->sys_thr, &a->bpf.probes,
-		      a->fault_probes_always ? "on" : "auto", &si);
+		      a->fp.always ? "on" : "auto", &si);
 	out_start(&a->out, &si);
 }
 

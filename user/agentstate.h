@@ -28,13 +28,11 @@
 
 struct agent {
 	/* what the command line asked of the loop, copied in at set-up */
-	enum follow_mode follow;
-	uint64_t interval_ns;	  /* between summaries */
-	uint64_t horizon_ns;	  /* of the forecast */
-	uint64_t rss_step;	  /* RSS change that makes a polled rss event */
-	bool fault_probes_always; /* --fault-probes on: faults counted in BPF */
-	bool evict;		  /* false with --no-evict */
-	bool hist;		  /* --hist: latency histograms at exit */
+	uint64_t interval_ns; /* between summaries */
+	uint64_t horizon_ns;  /* of the forecast */
+	uint64_t rss_step;    /* RSS change that makes a polled rss event */
+	bool evict;	      /* false with --no-evict */
+	bool hist;	      /* --hist: latency histograms at exit */
 	struct on_level on_level[MAX_ON_LEVEL]; /* --on-level's commands */
 	struct out out;
 	struct bpfstate bpf;

@@ -36,7 +36,7 @@ static int epoll_add(int epfd, int fd, uint32_t tag)
 
 static void setup_discover(struct agent *a)
 {
-	if (a->follow == FOLLOW_ALL)
+	if (a->fl.mode == FOLLOW_ALL)
 		follow_discovery(&a->fl, a->epfd, TAG_DISC);
 }
 
@@ -283,11 +283,9 @@ void agent_configure(struct agent *a, const struct opts *o,
 	a->out.f = o->quiet ? outstream_null() : NULL;
 	if (!a->out.f)
 		a->out.f = outstream_open(STDOUT_FILENO, stdout);
-	a->follow = o->follow;
 	a->interval_ns = o->interval_ns;
 	a->horizon_ns = o->horizon_ns;
 	a->rss_step = o->rss_step;
-	a->fault_probes_always = o->fault_probes_always;
 	a->evict = o->evict;
 	a->hist = o->hist;
 	memcpy(a->on_level, o->on_level, sizeof(a->on_level));
