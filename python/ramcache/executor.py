@@ -233,7 +233,8 @@ class Executor:
             except Exception:
                 log.exception("ramcache: on_wake callback failed")
                 continue
-            if ms is not None and (soonest is None or ms < soonest):
+            if isinstance(ms, (int, float)) and not isinstance(ms, bool) and \
+                    (soonest is None or ms < soonest):  # other answers: no wish
                 soonest = ms
         self._wake_ms = soonest
 
