@@ -299,6 +299,36 @@ def top_exits_quietly_when_its_terminal_goes_away():
 
 # ------------------------------------------------------------ shared folders
 
+@test
+def a_hang_up_while_top_stops_listening_is_not_an_error():
+    """The terminal's SIGHUP can come while ramcache-top sets its signals
+    to be ignored on the way out (CI saw a Stop traceback from there): a
+    handler firing inside that (simulated here on each signal's first
+    change) leaves all three ignored and nothing raised."""
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("ramcache_top", TOP)
+    spec = importlib.util.spec_from_loader("ramcache_top", loader)
+    top = importlib.util.module_from_spec(spec)
+    loader.exec_module(top)
+    set_to, fired = {}, set()
+
+    class Signals:  # the signal module, with a handler firing mid-change
+        def __getattr__(self, name):
+            return getattr(signal, name)
+
+        def signal(self, s, h):
+            if s not in fired:
+                fired.add(s)
+                raise top.Stop(s) if s != signal.SIGINT else KeyboardInterrupt
+            set_to[s] = h
+
+    top.signal = Signals()
+    top.ignore_signals()
+    assert fired == {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}, fired
+    assert set_to == dict.fromkeys(fired, signal.SIG_IGN), set_to
+
+
 def shared_folder():
     """A folder as /tmp is: world-writable, sticky."""
     d = tempfile.mkdtemp(prefix="ramcache-test-shared-")
