@@ -126,7 +126,7 @@ class Executor:
         if not self.mine():
             return "none"
         st = self.page.agent_state()
-        if st == "alive" and self._beat_age(pagemod.now_ns()) >= STALL_NS:
+        if st == "alive" and self.page.agent_beat_age() >= STALL_NS:
             return "stalled"
         return st
 
@@ -134,12 +134,7 @@ class Executor:
         """An agent is attached and beating (not stalled): three reads of
         the page."""
         return self.mine() and self.page.agent_alive() and \
-            self._beat_age(pagemod.now_ns()) < STALL_NS
-
-    def _beat_age(self, now: int) -> int:
-        """How old the agent's heartbeat is (page.py keeps the field
-        private: one aligned load, as its agent_state() reads it)."""
-        return abs(now - self.page._r64(pagemod.A_HEARTBEAT))
+            self.page.agent_beat_age() < STALL_NS
 
     # ------------------------------------------------------------ serving
 
@@ -244,7 +239,7 @@ class Executor:
         WAIT_MS, the soonest."""
         until = min(now + WAIT_MS * 1_000_000, beat + BEAT_NS)
         if self.state == "alive":
-            until = min(until, now - self._beat_age(now) + STALL_NS)
+            until = min(until, now - self.page.agent_beat_age() + STALL_NS)
         if self._wake_ms is not None:
             until = min(until, now + int(self._wake_ms) * 1_000_000)
         return max(1, -(-(until - now) // 1_000_000))
